@@ -1,0 +1,56 @@
+# k3strap — make targets. `make demo` runs the main job against local throw-away hosts;
+# `make test` runs every test (unit and end-to-end). Both need root for the host harness.
+SHELL      := /bin/bash
+GO         ?= go
+VERSION    ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+K3S_SIM_VERSION ?= v1.36.3+k3s1
+HARNESS    := e2e/harness/harness.sh
+SUDO       := $(shell [ "$$(id -u)" = 0 ] || echo sudo -E)
+export HARNESS_DIR ?= /var/tmp/k3strap-e2e
+
+.PHONY: all build artifacts demo demo-down test unit e2e bench vet fmt lint clean
+
+all: build
+
+build:
+	$(GO) build -ldflags "-X main.version=$(VERSION)" -o bin/k3strap ./cmd/k3strap
+
+# The airgap artifacts of the demo: the K3s SIMULATOR (K3s itself cannot be downloaded here),
+# a stand-in images archive, and their sha256sum file, as a K3s release ships them.
+artifacts:
+	@mkdir -p .artifacts
+	CGO_ENABLED=0 $(GO) build -ldflags "-X main.version=$(K3S_SIM_VERSION)" -o .artifacts/k3s ./e2e/k3ssim
+	$(GO) run ./e2e/cmd/mkimages .artifacts/k3s-airgap-images-amd64.tar.zst
+	cd .artifacts && sha256sum k3s k3s-airgap-images-amd64.tar.zst > sha256sum-amd64.txt
+
+# One throw-away host (systemd + OpenSSH in its own network namespace), then the real command.
+demo: build artifacts
+	$(SUDO) bash $(HARNESS) up 1
+	./bin/k3strap apply -f examples/single-server.yaml --kubeconfig-out demo.kubeconfig
+
+demo-down:
+	$(SUDO) bash $(HARNESS) down
+
+# Every test: unit tests and the end-to-end tests on throw-away hosts (they skip, saying why,
+# without root).
+test: vet
+	$(GO) test -race -count=1 -timeout 60m ./...
+
+unit:
+	$(GO) test -race -count=1 -short ./...
+
+e2e:
+	$(GO) test -race -count=1 -timeout 60m ./e2e/...
+
+bench:
+	$(GO) test -run '^$$' -bench . -benchtime 3x -timeout 30m ./e2e/...
+
+vet:
+	@test -z "$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go'))" || { gofmt -l .; echo "gofmt: files above need formatting"; exit 1; }
+	$(GO) vet ./...
+
+fmt:
+	gofmt -w $$(git ls-files '*.go')
+
+clean:
+	rm -rf bin .artifacts demo.kubeconfig

@@ -1,0 +1,170 @@
+package main
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/k3strap/k3strap/installer"
+	"github.com/k3strap/k3strap/inventory"
+	"github.com/k3strap/k3strap/templates"
+)
+
+func (a *app) validateCmd() *cobra.Command {
+	return &cobra.Command{
+		Use:   "validate -f FILE",
+		Short: "Check an inventory file without connecting to any host",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			c, err := a.load()
+			if err != nil {
+				return err
+			}
+			var roles []string
+			for _, h := range c.Spec.Hosts {
+				roles = append(roles, h.Name+" ("+string(h.Role)+")")
+			}
+			fmt.Fprintf(a.stdout, "%s: valid — cluster %s, %d hosts: %s\n", c.Source, c.Metadata.Name, len(c.Spec.Hosts), strings.Join(roles, ", "))
+			return nil
+		},
+	}
+}
+
+func (a *app) preflightCmd() *cobra.Command {
+	rf := &runFlags{}
+	cmd := &cobra.Command{
+		Use:   "preflight -f FILE",
+		Short: "Connect to every host, gather facts and run the preflight checks; change nothing",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			c, err := a.load()
+			if err != nil {
+				return err
+			}
+			opts, err := a.installerOptions(c, rf)
+			if err != nil {
+				return err
+			}
+			sink, err := a.sink()
+			if err != nil {
+				return err
+			}
+			_, err = installer.New(c, opts, sink).Preflight(cmd.Context())
+			return err
+		},
+	}
+	rf.register(cmd, false)
+	return cmd
+}
+
+func (a *app) applyCmd() *cobra.Command {
+	rf := &runFlags{}
+	cmd := &cobra.Command{
+		Use:   "apply -f FILE",
+		Short: "Install or converge the cluster: preflight, install, supervised bring-up, joins, kubeconfig",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			c, err := a.load()
+			if err != nil {
+				return err
+			}
+			opts, err := a.installerOptions(c, rf)
+			if err != nil {
+				return err
+			}
+			sink, err := a.sink()
+			if err != nil {
+				return err
+			}
+			return installer.New(c, opts, sink).Apply(cmd.Context())
+		},
+	}
+	rf.register(cmd, true)
+	return cmd
+}
+
+func (a *app) renderCmd() *cobra.Command {
+	var hosts []string
+	var apiAddress string
+	cmd := &cobra.Command{
+		Use:   "render -f FILE [--host NAME]",
+		Short: "Print exactly what each host gets (config.yaml, files, install environment); secrets masked",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			c, err := a.load()
+			if err != nil {
+				return err
+			}
+			sel := map[string]bool{}
+			for _, h := range hosts {
+				if c.Host(h) == nil {
+					return usageError{fmt.Errorf("--host %s: no such host in %s", h, c.Source)}
+				}
+				sel[h] = true
+			}
+			pl := &installer.Planner{Cluster: c, APIAddress: apiAddress}
+			for i := range c.Spec.Hosts {
+				h := &c.Spec.Hosts[i]
+				if len(sel) > 0 && !sel[h.Name] {
+					continue
+				}
+				if err := a.renderHost(pl, c, h); err != nil {
+					return err
+				}
+			}
+			return nil
+		},
+	}
+	cmd.Flags().StringSliceVar(&hosts, "host", nil, "only these hosts")
+	cmd.Flags().StringVar(&apiAddress, "api-address", "", "extra API address (added to tls-san)")
+	return cmd
+}
+
+// renderHost prints one host's plan. Airgap artifacts depend on the host's architecture,
+// which only facts reveal: the plan is shown for each architecture the inventory provides.
+func (a *app) renderHost(pl *installer.Planner, c *inventory.Cluster, h *inventory.Host) error {
+	arches := []string{""}
+	if c.Spec.K3s.Install == inventory.Airgap {
+		arches = arches[:0]
+		for arch := range c.Spec.K3s.Airgap {
+			arches = append(arches, arch)
+		}
+		sort.Strings(arches)
+	}
+	w := a.stdout
+	for i, arch := range arches {
+		p, err := pl.Plan(h, arch)
+		if err != nil {
+			return err
+		}
+		if i == 0 {
+			fmt.Fprintf(w, "### host %s (%s, %s)%s\n", h.Name, h.Address, h.Role, map[bool]string{true: " — first server, initialises the cluster", false: ""}[p.First])
+			fmt.Fprintf(w, "--- %s (mode 0600)\n%s", installer.PathConfig, p.ConfigYAML)
+			fmt.Fprintf(w, "--- %s (mode 0600): the cluster token (secret, not shown)\n", installer.PathTokenFile)
+		}
+		if arch != "" {
+			fmt.Fprintf(w, "--- files for %s hosts\n", arch)
+		} else {
+			fmt.Fprintln(w, "--- files")
+		}
+		for _, f := range p.Files {
+			if f.Path == installer.PathConfig {
+				continue
+			}
+			src := "k3strap"
+			if f.LocalPath != "" {
+				src = f.LocalPath
+			}
+			fmt.Fprintf(w, "  %s  mode %04o  %s  sha256 %s  from %s\n", f.Path, f.Mode, sizeOf(f.Size), f.SHA256, src)
+		}
+		if i == 0 {
+			fmt.Fprintf(w, "--- install: %s %s\n", strings.Join(templates.MaskEnv(p.InstallEnv), " "), installer.PathInstallScript)
+			fmt.Fprintf(w, "--- service: %s\n\n", p.Service)
+		}
+	}
+	return nil
+}
+
+func sizeOf(n int64) string { return fmt.Sprintf("%d bytes", n) }

@@ -1,0 +1,267 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+	"github.com/spf13/viper"
+	"golang.org/x/term"
+
+	"github.com/k3strap/k3strap/events"
+	"github.com/k3strap/k3strap/frontend"
+	"github.com/k3strap/k3strap/installer"
+	"github.com/k3strap/k3strap/inventory"
+	"github.com/k3strap/k3strap/preflight"
+)
+
+// version is set at build time with -ldflags "-X main.version=...".
+var version = "dev"
+
+// app is one invocation: streams, settings and the chosen front-end.
+type app struct {
+	ctx            context.Context
+	stdin          io.Reader
+	stdout, stderr io.Writer
+	v              *viper.Viper
+
+	file    string
+	output  string
+	quiet   bool
+	verbose bool
+	logFile string
+
+	closers []func()
+}
+
+// run executes k3strap with args and returns the process exit code.
+func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	a := &app{ctx: ctx, stdin: stdin, stdout: stdout, stderr: stderr, v: inventory.NewViper()}
+	defer a.close()
+	root := a.rootCmd()
+	root.SetArgs(args)
+	root.SetIn(stdin)
+	root.SetOut(stdout)
+	root.SetErr(stderr)
+	err := root.ExecuteContext(ctx)
+	if err == nil {
+		return 0
+	}
+	code := installer.CodeOf(err)
+	var f *installer.Failure
+	var il inventory.ErrorList
+	switch {
+	case errors.As(err, &il):
+		fmt.Fprintln(stderr, "error: the inventory is not valid:")
+		fmt.Fprintln(stderr, il.Error())
+		return int(installer.ExitInvalid)
+	case errors.As(err, &f):
+		// Already reported through events.
+	case errors.As(err, new(usageError)):
+		fmt.Fprintln(stderr, "error:", err)
+		return int(installer.ExitInvalid)
+	default:
+		fmt.Fprintln(stderr, "error:", err)
+	}
+	return int(code)
+}
+
+type usageError struct{ error }
+
+func (a *app) close() {
+	for i := len(a.closers) - 1; i >= 0; i-- {
+		a.closers[i]()
+	}
+}
+
+func (a *app) rootCmd() *cobra.Command {
+	root := &cobra.Command{
+		Use:   "k3strap",
+		Short: "Bootstrap K3s clusters (and Rancher) over SSH from one inventory file",
+		Long: "k3strap takes Linux hosts reachable over SSH to a working K3s cluster, refusing up front the\n" +
+			"configurations known to break and watching the first server until its network really exists.",
+		SilenceUsage:  true,
+		SilenceErrors: true,
+		Version:       version,
+	}
+	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
+	pf := root.PersistentFlags()
+	pf.StringVarP(&a.file, "file", "f", "", "inventory file (env K3STRAP_FILE)")
+	pf.StringVarP(&a.output, "output", "o", "auto", "output: auto (terminal UI on a terminal, plain otherwise), plain, json")
+	pf.BoolVarP(&a.quiet, "quiet", "q", false, "only warnings, errors and the summary")
+	pf.BoolVarP(&a.verbose, "verbose", "v", false, "also show remote command lines (secrets masked)")
+	pf.StringVar(&a.logFile, "log-file", "", "also write every event as a plain line (verbose) to this file")
+	for _, o := range inventory.OverrideKeys() {
+		if o.Secret {
+			continue // secrets come from the environment only, never a command line
+		}
+		name := flagName(o.Key)
+		pf.String(name, "", o.Usage+" (env "+o.Env+")")
+		_ = a.v.BindPFlag(o.Key, pf.Lookup(name))
+	}
+	root.AddCommand(a.validateCmd(), a.preflightCmd(), a.renderCmd(), a.applyCmd(), a.versionCmd())
+	return root
+}
+
+// flagName turns an override key ("ssh.keyPath") into a flag name ("ssh-key-path").
+func flagName(key string) string {
+	var b strings.Builder
+	for i, r := range key {
+		switch {
+		case r == '.':
+			b.WriteByte('-')
+		case r >= 'A' && r <= 'Z':
+			if i > 0 {
+				b.WriteByte('-')
+			}
+			b.WriteRune(r + ('a' - 'A'))
+		default:
+			b.WriteRune(r)
+		}
+	}
+	return b.String()
+}
+
+// load reads and validates the inventory named by -f or K3STRAP_FILE.
+func (a *app) load() (*inventory.Cluster, error) {
+	path := a.file
+	if path == "" {
+		path = os.Getenv("K3STRAP_FILE")
+	}
+	if path == "" {
+		return nil, usageError{errors.New("no inventory: give -f FILE (or set K3STRAP_FILE)")}
+	}
+	return inventory.Load(path, inventory.LoadOptions{Viper: a.v})
+}
+
+// sink builds the front-end for a run: plain lines, JSON lines, plus --log-file.
+func (a *app) sink() (events.Sink, error) {
+	var sinks []events.Sink
+	switch a.output {
+	case "json":
+		sinks = append(sinks, &frontend.JSON{W: a.stdout, Verbose: a.verbose})
+	case "plain", "auto":
+		sinks = append(sinks, &frontend.Plain{W: a.stdout, Verbose: a.verbose, Quiet: a.quiet})
+	default:
+		return nil, usageError{fmt.Errorf("--output %q: want auto, plain or json", a.output)}
+	}
+	if a.logFile != "" {
+		f, err := os.OpenFile(a.logFile, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o600)
+		if err != nil {
+			return nil, usageError{fmt.Errorf("--log-file: %w", err)}
+		}
+		a.closers = append(a.closers, func() { _ = f.Close() })
+		sinks = append(sinks, &frontend.Plain{W: f, Verbose: true})
+	}
+	return events.Tee(sinks...), nil
+}
+
+// isTerminal reports whether w is a terminal.
+func isTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	return ok && term.IsTerminal(int(f.Fd()))
+}
+
+// runFlags are the flags of commands that connect to hosts.
+type runFlags struct {
+	ignore         []string
+	insecure       bool
+	kubeconfigOut  string
+	apiAddress     string
+	stallGrace     time.Duration
+	timeout        time.Duration
+	concurrency    int
+	hosts          []string
+	askSudo        bool
+	pollInterval   time.Duration
+	withKubeconfig bool
+}
+
+func (rf *runFlags) register(cmd *cobra.Command, apply bool) {
+	f := cmd.Flags()
+	f.StringSliceVar(&rf.ignore, "ignore-preflight-errors", nil, "preflight checks whose errors become warnings: ID,ID,... or all")
+	f.BoolVar(&rf.insecure, "insecure-ignore-host-key", false, "do not verify SSH host keys (dangerous; prints a warning per host)")
+	f.IntVar(&rf.concurrency, "concurrency", 10, "hosts worked on at once")
+	f.StringSliceVar(&rf.hosts, "host", nil, "limit to these hosts (repeatable)")
+	f.BoolVar(&rf.askSudo, "ask-sudo-password", false, "ask once for the sudo password on the terminal")
+	if apply {
+		f.StringVar(&rf.kubeconfigOut, "kubeconfig-out", "", "where to write the kubeconfig (default ./<cluster name>.kubeconfig)")
+		f.StringVar(&rf.apiAddress, "api-address", "", "address clients use for the API server (default: the first server's address)")
+		f.DurationVar(&rf.stallGrace, "stall-grace", 60*time.Second, "how long the uninitialized taint may stay before the stall is diagnosed")
+		f.DurationVar(&rf.timeout, "timeout", 10*time.Minute, "bring-up timeout of a server or agent")
+		f.DurationVar(&rf.pollInterval, "poll-interval", 400*time.Millisecond, "how often the bring-up supervisor looks")
+	}
+}
+
+func (a *app) installerOptions(c *inventory.Cluster, rf *runFlags) (installer.Options, error) {
+	ign, err := preflight.ParseIgnore(rf.ignore)
+	if err != nil {
+		return installer.Options{}, usageError{fmt.Errorf("--ignore-preflight-errors: %w", err)}
+	}
+	pw, err := a.sudoPassword(c, rf.askSudo)
+	if err != nil {
+		return installer.Options{}, err
+	}
+	return installer.Options{
+		IgnorePreflight:       ign,
+		InsecureIgnoreHostKey: rf.insecure,
+		KubeconfigOut:         rf.kubeconfigOut,
+		APIAddress:            rf.apiAddress,
+		StallGrace:            rf.stallGrace,
+		Timeout:               rf.timeout,
+		PollInterval:          rf.pollInterval,
+		Concurrency:           rf.concurrency,
+		SudoPassword:          pw,
+		Hosts:                 rf.hosts,
+	}, nil
+}
+
+// sudoPassword reads the sudo password from ssh.sudoPasswordEnv, ssh.sudoPasswordFile, or
+// asks once on the terminal with --ask-sudo-password. It is never echoed or logged.
+func (a *app) sudoPassword(c *inventory.Cluster, ask bool) (inventory.Secret, error) {
+	s := c.Spec.SSH
+	if s.SudoPasswordEnv != "" {
+		if v := os.Getenv(s.SudoPasswordEnv); v != "" {
+			return inventory.Secret(v), nil
+		}
+		return "", usageError{fmt.Errorf("ssh.sudoPasswordEnv names %s, which is not set", s.SudoPasswordEnv)}
+	}
+	if s.SudoPasswordFile != "" {
+		b, err := os.ReadFile(c.ResolvePath(s.SudoPasswordFile))
+		if err != nil {
+			return "", usageError{fmt.Errorf("ssh.sudoPasswordFile: %w", err)}
+		}
+		return inventory.Secret(strings.TrimRight(string(b), "\r\n")), nil
+	}
+	if !ask {
+		return "", nil
+	}
+	f, ok := a.stdin.(*os.File)
+	if !ok || !term.IsTerminal(int(f.Fd())) {
+		return "", usageError{errors.New("--ask-sudo-password needs a terminal; for headless runs use ssh.sudoPasswordEnv or ssh.sudoPasswordFile")}
+	}
+	fmt.Fprint(a.stderr, "sudo password: ")
+	b, err := term.ReadPassword(int(f.Fd()))
+	fmt.Fprintln(a.stderr)
+	if err != nil {
+		return "", err
+	}
+	return inventory.Secret(string(b)), nil
+}
+
+func (a *app) versionCmd() *cobra.Command {
+	return &cobra.Command{
+		Use:   "version",
+		Short: "Print k3strap's version",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			fmt.Fprintln(a.stdout, "k3strap", version)
+			return nil
+		},
+	}
+}

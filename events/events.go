@@ -1,0 +1,273 @@
+// Package events defines what the installer tells its front-ends: typed events (phase started
+// and finished, per-host steps, upload progress, preflight findings, bring-up milestones,
+// warnings, errors with a fix, the final summary). The installer only emits; front-ends (the
+// terminal UI, plain log lines, JSON lines) only consume. Events never carry secrets: emitters
+// pass values through Mask before they become a Message.
+package events
+
+import (
+	"sync"
+	"time"
+)
+
+// SchemaVersion is the version of the JSON event schema (`--output json`); bumped on any
+// incompatible change.
+const SchemaVersion = 1
+
+// Type names what an event is about.
+type Type string
+
+// Event types.
+const (
+	PhaseStarted   Type = "phase_started"
+	PhaseFinished  Type = "phase_finished"
+	HostStep       Type = "host_step"
+	UploadProgress Type = "upload_progress"
+	Finding        Type = "preflight_finding"
+	Milestone      Type = "milestone"
+	Warning        Type = "warning"
+	Error          Type = "error"
+	Info           Type = "info"
+	// Debug carries remote command lines (secrets masked) for --verbose.
+	Debug   Type = "debug"
+	Summary Type = "summary"
+)
+
+// Status is the outcome of a step or phase.
+type Status string
+
+// Statuses.
+const (
+	StatusRunning   Status = "running"
+	StatusOK        Status = "ok"
+	StatusUnchanged Status = "unchanged"
+	StatusChanged   Status = "changed"
+	StatusSkipped   Status = "skipped"
+	StatusFailed    Status = "failed"
+)
+
+// Event is one thing that happened. Exactly the payload matching Type is set.
+type Event struct {
+	// Version is SchemaVersion.
+	Version int `json:"v"`
+	// Time is when the event was emitted.
+	Time time.Time `json:"time"`
+	Type Type      `json:"type"`
+	// Phase is the installer phase ("connect", "facts", "preflight", "upload", "configure",
+	// "install", "supervise", "join", "kubeconfig", ...).
+	Phase string `json:"phase,omitempty"`
+	// Host is the inventory host name, "" for cluster-wide events.
+	Host string `json:"host,omitempty"`
+	// Step is the per-host step within the phase.
+	Step string `json:"step,omitempty"`
+	// Status is set for PhaseFinished and HostStep.
+	Status Status `json:"status,omitempty"`
+	// Message is one human sentence.
+	Message string `json:"message,omitempty"`
+
+	Upload    *Upload          `json:"upload,omitempty"`
+	Finding   *PreflightResult `json:"finding,omitempty"`
+	Milestone *MilestoneInfo   `json:"milestone,omitempty"`
+	Error     *ErrorInfo       `json:"error,omitempty"`
+	Summary   *SummaryInfo     `json:"summary,omitempty"`
+}
+
+// Upload is the progress of one file transfer.
+type Upload struct {
+	// File is the remote path.
+	File string `json:"file"`
+	// Bytes sent so far and Total size, in bytes.
+	Bytes int64 `json:"bytes"`
+	Total int64 `json:"total"`
+	// Done is true on the last progress event of the file.
+	Done bool `json:"done,omitempty"`
+}
+
+// PreflightResult is one preflight finding.
+type PreflightResult struct {
+	// Check is the stable check ID (e.g. "CloudController", "Port-6443").
+	Check string `json:"check"`
+	// Severity is "error", "warning" or "ignored" (an error turned into a warning by
+	// --ignore-preflight-errors).
+	Severity string `json:"severity"`
+	Message  string `json:"message"`
+	Fix      string `json:"fix,omitempty"`
+}
+
+// MilestoneInfo is one bring-up milestone of a server.
+type MilestoneInfo struct {
+	// Name is a stable identifier: service-active, api-ready, node-registered,
+	// uninitialized-taint-gone, podcidr-set, subnet-env, node-ready, or skipped:<name>.
+	Name string `json:"name"`
+	// Seconds since the service was started.
+	Seconds float64 `json:"seconds"`
+	// Detail is extra data (the PodCIDR, subnet.env's network/subnet/MTU, ...).
+	Detail string `json:"detail,omitempty"`
+	// Skipped is true when the milestone does not apply (e.g. subnet.env with flannel off).
+	Skipped bool `json:"skipped,omitempty"`
+}
+
+// ErrorInfo explains a failure.
+type ErrorInfo struct {
+	// Message says what went wrong.
+	Message string `json:"message"`
+	// Fix says what to do about it.
+	Fix string `json:"fix,omitempty"`
+	// Diagnosis is a stable ID when the failure was recognised (e.g. "F1-cloud-controller").
+	Diagnosis string `json:"diagnosis,omitempty"`
+	// Evidence are the facts the diagnosis rests on (journal lines, settings), one per item.
+	Evidence []string `json:"evidence,omitempty"`
+	// Resume says how to continue after fixing (usually: re-run apply).
+	Resume string `json:"resume,omitempty"`
+}
+
+// HostResult is one host's outcome in the summary.
+type HostResult struct {
+	Host    string `json:"host"`
+	Role    string `json:"role"`
+	Status  Status `json:"status"`
+	Message string `json:"message,omitempty"`
+}
+
+// SummaryInfo closes a run.
+type SummaryInfo struct {
+	// Command is the k3strap command that ran (apply, preflight, ...).
+	Command string `json:"command"`
+	// OK is true when the run succeeded.
+	OK bool `json:"ok"`
+	// ExitCode is the process exit code the run ends with.
+	ExitCode int          `json:"exitCode"`
+	Hosts    []HostResult `json:"hosts,omitempty"`
+	// Kubeconfig is the path written, if any.
+	Kubeconfig string `json:"kubeconfig,omitempty"`
+	// RancherURL is the Rancher address, if installed.
+	RancherURL string `json:"rancherURL,omitempty"`
+	// Next are suggested next commands.
+	Next []string `json:"next,omitempty"`
+	// Seconds is the run's wall time.
+	Seconds float64 `json:"seconds"`
+}
+
+// Sink receives events. Implementations must be safe for concurrent use: hosts run in parallel.
+type Sink interface {
+	Emit(Event)
+}
+
+// SinkFunc adapts a function to Sink.
+type SinkFunc func(Event)
+
+// Emit calls f.
+func (f SinkFunc) Emit(e Event) { f(e) }
+
+// Discard drops every event.
+var Discard Sink = SinkFunc(func(Event) {})
+
+// Recorder keeps every event; for tests and for front-ends that render at the end.
+type Recorder struct {
+	mu     sync.Mutex
+	events []Event
+}
+
+// Emit records e.
+func (r *Recorder) Emit(e Event) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.events = append(r.events, e)
+}
+
+// Events returns a copy of what was recorded.
+func (r *Recorder) Events() []Event {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([]Event(nil), r.events...)
+}
+
+// Tee sends every event to all sinks in order.
+func Tee(sinks ...Sink) Sink {
+	return SinkFunc(func(e Event) {
+		for _, s := range sinks {
+			s.Emit(e)
+		}
+	})
+}
+
+// Emitter stamps and sends events for one phase; it is what installer code holds.
+type Emitter struct {
+	Sink  Sink
+	Phase string
+	// Now returns the current time; nil means time.Now.
+	Now func() time.Time
+}
+
+func (em Emitter) send(e Event) {
+	if em.Sink == nil {
+		return
+	}
+	e.Version = SchemaVersion
+	if em.Now != nil {
+		e.Time = em.Now()
+	} else {
+		e.Time = time.Now()
+	}
+	if e.Phase == "" {
+		e.Phase = em.Phase
+	}
+	em.Sink.Emit(e)
+}
+
+// WithPhase returns a copy of em for another phase.
+func (em Emitter) WithPhase(p string) Emitter { em.Phase = p; return em }
+
+// Started emits PhaseStarted.
+func (em Emitter) Started(msg string) { em.send(Event{Type: PhaseStarted, Message: msg}) }
+
+// Finished emits PhaseFinished with status.
+func (em Emitter) Finished(st Status, msg string) {
+	em.send(Event{Type: PhaseFinished, Status: st, Message: msg})
+}
+
+// Step emits HostStep for host.
+func (em Emitter) Step(host, step string, st Status, msg string) {
+	em.send(Event{Type: HostStep, Host: host, Step: step, Status: st, Message: msg})
+}
+
+// Info emits an Info message.
+func (em Emitter) Info(host, msg string) { em.send(Event{Type: Info, Host: host, Message: msg}) }
+
+// Debug emits a Debug message (shown with --verbose).
+func (em Emitter) Debug(host, msg string) { em.send(Event{Type: Debug, Host: host, Message: msg}) }
+
+// Warn emits a Warning.
+func (em Emitter) Warn(host, msg string) { em.send(Event{Type: Warning, Host: host, Message: msg}) }
+
+// Fail emits an Error with its explanation.
+func (em Emitter) Fail(host, step string, info ErrorInfo) {
+	em.send(Event{Type: Error, Host: host, Step: step, Message: info.Message, Error: &info})
+}
+
+// Progress emits UploadProgress.
+func (em Emitter) Progress(host string, u Upload) {
+	em.send(Event{Type: UploadProgress, Host: host, Upload: &u})
+}
+
+// Finding emits a preflight finding.
+func (em Emitter) Finding(host string, f PreflightResult) {
+	em.send(Event{Type: Finding, Host: host, Message: f.Message, Finding: &f})
+}
+
+// Milestone emits a bring-up milestone.
+func (em Emitter) Milestone(host string, m MilestoneInfo) {
+	em.send(Event{Type: Milestone, Host: host, Milestone: &m})
+}
+
+// Summary emits the run's summary.
+func (em Emitter) Summary(s SummaryInfo) {
+	em.send(Event{Type: Summary, Summary: &s, Message: summaryMessage(s)})
+}
+
+func summaryMessage(s SummaryInfo) string {
+	if s.OK {
+		return s.Command + " succeeded"
+	}
+	return s.Command + " failed"
+}

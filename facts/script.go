@@ -1,0 +1,54 @@
+package facts
+
+import (
+	_ "embed"
+	"strings"
+
+	"al.essio.dev/pkg/shellescape"
+)
+
+// gatherScript is the POSIX sh body of Script (gather.sh): it runs under dash, busybox ash and
+// bash and prints one facts document (format FormatVersion).
+//
+//go:embed gather.sh
+var gatherScript string
+
+// FormatVersion is the facts document format that Script prints and Parse reads.
+const FormatVersion = 1
+
+// ScriptInput is what the caller tells the facts script.
+type ScriptInput struct {
+	// Files are absolute paths whose sha256 the script reports (read as root, since some are
+	// 0600 root: the K3s env file, config.yaml, registries.yaml). Empty entries and paths
+	// containing a newline are skipped (the document is line based).
+	Files []string
+	// SudoPasswordOnStdin makes the script read one line from stdin first: the sudo password,
+	// used only when the login user is not root and `sudo -n true` fails. The caller writes the
+	// password and a newline to the remote command's stdin; it never appears on a command line.
+	SudoPasswordOnStdin bool
+}
+
+// Script returns the complete facts script for in: shell-quoted assignments of the inputs,
+// then the embedded gather.sh. The caller runs it as `sh -c <shell-quoted script>` over one SSH
+// channel (stdin carries the sudo password when in.SudoPasswordOnStdin) and passes stdout to
+// Parse.
+func Script(in ScriptInput) string {
+	var b strings.Builder
+	b.WriteString("# k3strap facts script inputs\n")
+	if in.SudoPasswordOnStdin {
+		b.WriteString("K3STRAP_PW_STDIN=1\n")
+	} else {
+		b.WriteString("K3STRAP_PW_STDIN=0\n")
+	}
+	b.WriteString("set --")
+	for _, f := range in.Files {
+		if f == "" || strings.ContainsAny(f, "\n\r") {
+			continue
+		}
+		b.WriteByte(' ')
+		b.WriteString(shellescape.Quote(f))
+	}
+	b.WriteString("\n")
+	b.WriteString(gatherScript)
+	return b.String()
+}

@@ -1,0 +1,488 @@
+// Package remote is k3strap's SSH transport: one connection per host (golang.org/x/crypto/ssh),
+// reused by every step; commands built with a shell-quoting library; files over SFTP
+// (github.com/pkg/sftp) written atomically with their mode; host keys verified against
+// known_hosts with trust on first use; sudo for non-root users with the password, when there is
+// one, on stdin only; contexts and timeouts on everything; keepalives to notice dead links.
+package remote
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/pkg/sftp"
+	"golang.org/x/crypto/ssh"
+	"golang.org/x/crypto/ssh/agent"
+
+	"github.com/k3strap/k3strap/inventory"
+)
+
+// Defaults for Config fields left zero.
+const (
+	DefaultConnectTimeout    = 10 * time.Second
+	DefaultKeepaliveInterval = 10 * time.Second
+	// DefaultKeepaliveMax is how many unanswered keepalives close the connection.
+	DefaultKeepaliveMax = 3
+)
+
+// Config says how to reach one host.
+type Config struct {
+	// Host is the inventory name, used in every error.
+	Host string
+	// Address is the DNS name or IP; Port the TCP port (22 when 0).
+	Address string
+	Port    int
+	User    string
+	// KeyPath is a private key file (unencrypted; encrypted keys belong in ssh-agent).
+	KeyPath string
+	// UseAgent offers the keys of the ssh-agent at $SSH_AUTH_SOCK.
+	UseAgent bool
+	// KnownHosts verifies host keys; required unless InsecureIgnoreHostKey.
+	KnownHosts *KnownHosts
+	// InsecureIgnoreHostKey accepts any host key (the caller warns loudly).
+	InsecureIgnoreHostKey bool
+	// ConnectTimeout bounds TCP connect plus SSH handshake.
+	ConnectTimeout time.Duration
+	// KeepaliveInterval is the time between keepalive@openssh.com requests; after
+	// DefaultKeepaliveMax unanswered ones the connection is closed and commands fail.
+	KeepaliveInterval time.Duration
+	// SudoPassword is fed to `sudo -S` on stdin when the user is not root. Empty means sudo -n.
+	SudoPassword inventory.Secret
+	// Via, when set, is the bastion connection the TCP stream is opened through (ProxyJump).
+	Via *Client
+}
+
+func (c Config) addr() string {
+	port := c.Port
+	if port == 0 {
+		port = 22
+	}
+	return net.JoinHostPort(c.Address, strconv.Itoa(port))
+}
+
+// Stats counts what a Client did: the round trips that cost time on slow links.
+type Stats struct {
+	// Commands is the number of exec channels opened.
+	Commands int64
+	// FileTransfers is the number of files written or read over SFTP.
+	FileTransfers int64
+	// SFTPSessions is the number of SFTP subsystem channels opened (at most one per Client).
+	SFTPSessions int64
+	// BytesUploaded is the payload sent over SFTP.
+	BytesUploaded int64
+}
+
+// Client is one SSH connection to one host. It is safe for concurrent use.
+type Client struct {
+	cfg    Config
+	conn   *ssh.Client
+	agent  net.Conn
+	isRoot bool
+
+	sftpOnce sync.Once
+	sftp     *sftp.Client
+	sftpErr  error
+
+	commands, transfers, sftps, bytesUp atomic.Int64
+
+	stop chan struct{}
+	once sync.Once
+}
+
+// ConnectError is a failure to reach or log in to a host. Step says which part failed
+// ("connect", "handshake", "auth", "host key").
+type ConnectError struct {
+	Host    string
+	Address string
+	Step    string
+	Err     error
+}
+
+func (e *ConnectError) Error() string {
+	return fmt.Sprintf("%s (%s): %s failed: %v", e.Host, e.Address, e.Step, e.Err)
+}
+
+func (e *ConnectError) Unwrap() error { return e.Err }
+
+// Dial connects and logs in. The context and cfg.ConnectTimeout bound the TCP connect and the
+// handshake together. Errors are *ConnectError (host key mismatches wrap
+// *HostKeyMismatchError).
+func Dial(ctx context.Context, cfg Config) (*Client, error) {
+	if cfg.ConnectTimeout <= 0 {
+		cfg.ConnectTimeout = DefaultConnectTimeout
+	}
+	if cfg.KeepaliveInterval <= 0 {
+		cfg.KeepaliveInterval = DefaultKeepaliveInterval
+	}
+	addr := cfg.addr()
+	fail := func(step string, err error) (*Client, error) {
+		return nil, &ConnectError{Host: cfg.Host, Address: addr, Step: step, Err: err}
+	}
+	auths, agentConn, err := authMethods(cfg)
+	if err != nil {
+		return fail("auth", err)
+	}
+	closeAgent := func() {
+		if agentConn != nil {
+			_ = agentConn.Close()
+		}
+	}
+	sshCfg := &ssh.ClientConfig{
+		User:    cfg.User,
+		Auth:    auths,
+		Timeout: cfg.ConnectTimeout,
+	}
+	switch {
+	case cfg.InsecureIgnoreHostKey:
+		sshCfg.HostKeyCallback = ssh.InsecureIgnoreHostKey() // #nosec: explicit --insecure-ignore-host-key
+	case cfg.KnownHosts != nil:
+		sshCfg.HostKeyCallback = cfg.KnownHosts.Callback()
+		sshCfg.HostKeyAlgorithms = cfg.KnownHosts.HostKeyAlgorithms(addr)
+	default:
+		closeAgent()
+		return fail("host key", errors.New("no known_hosts file configured"))
+	}
+
+	dctx, cancel := context.WithTimeout(ctx, cfg.ConnectTimeout)
+	defer cancel()
+	var conn net.Conn
+	if cfg.Via != nil {
+		conn, err = cfg.Via.conn.DialContext(dctx, "tcp", addr)
+	} else {
+		conn, err = (&net.Dialer{}).DialContext(dctx, "tcp", addr)
+	}
+	if err != nil {
+		closeAgent()
+		if dctx.Err() != nil && ctx.Err() == nil {
+			err = fmt.Errorf("no answer within %s (host down, wrong address, or a firewall dropping SSH): %w", cfg.ConnectTimeout, err)
+		}
+		return fail("connect", err)
+	}
+	// The handshake shares the deadline; cancellation closes the socket.
+	deadline, _ := dctx.Deadline()
+	_ = conn.SetDeadline(deadline)
+	stopWatch := context.AfterFunc(dctx, func() { _ = conn.Close() })
+	c, chans, reqs, err := ssh.NewClientConn(conn, addr, sshCfg)
+	stopped := stopWatch()
+	if err != nil || !stopped {
+		_ = conn.Close()
+		closeAgent()
+		if err == nil {
+			err = dctx.Err()
+		}
+		var mm *HostKeyMismatchError
+		switch {
+		case errors.As(err, &mm):
+			return fail("host key", mm)
+		case strings.Contains(err.Error(), "unable to authenticate"):
+			return fail("auth", fmt.Errorf("%w (user %q; check ssh.user, ssh.keyPath or the ssh-agent)", err, cfg.User))
+		case dctx.Err() != nil && ctx.Err() == nil:
+			return fail("handshake", fmt.Errorf("no SSH handshake within %s: %w", cfg.ConnectTimeout, err))
+		}
+		return fail("handshake", err)
+	}
+	_ = conn.SetDeadline(time.Time{})
+	cl := &Client{cfg: cfg, conn: ssh.NewClient(c, chans, reqs), agent: agentConn, isRoot: cfg.User == "root", stop: make(chan struct{})}
+	go cl.keepalive()
+	return cl, nil
+}
+
+func authMethods(cfg Config) ([]ssh.AuthMethod, net.Conn, error) {
+	var methods []ssh.AuthMethod
+	var signers []ssh.Signer
+	if cfg.KeyPath != "" {
+		pem, err := os.ReadFile(cfg.KeyPath)
+		if err != nil {
+			return nil, nil, fmt.Errorf("reading private key: %w", err)
+		}
+		s, err := ssh.ParsePrivateKey(pem)
+		if err != nil {
+			var ppe *ssh.PassphraseMissingError
+			if errors.As(err, &ppe) {
+				return nil, nil, fmt.Errorf("private key %s is encrypted: load it into ssh-agent (ssh-add %s) and set ssh.agent: true", cfg.KeyPath, cfg.KeyPath)
+			}
+			return nil, nil, fmt.Errorf("parsing private key %s: %w", cfg.KeyPath, err)
+		}
+		signers = append(signers, s)
+	}
+	var agentConn net.Conn
+	if cfg.UseAgent {
+		sock := os.Getenv("SSH_AUTH_SOCK")
+		if sock == "" {
+			return nil, nil, errors.New("ssh.agent is on but SSH_AUTH_SOCK is not set")
+		}
+		conn, err := net.Dial("unix", sock)
+		if err != nil {
+			return nil, nil, fmt.Errorf("connecting to ssh-agent at %s: %w", sock, err)
+		}
+		agentConn = conn
+		methods = append(methods, ssh.PublicKeysCallback(agent.NewClient(conn).Signers))
+	}
+	if len(signers) > 0 {
+		methods = append([]ssh.AuthMethod{ssh.PublicKeys(signers...)}, methods...)
+	}
+	if len(methods) == 0 {
+		return nil, nil, errors.New("no key: set ssh.keyPath or ssh.agent")
+	}
+	return methods, agentConn, nil
+}
+
+func (c *Client) keepalive() {
+	t := time.NewTicker(c.cfg.KeepaliveInterval)
+	defer t.Stop()
+	missed := 0
+	for {
+		select {
+		case <-c.stop:
+			return
+		case <-t.C:
+		}
+		res := make(chan error, 1)
+		go func() {
+			_, _, err := c.conn.SendRequest("keepalive@openssh.com", true, nil)
+			res <- err
+		}()
+		select {
+		case <-c.stop:
+			return
+		case err := <-res:
+			if err != nil {
+				_ = c.Close()
+				return
+			}
+			missed = 0
+		case <-time.After(c.cfg.KeepaliveInterval):
+			missed++
+			if missed >= DefaultKeepaliveMax {
+				_ = c.Close()
+				return
+			}
+		}
+	}
+}
+
+// Host returns the inventory name of the host.
+func (c *Client) Host() string { return c.cfg.Host }
+
+// Address returns host:port.
+func (c *Client) Address() string { return c.cfg.addr() }
+
+// IsRoot reports whether the login user is root (no sudo needed).
+func (c *Client) IsRoot() bool { return c.isRoot }
+
+// HasSudoPassword reports whether sudo gets a password on stdin.
+func (c *Client) HasSudoPassword() bool { return !c.isRoot && c.cfg.SudoPassword != "" }
+
+// Stats returns what the client has done so far.
+func (c *Client) Stats() Stats {
+	return Stats{Commands: c.commands.Load(), FileTransfers: c.transfers.Load(), SFTPSessions: c.sftps.Load(), BytesUploaded: c.bytesUp.Load()}
+}
+
+// Close ends the connection (and the SFTP session). Safe to call more than once.
+func (c *Client) Close() error {
+	var err error
+	c.once.Do(func() {
+		close(c.stop)
+		if c.sftp != nil {
+			_ = c.sftp.Close()
+		}
+		err = c.conn.Close()
+		if c.agent != nil {
+			_ = c.agent.Close()
+		}
+	})
+	return err
+}
+
+// SSH returns the underlying connection, for dialing through this host as a bastion.
+func (c *Client) SSH() *ssh.Client { return c.conn }
+
+// Result is the outcome of a command that ran (whatever its exit code).
+type Result struct {
+	Stdout, Stderr []byte
+	// ExitCode is the remote exit status; -1 when the command was killed by a signal.
+	ExitCode int
+}
+
+// OK reports exit code 0.
+func (r *Result) OK() bool { return r.ExitCode == 0 }
+
+// CommandError is a command that ran and exited non-zero.
+type CommandError struct {
+	Host     string
+	Command  string
+	ExitCode int
+	Stderr   string
+}
+
+func (e *CommandError) Error() string {
+	msg := fmt.Sprintf("%s: `%s` exited %d", e.Host, e.Command, e.ExitCode)
+	if e.Stderr != "" {
+		msg += ": " + e.Stderr
+	}
+	return msg
+}
+
+// ErrSudoPassword is wrapped by errors of commands that needed root when sudo asked for a
+// password that k3strap does not have.
+var ErrSudoPassword = errors.New("sudo needs a password")
+
+func (c *Client) become() become {
+	switch {
+	case c.isRoot:
+		return becomeNone
+	case c.cfg.SudoPassword != "":
+		return becomeSudoPass
+	default:
+		return becomeSudoN
+	}
+}
+
+func (c *Client) stdin(cmd Cmd) io.Reader {
+	var in io.Reader = cmd.Stdin
+	if (cmd.Sudo || cmd.PasswordStdin) && c.become() == becomeSudoPass {
+		pw := strings.NewReader(c.cfg.SudoPassword.Reveal() + "\n")
+		if in == nil {
+			in = pw
+		} else {
+			in = io.MultiReader(pw, in)
+		}
+	}
+	return in
+}
+
+// Run runs cmd and waits for it. A non-zero exit is not an error here: look at
+// Result.ExitCode, or use Check. Errors are transport failures, cancellation (the remote
+// process gets SIGTERM and the channel is closed) and sudo refusing for lack of a password
+// (wrapping ErrSudoPassword).
+func (c *Client) Run(ctx context.Context, cmd Cmd) (*Result, error) {
+	var out, errb bytes.Buffer
+	code, err := c.run(ctx, cmd, &out, &errb)
+	if err != nil {
+		return nil, err
+	}
+	res := &Result{Stdout: out.Bytes(), Stderr: errb.Bytes(), ExitCode: code}
+	if cmd.Sudo && code != 0 && sudoRefused(errb.Bytes()) {
+		return res, fmt.Errorf("%s: %w for user %s: %s (allow NOPASSWD sudo for k3strap's commands, or give the password with ssh.sudoPasswordEnv / ssh.sudoPasswordFile / --ask-sudo-password)",
+			c.cfg.Host, ErrSudoPassword, c.cfg.User, firstLine(errb.Bytes()))
+	}
+	return res, nil
+}
+
+// Check runs cmd and turns a non-zero exit into a *CommandError carrying stderr's last lines.
+func (c *Client) Check(ctx context.Context, cmd Cmd) (*Result, error) {
+	res, err := c.Run(ctx, cmd)
+	if err != nil {
+		return res, err
+	}
+	if res.ExitCode != 0 {
+		return res, &CommandError{Host: c.cfg.Host, Command: cmd.String(), ExitCode: res.ExitCode, Stderr: tail(res.Stderr, 5)}
+	}
+	return res, nil
+}
+
+// Stream runs cmd and calls onLine for each line of its standard output as it arrives (the
+// line without its newline). It returns when the command exits or ctx is done (the remote
+// process gets SIGTERM). Standard error is returned in the error when the exit is non-zero.
+func (c *Client) Stream(ctx context.Context, cmd Cmd, onLine func(string)) error {
+	pr, pw := io.Pipe()
+	var errb bytes.Buffer
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		sc := bufio.NewScanner(pr)
+		sc.Buffer(make([]byte, 64*1024), 16*1024*1024)
+		for sc.Scan() {
+			onLine(sc.Text())
+		}
+		_, _ = io.Copy(io.Discard, pr)
+	}()
+	code, err := c.run(ctx, cmd, pw, &errb)
+	_ = pw.Close()
+	<-done
+	if err != nil {
+		return err
+	}
+	if code != 0 {
+		return &CommandError{Host: c.cfg.Host, Command: cmd.String(), ExitCode: code, Stderr: tail(errb.Bytes(), 5)}
+	}
+	return nil
+}
+
+func (c *Client) run(ctx context.Context, cmd Cmd, stdout, stderr io.Writer) (int, error) {
+	if err := ctx.Err(); err != nil {
+		return 0, err
+	}
+	sess, err := c.conn.NewSession()
+	if err != nil {
+		return 0, fmt.Errorf("%s: opening a channel: %w (connection lost?)", c.cfg.Host, err)
+	}
+	c.commands.Add(1)
+	defer sess.Close()
+	sess.Stdout, sess.Stderr = stdout, stderr
+	if in := c.stdin(cmd); in != nil {
+		sess.Stdin = in
+	}
+	if err := sess.Start(cmd.line(c.become())); err != nil {
+		return 0, fmt.Errorf("%s: starting %s: %w", c.cfg.Host, cmd.name(), err)
+	}
+	waited := make(chan error, 1)
+	go func() { waited <- sess.Wait() }()
+	select {
+	case err = <-waited:
+	case <-ctx.Done():
+		_ = sess.Signal(ssh.SIGTERM)
+		_ = sess.Close()
+		<-waited
+		return 0, fmt.Errorf("%s: %s: %w", c.cfg.Host, cmd.name(), ctx.Err())
+	case <-c.stop:
+		_ = sess.Close()
+		<-waited
+		return 0, fmt.Errorf("%s: %s: connection closed (link down or keepalives unanswered)", c.cfg.Host, cmd.name())
+	}
+	if err == nil {
+		return 0, nil
+	}
+	var ee *ssh.ExitError
+	if errors.As(err, &ee) {
+		if ee.Signal() != "" {
+			return -1, nil
+		}
+		return ee.ExitStatus(), nil
+	}
+	var em *ssh.ExitMissingError
+	if errors.As(err, &em) {
+		return 0, fmt.Errorf("%s: %s: connection lost before the command finished", c.cfg.Host, cmd.name())
+	}
+	return 0, fmt.Errorf("%s: %s: %w", c.cfg.Host, cmd.name(), err)
+}
+
+func sudoRefused(stderr []byte) bool {
+	s := string(stderr)
+	return strings.Contains(s, "a password is required") || strings.Contains(s, "a terminal is required") ||
+		strings.Contains(s, "incorrect password attempt") || strings.Contains(s, "no password was provided")
+}
+
+// tail returns the last n non-empty lines of b joined by "; ".
+func tail(b []byte, n int) string {
+	var lines []string
+	for _, l := range strings.Split(strings.TrimSpace(string(b)), "\n") {
+		if l = strings.TrimSpace(l); l != "" {
+			lines = append(lines, l)
+		}
+	}
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, "; ")
+}

@@ -1,0 +1,133 @@
+package remote
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+
+	"github.com/gofrs/flock"
+	"github.com/skeema/knownhosts"
+	"golang.org/x/crypto/ssh"
+	xknownhosts "golang.org/x/crypto/ssh/knownhosts"
+)
+
+// KnownHosts verifies SSH host keys against an OpenSSH known_hosts file. An unknown host's key
+// is recorded (trust on first use) and reported through OnRecord; a key that differs from the
+// recorded one is refused with both fingerprints. One KnownHosts is shared by every connection
+// of a run; it is safe for concurrent use and locks the file while appending (other k3strap
+// processes may append at the same time).
+type KnownHosts struct {
+	// Path is the known_hosts file; created (0600, parent 0700) when missing.
+	Path string
+	// OnRecord is called after a new host key was recorded, with the host address and the
+	// key's SHA256 fingerprint.
+	OnRecord func(address, fingerprint string)
+
+	mu sync.Mutex
+}
+
+// HostKeyMismatchError is returned when a host offers a key other than the recorded one.
+type HostKeyMismatchError struct {
+	Address string
+	// Offered is the SHA256 fingerprint the host presented.
+	Offered string
+	// Known lists the recorded entries as "FILE:LINE (TYPE SHA256:...)".
+	Known []string
+	Path  string
+}
+
+func (e *HostKeyMismatchError) Error() string {
+	return fmt.Sprintf("host key mismatch for %s: it offered %s but %s records %s; "+
+		"this is what a man-in-the-middle attack looks like — if the host was really reinstalled, remove the old entry "+
+		"with `ssh-keygen -R '%s' -f %s` and re-run",
+		e.Address, e.Offered, e.Path, strings.Join(e.Known, ", "), knownhosts.Normalize(e.Address), e.Path)
+}
+
+func (k *KnownHosts) ensureFile() error {
+	if err := os.MkdirAll(filepath.Dir(k.Path), 0o700); err != nil {
+		return fmt.Errorf("known_hosts %s: %w", k.Path, err)
+	}
+	f, err := os.OpenFile(k.Path, os.O_CREATE|os.O_RDONLY, 0o600)
+	if err != nil {
+		return fmt.Errorf("known_hosts %s: %w", k.Path, err)
+	}
+	return f.Close()
+}
+
+// db loads the file as it is now (another connection may have appended to it).
+func (k *KnownHosts) db() (*knownhosts.HostKeyDB, error) {
+	if err := k.ensureFile(); err != nil {
+		return nil, err
+	}
+	db, err := knownhosts.NewDB(k.Path)
+	if err != nil {
+		return nil, fmt.Errorf("reading known_hosts %s: %w", k.Path, err)
+	}
+	return db, nil
+}
+
+// HostKeyAlgorithms returns the key algorithms recorded for address (host:port), so that the
+// server is asked for the key type we already know; nil when the host is unknown.
+func (k *KnownHosts) HostKeyAlgorithms(address string) []string {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	db, err := k.db()
+	if err != nil {
+		return nil
+	}
+	return db.HostKeyAlgorithms(address)
+}
+
+// Callback returns the ssh.HostKeyCallback implementing verify-or-record.
+func (k *KnownHosts) Callback() ssh.HostKeyCallback {
+	return func(hostname string, remoteAddr net.Addr, key ssh.PublicKey) error {
+		k.mu.Lock()
+		defer k.mu.Unlock()
+		db, err := k.db()
+		if err != nil {
+			return err
+		}
+		err = db.HostKeyCallback()(hostname, remoteAddr, key)
+		switch {
+		case err == nil:
+			return nil
+		case knownhosts.IsHostKeyChanged(err):
+			var ke *xknownhosts.KeyError
+			errors.As(err, &ke)
+			m := &HostKeyMismatchError{Address: hostname, Offered: ssh.FingerprintSHA256(key), Path: k.Path}
+			for _, w := range ke.Want {
+				m.Known = append(m.Known, fmt.Sprintf("%s:%d (%s %s)", w.Filename, w.Line, w.Key.Type(), ssh.FingerprintSHA256(w.Key)))
+			}
+			return m
+		case knownhosts.IsHostUnknown(err):
+			return k.record(hostname, key)
+		default:
+			return err
+		}
+	}
+}
+
+func (k *KnownHosts) record(hostname string, key ssh.PublicKey) error {
+	lock := flock.New(k.Path + ".lock")
+	if err := lock.Lock(); err != nil {
+		return fmt.Errorf("locking %s: %w", k.Path, err)
+	}
+	defer func() { _ = lock.Unlock(); _ = os.Remove(k.Path + ".lock") }()
+	f, err := os.OpenFile(k.Path, os.O_APPEND|os.O_WRONLY|os.O_CREATE, 0o600)
+	if err != nil {
+		return fmt.Errorf("recording host key in %s: %w", k.Path, err)
+	}
+	_, werr := f.WriteString(knownhosts.Line([]string{hostname}, key) + "\n")
+	cerr := f.Close()
+	if werr != nil || cerr != nil {
+		return fmt.Errorf("recording host key in %s: %w", k.Path, errors.Join(werr, cerr))
+	}
+	if k.OnRecord != nil {
+		k.OnRecord(hostname, ssh.FingerprintSHA256(key))
+	}
+	return nil
+}

@@ -1,0 +1,383 @@
+package installer
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/k3strap/k3strap/diagnose"
+	"github.com/k3strap/k3strap/events"
+	"github.com/k3strap/k3strap/installer/remote"
+	"github.com/k3strap/k3strap/inventory"
+)
+
+// Bring-up milestones of a server, in their usual order (issue 2). Either of
+// uninitialized-taint-gone and subnet-env may come first; neither is inferred from the other.
+const (
+	MilestoneServiceActive = "service-active"
+	MilestoneAPIReady      = "api-ready"
+	MilestoneRegistered    = "node-registered"
+	MilestoneTaintGone     = "uninitialized-taint-gone"
+	MilestonePodCIDR       = "podcidr-set"
+	MilestoneSubnetEnv     = "subnet-env"
+	MilestoneNodeReady     = "node-ready"
+)
+
+var milestoneOrder = []string{MilestoneServiceActive, MilestoneAPIReady, MilestoneRegistered, MilestoneTaintGone, MilestonePodCIDR, MilestoneSubnetEnv, MilestoneNodeReady}
+
+// probeScript prints the server's state every $3 seconds until killed: service state and
+// restart count, subnet.env, /readyz, the Node. One SSH channel for the whole bring-up.
+const probeScript = `svc=$1 node=$2 interval=$3
+k3s=/usr/local/bin/k3s
+ready=
+while :; do
+  if command -v systemctl >/dev/null 2>&1; then
+    echo "@service $(systemctl is-active "$svc" 2>/dev/null) $(systemctl show -p NRestarts --value "$svc" 2>/dev/null)"
+  elif rc-service "$svc" status >/dev/null 2>&1; then echo "@service active 0"; else echo "@service inactive 0"; fi
+  if [ -r /run/flannel/subnet.env ]; then echo "@subnet $(tr '\n' ' ' < /run/flannel/subnet.env)"; else echo "@subnet-missing"; fi
+  if [ "$ready" != ok ]; then ready=$("$k3s" kubectl get --raw /readyz 2>/dev/null | head -c 200); echo "@readyz $ready"; fi
+  if [ "$ready" = ok ]; then
+    out=$("$k3s" kubectl get node "$node" -o json 2>&1 | tr -d '\n')
+    case "$out" in *"connection to the server"*|*"connection refused"*) ready= ;; esac
+    echo "@node $out"
+  fi
+  echo "@end"
+  sleep "$interval"
+done`
+
+// evidenceScript prints what a diagnosis needs: the K3s journal tail, pods, the node, the
+// config files' keys, subnet.env presence and the service state.
+const evidenceScript = `svc=$1 node=$2
+k3s=/usr/local/bin/k3s
+echo "@journal"
+journalctl -u "$svc" -n 400 -o cat --no-pager 2>/dev/null || tail -n 400 "/var/log/$svc.log" 2>/dev/null
+echo "@pods"
+"$k3s" kubectl get pods -A -o json 2>/dev/null | tr -d '\n'; echo
+echo "@node"
+"$k3s" kubectl get node "$node" -o json 2>/dev/null | tr -d '\n'; echo
+echo "@config"
+for f in /etc/rancher/k3s/config.yaml /etc/rancher/k3s/config.yaml.d/*.yaml; do
+  [ -r "$f" ] && { echo "@file $f"; grep -v -E '^[[:space:]]*(token|agent-token|datastore-endpoint)[[:space:]]*:' "$f"; }
+done
+echo "@subnet $(test -e /run/flannel/subnet.env && echo present || echo missing)"
+echo "@service $(systemctl is-active "$svc" 2>/dev/null)"
+echo "@end"`
+
+// probeState is the server's state as of the last probe tick.
+type probeState struct {
+	service   string
+	restarts  int
+	readyz    string
+	node      *corev1.Node
+	nodeErr   string
+	subnetRaw string
+	subnet    *diagnose.SubnetEnv
+}
+
+type supervisor struct {
+	s  *session
+	hs *hostState
+	em events.Emitter
+
+	started  time.Time
+	reached  map[string]float64
+	last     string
+	baseRest int
+	tick     int
+	// taintSince is when the uninitialized taint was first seen (local clock).
+	taintSince time.Time
+}
+
+func (sup *supervisor) flannelOff() bool {
+	return sup.hs.plan.Config.EffectiveFlannelBackend() == "none"
+}
+
+// run follows the first server's bring-up until every milestone is reached, the
+// uninitialized taint outlives the grace period (diagnosed), the service keeps restarting
+// (diagnosed), or the timeout passes.
+func (sup *supervisor) run(ctx context.Context, res convergeResult) error {
+	sup.reached = map[string]float64{}
+	sup.started = res.started
+	quick := res.started.IsZero()
+	if quick {
+		sup.started = time.Now()
+	}
+	if sup.flannelOff() {
+		reason := "flannel-backend: none — no subnet.env is ever written; the CNI you bring configures pod networking"
+		sup.em.Milestone(sup.hs.host.Name, events.MilestoneInfo{Name: MilestoneSubnetEnv, Skipped: true, Detail: reason})
+		sup.reached[MilestoneSubnetEnv] = 0
+	}
+	if !quick {
+		sup.em.Started(fmt.Sprintf("watching %s come up (stall grace %s, timeout %s)", sup.hs.host.Name, sup.s.in.opts.StallGrace, sup.s.in.opts.Timeout))
+	}
+	opts := sup.s.in.opts
+	wctx, cancel := context.WithTimeout(ctx, opts.Timeout+30*time.Second)
+	defer cancel()
+	var verdict error
+	done := false
+	st := &probeState{}
+	interval := strconv.FormatFloat(opts.PollInterval.Seconds(), 'f', 2, 64)
+	cmd := remote.Script("bring-up probe", probeScript, sup.hs.plan.Service, sup.hs.host.Name, interval).AsRoot()
+	err := sup.hs.client.Stream(wctx, cmd, func(line string) {
+		if done || verdict != nil {
+			return
+		}
+		if line != "@end" {
+			sup.parse(st, line)
+			return
+		}
+		sup.tick++
+		d, v := sup.evaluate(ctx, st)
+		if v != nil {
+			verdict = v
+			cancel()
+			return
+		}
+		if d {
+			done = true
+			cancel()
+			return
+		}
+		st = &probeState{readyz: st.readyz}
+	})
+	switch {
+	case verdict != nil:
+		return verdict
+	case done:
+		if quick {
+			sup.em.Step(sup.hs.host.Name, "health", events.StatusOK, "already up: node Ready, no uninitialized taint"+map[bool]string{true: "", false: ", subnet.env present"}[sup.flannelOff()])
+		} else {
+			sup.em.Finished(events.StatusOK, fmt.Sprintf("%s is up after %.1f s", sup.hs.host.Name, time.Since(sup.started).Seconds()))
+		}
+		return nil
+	case ctx.Err() != nil:
+		return ctx.Err()
+	case err != nil && !errors.Is(err, context.Canceled) && !errors.Is(err, context.DeadlineExceeded):
+		return sup.s.hostFailure(sup.hs, "supervise", ExitBringUp, fmt.Errorf("watching bring-up: %w", err))
+	}
+	return sup.fail(ctx, diagnose.Timeout(sup.evidence(ctx, st), sup.lastReached(), opts.Timeout))
+}
+
+func (sup *supervisor) parse(st *probeState, line string) {
+	tag, rest, _ := strings.Cut(line, " ")
+	switch tag {
+	case "@service":
+		f := strings.Fields(rest)
+		if len(f) > 0 {
+			st.service = f[0]
+		}
+		if len(f) > 1 {
+			st.restarts, _ = strconv.Atoi(f[1])
+		}
+	case "@subnet":
+		st.subnetRaw = rest
+		if se, err := diagnose.ParseSubnetEnv(rest); err == nil {
+			st.subnet = &se
+		}
+	case "@subnet-missing":
+		st.subnetRaw, st.subnet = "", nil
+	case "@readyz":
+		st.readyz = strings.TrimSpace(rest)
+	case "@node":
+		rest = strings.TrimSpace(rest)
+		if strings.HasPrefix(rest, "{") {
+			var n corev1.Node
+			if err := json.Unmarshal([]byte(rest), &n); err == nil {
+				st.node = &n
+				return
+			}
+		}
+		st.nodeErr = rest
+	}
+}
+
+// evaluate records new milestones and decides: done, or a verdict (stall, crash loop,
+// timeout).
+func (sup *supervisor) evaluate(ctx context.Context, st *probeState) (bool, error) {
+	now := time.Now()
+	sec := now.Sub(sup.started).Seconds()
+	if sup.tick == 1 {
+		sup.baseRest = st.restarts
+	}
+	hit := map[string]string{}
+	if st.service == "active" {
+		hit[MilestoneServiceActive] = ""
+	}
+	if st.readyz == "ok" {
+		hit[MilestoneAPIReady] = ""
+	}
+	var taint *corev1.Taint
+	if n := st.node; n != nil {
+		hit[MilestoneRegistered] = ""
+		for i := range n.Spec.Taints {
+			if n.Spec.Taints[i].Key == inventory.TaintUninitialized {
+				taint = &n.Spec.Taints[i]
+			}
+		}
+		if taint == nil {
+			detail := ""
+			if _, seen := sup.reached[MilestoneRegistered]; !seen {
+				detail = "registered without it (the kubelet does not run with cloud-provider=external)"
+			}
+			if n.Spec.ProviderID != "" {
+				detail = "providerID " + n.Spec.ProviderID
+			}
+			hit[MilestoneTaintGone] = detail
+		}
+		if n.Spec.PodCIDR != "" {
+			hit[MilestonePodCIDR] = n.Spec.PodCIDR
+		}
+		for _, c := range n.Status.Conditions {
+			if c.Type == corev1.NodeReady && c.Status == corev1.ConditionTrue {
+				hit[MilestoneNodeReady] = ""
+			}
+		}
+	}
+	if st.subnet != nil && !sup.flannelOff() {
+		hit[MilestoneSubnetEnv] = st.subnet.String()
+	}
+	for _, m := range milestoneOrder {
+		detail, ok := hit[m]
+		if _, seen := sup.reached[m]; !ok || seen {
+			continue
+		}
+		sup.reached[m] = sec
+		sup.last = m
+		sup.em.Milestone(sup.hs.host.Name, events.MilestoneInfo{Name: m, Seconds: round1(sec), Detail: detail})
+	}
+	if len(sup.reached) == len(milestoneOrder) {
+		return true, nil
+	}
+
+	// Stall: the uninitialized taint outlived the grace period.
+	if taint != nil {
+		if sup.taintSince.IsZero() {
+			sup.taintSince = now
+			if created := st.node.CreationTimestamp.Time; !created.IsZero() {
+				// A node that existed before this run has carried the taint since it registered.
+				local := created.Add(-sup.hs.facts.ClockSkew)
+				if local.Before(sup.started.Add(-5 * time.Second)) {
+					sup.taintSince = local
+				}
+			}
+		}
+		if age := now.Sub(sup.taintSince); age > sup.s.in.opts.StallGrace {
+			ev := sup.evidence(ctx, st)
+			ev.TaintAge = age
+			return false, sup.fail(ctx, diagnose.UninitializedStall(ev))
+		}
+	}
+	// Crash loop: systemd restarted the unit since we started watching, or it failed.
+	if st.restarts > sup.baseRest || st.service == "failed" {
+		ev := sup.evidence(ctx, st)
+		return false, sup.fail(ctx, diagnose.ServiceFailing(ev, sup.hs.plan.Service))
+	}
+	if now.Sub(sup.started) > sup.s.in.opts.Timeout {
+		return false, sup.fail(ctx, diagnose.Timeout(sup.evidence(ctx, st), sup.lastReached(), sup.s.in.opts.Timeout))
+	}
+	return false, nil
+}
+
+func round1(f float64) float64 { return float64(int(f*10+0.5)) / 10 }
+
+func (sup *supervisor) lastReached() string {
+	if sup.last == "" {
+		return "none (the service was started)"
+	}
+	return fmt.Sprintf("%s at %.1f s", sup.last, sup.reached[sup.last])
+}
+
+// evidence gathers what a diagnosis needs in one command; on failure it falls back to the
+// probe's last state.
+func (sup *supervisor) evidence(ctx context.Context, st *probeState) diagnose.Evidence {
+	ev := diagnose.Evidence{
+		NodeName:                sup.hs.host.Name,
+		Node:                    st.node,
+		SubnetEnvPresent:        st.subnetRaw != "",
+		ServiceState:            st.service,
+		ExternalCloudController: sup.s.in.cluster.Spec.K3s.CloudController == inventory.CloudControllerExternal,
+	}
+	ectx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+	defer cancel()
+	res, err := sup.hs.client.Run(ectx, remote.Script("gather evidence", evidenceScript, sup.hs.plan.Service, sup.hs.host.Name).AsRoot())
+	if err != nil || res.ExitCode != 0 {
+		return ev
+	}
+	ParseEvidence(string(res.Stdout), &ev)
+	return ev
+}
+
+// ParseEvidence fills ev from the output of the evidence script.
+func ParseEvidence(out string, ev *diagnose.Evidence) {
+	section := ""
+	var configDocs []string
+	var cur strings.Builder
+	flushFile := func() {
+		if cur.Len() > 0 {
+			configDocs = append(configDocs, cur.String())
+			cur.Reset()
+		}
+	}
+	for _, line := range strings.Split(out, "\n") {
+		switch {
+		case line == "@journal", line == "@pods", line == "@node", line == "@config":
+			section = line
+			continue
+		case strings.HasPrefix(line, "@file "):
+			flushFile()
+			continue
+		case strings.HasPrefix(line, "@subnet "):
+			ev.SubnetEnvPresent = strings.TrimSpace(strings.TrimPrefix(line, "@subnet ")) == "present"
+			section = ""
+			continue
+		case strings.HasPrefix(line, "@service "):
+			ev.ServiceState = strings.TrimSpace(strings.TrimPrefix(line, "@service "))
+			continue
+		case line == "@end":
+			section = ""
+			continue
+		}
+		switch section {
+		case "@journal":
+			if strings.TrimSpace(line) != "" {
+				ev.Journal = append(ev.Journal, line)
+			}
+		case "@pods":
+			if strings.HasPrefix(line, "{") {
+				var l corev1.PodList
+				if json.Unmarshal([]byte(line), &l) == nil {
+					ev.Pods = l.Items
+				}
+			}
+		case "@node":
+			if strings.HasPrefix(line, "{") {
+				var n corev1.Node
+				if json.Unmarshal([]byte(line), &n) == nil {
+					ev.Node = &n
+				}
+			}
+		case "@config":
+			cur.WriteString(line + "\n")
+		}
+	}
+	flushFile()
+	ev.ConfigArgs = diagnose.MergeConfigFiles(configDocs)
+}
+
+// fail emits the diagnosis and returns it as a bring-up Failure.
+func (sup *supervisor) fail(_ context.Context, d diagnose.Diagnosis) error {
+	info := events.ErrorInfo{
+		Message:   fmt.Sprintf("%s: %s. %s", sup.hs.host.Name, d.Title, d.Message),
+		Fix:       strings.Join(d.Fixes, "\n"),
+		Diagnosis: d.ID,
+		Evidence:  d.Evidence,
+		Resume:    "fix the cause and re-run `k3strap apply`; the host keeps what was installed",
+	}
+	return &Failure{Code: ExitBringUp, Phase: "supervise", Host: sup.hs.host.Name, Info: info}
+}

@@ -1,0 +1,249 @@
+package inventory
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+	"sync"
+
+	"github.com/k3strap/k3strap/inventory/k3sflags"
+)
+
+// flagTable is the immutable K3s flag table, parsed once.
+var flagTable = sync.OnceValue(k3sflags.Load)
+
+// Defaults applied by Load (and usable on clusters built in code).
+const (
+	DefaultSSHPort        = 22
+	DefaultConnectTimeout = Duration(10e9) // 10 s
+	DefaultFlannelBackend = "vxlan"
+	DefaultClusterCIDR    = "10.42.0.0/16"
+	DefaultServiceCIDR    = "10.43.0.0/16"
+	// DefaultKubeconfigMode is what k3strap renders for write-kubeconfig-mode: the kubeconfig
+	// holds cluster-admin credentials, so only root reads it.
+	DefaultKubeconfigMode = "0600"
+)
+
+// FirstServer returns the host that initialises the cluster: the first server in file order.
+// nil when there is no server.
+func (c *Cluster) FirstServer() *Host {
+	for i := range c.Spec.Hosts {
+		if c.Spec.Hosts[i].Role == RoleServer {
+			return &c.Spec.Hosts[i]
+		}
+	}
+	return nil
+}
+
+// Servers returns the server hosts in file order.
+func (c *Cluster) Servers() []*Host { return c.byRole(RoleServer) }
+
+// Agents returns the agent hosts in file order.
+func (c *Cluster) Agents() []*Host { return c.byRole(RoleAgent) }
+
+func (c *Cluster) byRole(r Role) []*Host {
+	var out []*Host
+	for i := range c.Spec.Hosts {
+		if c.Spec.Hosts[i].Role == r {
+			out = append(out, &c.Spec.Hosts[i])
+		}
+	}
+	return out
+}
+
+// Host returns the host named name, or nil.
+func (c *Cluster) Host(name string) *Host {
+	for i := range c.Spec.Hosts {
+		if c.Spec.Hosts[i].Name == name {
+			return &c.Spec.Hosts[i]
+		}
+	}
+	return nil
+}
+
+// IsFirstServer reports whether h initialises the cluster.
+func (c *Cluster) IsFirstServer(h *Host) bool {
+	f := c.FirstServer()
+	return f != nil && h != nil && f.Name == h.Name
+}
+
+// HostSSH returns the SSH settings for h: the host's own fields over the cluster defaults.
+func (c *Cluster) HostSSH(h *Host) SSH {
+	s := c.Spec.SSH
+	o := h.SSH
+	if o.User != "" {
+		s.User = o.User
+	}
+	if o.Port != 0 {
+		s.Port = o.Port
+	}
+	if o.KeyPath != "" {
+		s.KeyPath = o.KeyPath
+	}
+	if o.Agent != nil {
+		s.Agent = o.Agent
+	}
+	if o.KnownHosts != "" {
+		s.KnownHosts = o.KnownHosts
+	}
+	if o.ConnectTimeout != 0 {
+		s.ConnectTimeout = o.ConnectTimeout
+	}
+	if o.Bastion != nil {
+		s.Bastion = o.Bastion
+	}
+	if o.SudoPasswordEnv != "" {
+		s.SudoPasswordEnv = o.SudoPasswordEnv
+	}
+	if o.SudoPasswordFile != "" {
+		s.SudoPasswordFile = o.SudoPasswordFile
+	}
+	if s.Port == 0 {
+		s.Port = DefaultSSHPort
+	}
+	if s.User == "" {
+		s.User = "root"
+	}
+	if s.ConnectTimeout == 0 {
+		s.ConnectTimeout = DefaultConnectTimeout
+	}
+	return s
+}
+
+// HostConfig returns the K3s config k3strap will write for h, except the runtime values
+// (token, server URL, cluster-init) that the installer fills in: the cluster-wide config, the
+// host's overrides, then what the inventory's own fields imply:
+//   - node-name is the inventory name; node-label and node-taint come from Labels and Taints;
+//   - cloudController external sets disable-cloud-controller and kubelet-arg
+//     cloud-provider=external; disabled sets disable-cloud-controller only (DOMAIN.md F1);
+//   - cni calico / flannel-standalone / none set flannel-backend none, calico also
+//     disable-network-policy (DOMAIN.md §3);
+//   - write-kubeconfig-mode defaults to 0600.
+//
+// Agents get only agent flags: server-only keys from the cluster-wide config are dropped
+// (validation reports a server-only key set per agent host).
+func (c *Cluster) HostConfig(h *Host) K3sConfig {
+	cfg := c.Spec.K3s.Config.Merge(h.K3s.Config)
+	cfg.NodeName = h.Name
+	if len(h.Labels) > 0 {
+		keys := make([]string, 0, len(h.Labels))
+		for k := range h.Labels {
+			keys = append(keys, k)
+		}
+		sort.Strings(keys)
+		labels := StringList{}
+		for _, k := range keys {
+			labels = append(labels, k+"="+h.Labels[k])
+		}
+		cfg.NodeLabel = appendUnique(cfg.NodeLabel, labels...)
+	}
+	for _, t := range h.Taints {
+		cfg.NodeTaint = appendUnique(cfg.NodeTaint, t.String())
+	}
+	switch c.Spec.K3s.CloudController {
+	case CloudControllerExternal:
+		cfg.DisableCloudController = Bool(true)
+		if _, ok := ArgValue(cfg.KubeletArg, "cloud-provider"); !ok {
+			cfg.KubeletArg = appendUnique(cfg.KubeletArg, "cloud-provider=external")
+		}
+	case CloudControllerDisabled:
+		cfg.DisableCloudController = Bool(true)
+	}
+	switch c.Spec.CNI.Type {
+	case CNICalico:
+		cfg.FlannelBackend = "none"
+		cfg.DisableNetworkPolicy = Bool(true)
+	case CNIFlannelStandalone, CNINone:
+		cfg.FlannelBackend = "none"
+	case CNIFlannel, "":
+		if c.Spec.CNI.Backend != "" && cfg.FlannelBackend == "" {
+			cfg.FlannelBackend = c.Spec.CNI.Backend
+		}
+	}
+	if h.Role == RoleServer && cfg.WriteKubeconfigMode == "" {
+		cfg.WriteKubeconfigMode = DefaultKubeconfigMode
+	}
+	if h.Role == RoleAgent {
+		cfg = cfg.ForAgent()
+	}
+	return cfg
+}
+
+// ForAgent drops the keys an agent does not accept.
+func (c K3sConfig) ForAgent() K3sConfig {
+	out := K3sConfig{
+		Token:          c.Token,
+		TokenFile:      c.TokenFile,
+		Server:         c.Server,
+		DataDir:        c.DataDir,
+		NodeName:       c.NodeName,
+		NodeIP:         c.NodeIP,
+		NodeExternalIP: c.NodeExternalIP,
+		NodeLabel:      c.NodeLabel,
+		NodeTaint:      c.NodeTaint,
+		FlannelIface:   c.FlannelIface,
+		KubeletArg:     c.KubeletArg,
+	}
+	if len(c.Extra) > 0 {
+		t := flagTable()
+		for k, v := range c.Extra {
+			if _, ok := t.Lookup(k3sflags.Agent, k); ok {
+				if out.Extra == nil {
+					out.Extra = map[string]any{}
+				}
+				out.Extra[k] = v
+			}
+		}
+	}
+	return out
+}
+
+// EffectiveFlannelBackend returns the flannel backend of cfg ("vxlan" when unset).
+func (c K3sConfig) EffectiveFlannelBackend() string {
+	if c.FlannelBackend == "" {
+		return DefaultFlannelBackend
+	}
+	return c.FlannelBackend
+}
+
+// KubeletCloudProviderExternal reports whether h's kubelet will run with cloud-provider=external:
+// K3s sets it itself while its embedded cloud controller runs (a server setting that agents
+// receive from their server); otherwise only a kubelet-arg does (DOMAIN.md F1,
+// pkg/daemons/agent/agent_linux.go). An explicit kubelet-arg cloud-provider wins.
+func (c *Cluster) KubeletCloudProviderExternal(h *Host) bool {
+	cfg := c.HostConfig(h)
+	if v, ok := ArgValue(cfg.KubeletArg, "cloud-provider"); ok {
+		return v == "external"
+	}
+	return c.EmbeddedCloudController(h)
+}
+
+// EmbeddedCloudController reports whether K3s's embedded cloud controller runs for h: on a
+// server, unless its config disables it; on an agent, as its first server says.
+func (c *Cluster) EmbeddedCloudController(h *Host) bool {
+	src := h
+	if h.Role == RoleAgent {
+		if src = c.FirstServer(); src == nil {
+			return true
+		}
+	}
+	return !IsTrue(c.HostConfig(src).DisableCloudController)
+}
+
+// String describes the host for messages: name (address).
+func (h *Host) String() string { return fmt.Sprintf("%s (%s)", h.Name, h.Address) }
+
+func appendUnique(l StringList, items ...string) StringList {
+	seen := map[string]bool{}
+	for _, s := range l {
+		seen[s] = true
+	}
+	out := append(StringList(nil), l...)
+	for _, s := range items {
+		if !seen[strings.TrimSpace(s)] {
+			out = append(out, s)
+			seen[s] = true
+		}
+	}
+	return out
+}

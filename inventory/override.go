@@ -1,0 +1,182 @@
+package inventory
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/spf13/viper"
+)
+
+// EnvPrefix is the prefix of the environment variables that override inventory values:
+// K3STRAP_ + the override key upper-cased with '.' turned into '_' (K3STRAP_SSH_PORT).
+const EnvPrefix = "K3STRAP"
+
+// Override keys: the viper keys (case-insensitive, as viper lowercases them) of the inventory
+// values that K3STRAP_* environment variables and command-line flags may override. cmd binds a
+// flag to a key with v.BindPFlag(key, flag) on the *viper.Viper from NewViper.
+const (
+	OverrideSSHUser           = "ssh.user"
+	OverrideSSHPort           = "ssh.port"
+	OverrideSSHKeyPath        = "ssh.keyPath"
+	OverrideSSHKnownHosts     = "ssh.knownHosts"
+	OverrideSSHAgent          = "ssh.agent"
+	OverrideSSHConnectTimeout = "ssh.connectTimeout"
+	OverrideK3sVersion        = "k3s.version"
+	OverrideK3sChannel        = "k3s.channel"
+	OverrideK3sToken          = "k3s.token"
+	OverrideK3sInstall        = "k3s.install"
+)
+
+// OverrideKey describes one overridable inventory value.
+type OverrideKey struct {
+	// Key is the viper key, e.g. "ssh.port".
+	Key string
+	// Env is the environment variable bound to Key by NewViper, e.g. "K3STRAP_SSH_PORT".
+	Env string
+	// Field is the inventory field path the value replaces, e.g. "spec.ssh.port".
+	Field string
+	// Usage is a one-line description suitable for a flag's help text.
+	Usage string
+	// Secret marks a value that must never be given on a command line, where ps and shell
+	// history would show it: cmd must bind no flag to it; it is read from Env only.
+	Secret bool
+}
+
+// OverrideKeys returns every override key in a fixed order. Precedence for each (viper's):
+// a changed command-line flag, then the environment variable, then the inventory file.
+//
+// The values replace the cluster-wide fields (spec.ssh.*, spec.k3s.*); a host's own ssh
+// settings in the file still apply to that host. Relative paths given through an override are
+// relative to the current directory (not to the inventory file); "~" expands to $HOME.
+// Overriding k3s.version clears a channel from the file and overriding k3s.channel clears a
+// version, since both choose the release (unless both are overridden, which validation rejects).
+func OverrideKeys() []OverrideKey {
+	keys := []OverrideKey{
+		{Key: OverrideSSHUser, Field: "spec.ssh.user", Usage: "SSH user for every host (default root)"},
+		{Key: OverrideSSHPort, Field: "spec.ssh.port", Usage: "SSH port for every host (default 22)"},
+		{Key: OverrideSSHKeyPath, Field: "spec.ssh.keyPath", Usage: "SSH private key file"},
+		{Key: OverrideSSHKnownHosts, Field: "spec.ssh.knownHosts", Usage: "known_hosts file to verify host keys against (default ~/.ssh/known_hosts)"},
+		{Key: OverrideSSHAgent, Field: "spec.ssh.agent", Usage: "use the ssh-agent at $SSH_AUTH_SOCK (true/false)"},
+		{Key: OverrideSSHConnectTimeout, Field: "spec.ssh.connectTimeout", Usage: "TCP connect plus SSH handshake timeout, e.g. 10s"},
+		{Key: OverrideK3sVersion, Field: "spec.k3s.version", Usage: "K3s release, e.g. v1.31.4+k3s1 (replaces a channel)"},
+		{Key: OverrideK3sChannel, Field: "spec.k3s.channel", Usage: "K3s release channel, e.g. stable (online installs; replaces a version)"},
+		{Key: OverrideK3sToken, Field: "spec.k3s.token", Usage: "cluster join token (environment only, never a flag)", Secret: true},
+		{Key: OverrideK3sInstall, Field: "spec.k3s.install", Usage: "online or airgap"},
+	}
+	for i := range keys {
+		keys[i].Env = envName(keys[i].Key)
+	}
+	return keys
+}
+
+// envName returns the environment variable of an override key.
+func envName(key string) string {
+	return EnvPrefix + "_" + strings.ToUpper(strings.ReplaceAll(key, ".", "_"))
+}
+
+// NewViper returns a viper instance with every override key bound to its K3STRAP_*
+// environment variable (OverrideKeys lists them). cmd binds flags to the same keys and passes
+// the instance in LoadOptions.Viper. The inventory document itself is never decoded through
+// viper: viper lowercases keys, and label keys are case-sensitive.
+func NewViper() *viper.Viper {
+	v := viper.New()
+	v.SetEnvPrefix(EnvPrefix)
+	for _, k := range OverrideKeys() {
+		// BindEnv fails only when called without a key.
+		_ = v.BindEnv(k.Key, k.Env)
+	}
+	return v
+}
+
+// overrideSource describes where an override may have come from, for messages.
+func overrideSource(key string) string {
+	for _, k := range OverrideKeys() {
+		if strings.EqualFold(k.Key, key) {
+			if k.Secret {
+				return "$" + envName(k.Key)
+			}
+			return fmt.Sprintf("override %s (a command-line flag or $%s)", k.Key, envName(k.Key))
+		}
+	}
+	return "override " + key
+}
+
+// applyOverrides sets every override key that v has a value for (from a changed flag or the
+// environment) over c's value from the file, and records it in c.Overridden. Values that do not
+// convert are reported without a file position; a secret's value is never echoed.
+func applyOverrides(c *Cluster, v *viper.Viper) ErrorList {
+	if v == nil {
+		return nil
+	}
+	var errs ErrorList
+	bad := func(k OverrideKey, val, want, fix string) {
+		errs = append(errs, &FieldError{Path: k.Field,
+			Message: fmt.Sprintf("%s from %s must be %s, not %q", k.Field, overrideSource(k.Key), want, val), Fix: fix})
+	}
+	set := map[string]bool{}
+	for _, k := range OverrideKeys() {
+		set[k.Key] = v.IsSet(k.Key)
+	}
+	if c.Overridden == nil {
+		c.Overridden = map[string]string{}
+	}
+	for _, k := range OverrideKeys() {
+		if !set[k.Key] {
+			continue
+		}
+		raw := strings.TrimSpace(v.GetString(k.Key))
+		ok := true
+		switch k.Key {
+		case OverrideSSHUser:
+			c.Spec.SSH.User = raw
+		case OverrideSSHPort:
+			p, err := strconv.Atoi(raw)
+			if err != nil {
+				bad(k, raw, "a whole number", "give a TCP port between 1 and 65535")
+				ok = false
+				break
+			}
+			c.Spec.SSH.Port = p
+		case OverrideSSHKeyPath:
+			c.Spec.SSH.KeyPath = resolveFrom("", raw)
+		case OverrideSSHKnownHosts:
+			c.Spec.SSH.KnownHosts = resolveFrom("", raw)
+		case OverrideSSHAgent:
+			b, err := strconv.ParseBool(raw)
+			if err != nil {
+				bad(k, raw, "true or false", "write true or false")
+				ok = false
+				break
+			}
+			c.Spec.SSH.Agent = Bool(b)
+		case OverrideSSHConnectTimeout:
+			d, err := time.ParseDuration(raw)
+			if err != nil {
+				bad(k, raw, "a duration", "write a duration such as 10s or 1m30s")
+				ok = false
+				break
+			}
+			c.Spec.SSH.ConnectTimeout = Duration(d)
+		case OverrideK3sVersion:
+			c.Spec.K3s.Version = raw
+			if !set[OverrideK3sChannel] {
+				c.Spec.K3s.Channel = ""
+			}
+		case OverrideK3sChannel:
+			c.Spec.K3s.Channel = raw
+			if !set[OverrideK3sVersion] {
+				c.Spec.K3s.Version = ""
+			}
+		case OverrideK3sToken:
+			c.Spec.K3s.Token = Secret(v.GetString(k.Key))
+		case OverrideK3sInstall:
+			c.Spec.K3s.Install = InstallMode(raw)
+		}
+		if ok {
+			c.Overridden[k.Field] = k.Key
+		}
+	}
+	return errs
+}

@@ -1,0 +1,527 @@
+package preflight
+
+import (
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/k3strap/k3strap/facts"
+	"github.com/k3strap/k3strap/inventory"
+)
+
+func cp1w1() *inventory.Cluster {
+	return newCluster(host("cp1", inventory.RoleServer), host("w1", inventory.RoleAgent))
+}
+
+func only(name string, fn func(f *facts.Host)) func(string, *facts.Host) {
+	return func(n string, f *facts.Host) {
+		if n == name {
+			fn(f)
+		}
+	}
+}
+
+func TestHealthyClusterHasNoFindings(t *testing.T) {
+	c := newCluster(host("cp1", inventory.RoleServer), host("cp2", inventory.RoleServer), host("cp3", inventory.RoleServer), host("w1", inventory.RoleAgent))
+	r := Run(input(c, nil), Ignore{})
+	for _, f := range r.Findings {
+		t.Errorf("unexpected finding: %s (fix: %s)", f, f.Fix)
+	}
+}
+
+func TestSSH(t *testing.T) {
+	c := cp1w1()
+	c.Spec.SSH.User = "ops"
+	c.Spec.SSH.KeyPath = "~/.ssh/edge"
+	unreachable := input(c, nil)
+	delete(unreachable.Facts, "w1")
+	unreachable.Unreachable = map[string]error{"w1": errors.New("dial tcp 10.0.0.11:22: i/o timeout")}
+	noFacts := input(c, nil)
+	noFacts.Facts["cp1"] = nil
+	runCases(t, "SSH", []checkCase{
+		{"all reachable", input(c, nil), nil},
+		{"unreachable", unreachable, []want{
+			errW("w1", "SSH to ops@w1.example.net:22 failed", "i/o timeout").withFix("~/.ssh/edge", "known_hosts"),
+		}},
+		{"no facts", noFacts, []want{errW("cp1", "gathered no facts")}},
+	})
+}
+
+func TestSudo(t *testing.T) {
+	c := cp1w1()
+	runCases(t, "Sudo", []checkCase{
+		{"root and nopasswd", input(c, only("w1", func(f *facts.Host) { f.Sudo = facts.Sudo{User: "ops", OK: true, Mode: "nopasswd"} })), nil},
+		{"needs password", input(c, only("w1", func(f *facts.Host) {
+			f.Sudo = facts.Sudo{User: "ops", NeedsPassword: true, Mode: "needs-password", Message: "sudo: a password is required"}
+		})), []want{errW("w1", "user ops", "needs a password", "a password is required").withFix("sudoPasswordEnv", "NOPASSWD")}},
+		{"bad password", input(c, only("cp1", func(f *facts.Host) {
+			f.Sudo = facts.Sudo{User: "ops", NeedsPassword: true, Mode: "bad-password", Message: "sudo: 1 incorrect password attempt"}
+		})), []want{errW("cp1", "rejected the password", "incorrect password").withFix("sudoPasswordFile")}},
+		{"denied", input(c, only("cp1", func(f *facts.Host) {
+			f.Sudo = facts.Sudo{User: "ops", Mode: "denied", Message: "ops is not in the sudoers file."}
+		})), []want{errW("cp1", "cannot become root", "not in the sudoers file").withFix("/etc/sudoers.d/")}},
+		{"no sudo", input(c, only("cp1", func(f *facts.Host) {
+			f.Sudo = facts.Sudo{User: "ops", Mode: "unavailable", Message: "sudo is not installed"}
+		})), []want{errW("cp1", "sudo is not installed").withFix("install sudo")}},
+	})
+}
+
+func TestOS(t *testing.T) {
+	c := cp1w1()
+	runCases(t, "OS", []checkCase{
+		{"known", input(c, only("w1", func(f *facts.Host) { f.OS = facts.OSRelease{ID: "alpine"} })), nil},
+		{"known family", input(c, only("w1", func(f *facts.Host) { f.OS = facts.OSRelease{ID: "kali", IDLike: "debian"} })), nil},
+		{"unknown", input(c, only("w1", func(f *facts.Host) {
+			f.OS = facts.OSRelease{ID: "haiku", PrettyName: "Haiku R1"}
+		})), []want{warnW("w1", "Haiku R1", "ID=haiku")}},
+		{"no os-release", input(c, only("cp1", func(f *facts.Host) { f.OS = facts.OSRelease{} })), []want{warnW("cp1", "no /etc/os-release")}},
+	})
+}
+
+func TestArch(t *testing.T) {
+	c := cp1w1()
+	air := cp1w1()
+	air.Spec.K3s.Install = inventory.Airgap
+	air.Spec.K3s.Airgap = map[string]inventory.AirgapArtifacts{"amd64": {Binary: "k3s", Images: "k3s-airgap-images-amd64.tar.zst"}}
+	arm := func(f *facts.Host) { f.Machine, f.Arch = "aarch64", "arm64" }
+	runCases(t, "Arch", []checkCase{
+		{"online any supported arch", input(c, only("w1", arm)), nil},
+		{"unsupported", input(c, only("w1", func(f *facts.Host) { f.Machine, f.Arch = "riscv64", "" })), []want{errW("w1", `"riscv64"`, "amd64, arm64 and arm")}},
+		{"airgap has the arch", input(air, nil), nil},
+		{"airgap lacks the arch", input(air, only("w1", arm)), []want{
+			errW("w1", "no binary for arm64", "aarch64").withFix("spec.k3s.airgap.arm64", "k3s-arm64", "k3s-airgap-images-arm64.tar.zst", "v1.36.3+k3s1"),
+		}},
+	})
+}
+
+func TestInitSystem(t *testing.T) {
+	c := cp1w1()
+	runCases(t, "InitSystem", []checkCase{
+		{"systemd and openrc", input(c, only("w1", func(f *facts.Host) { f.InitSystem = "openrc" })), nil},
+		{"none", input(c, only("w1", func(f *facts.Host) { f.InitSystem = "none" })), []want{errW("w1", "no supported init system", `"none"`)}},
+	})
+}
+
+func TestKernelConfig(t *testing.T) {
+	c := cp1w1()
+	runCases(t, "KernelConfig", []checkCase{
+		{"complete", input(c, nil), nil},
+		{"modules =m loadable", input(c, only("w1", func(f *facts.Host) {
+			f.Kernel.Config["CONFIG_BRIDGE"] = "m"
+			f.Kernel.Config["CONFIG_NETFILTER_XT_MATCH_COMMENT"] = "m"
+			f.Kernel.Loadable = []string{"bridge", "xt_comment"}
+		})), nil},
+		{"missing options", input(c, only("w1", func(f *facts.Host) {
+			delete(f.Kernel.Config, "CONFIG_BRIDGE_NETFILTER")
+			f.Kernel.Config["CONFIG_NETFILTER_XT_MATCH_STATISTIC"] = "m"
+			delete(f.Kernel.Config, "CONFIG_POSIX_MQUEUE")
+		})), []want{errW("w1", "kernel 6.1.0-28-amd64 lacks 3 feature(s)",
+			"br_netfilter (not in /boot/config-6.1.0-28-amd64 (CONFIG_BRIDGE_NETFILTER not set)",
+			"xt_statistic (CONFIG_NETFILTER_XT_MATCH_STATISTIC=m in /boot/config-6.1.0-28-amd64 but the module is not available",
+			"POSIX message queues").withFix("modprobe", "k3s check-config")}},
+		{"cgroup v1 needs devices and freezer", input(c, only("cp1", func(f *facts.Host) {
+			f.Cgroup = facts.Cgroup{Version: 1, Controllers: []string{"cpuset", "memory"}}
+			delete(f.Kernel.Config, "CONFIG_CGROUP_FREEZER")
+		})), []want{errW("cp1", "lacks 1 feature(s)", "cgroup freezer")}},
+		{"nothing readable", input(c, only("w1", func(f *facts.Host) { f.Kernel = facts.Kernel{} })), []want{
+			warnW("w1", "no kernel config and no module lists readable", "unverified").withFix("CONFIG_IKCONFIG_PROC", "/boot/config-6.1.0-28-amd64"),
+		}},
+		{"no config, modules only: config-only options unproven", input(c, only("w1", func(f *facts.Host) {
+			f.Kernel = facts.Kernel{
+				ModuleSupport: true, SysModuleRead: true, Namespaces: []string{"net", "pid", "ipc", "uts"},
+				BuiltinSource: "/lib/modules/r/modules.builtin", DepSource: "/lib/modules/r/modules.dep",
+				Loadable: []string{"veth", "bridge", "br_netfilter", "iptable_filter", "iptable_nat", "nf_nat", "xt_addrtype", "xt_conntrack", "xt_comment", "xt_multiport", "xt_statistic", "xt_MASQUERADE", "ipt_REJECT"},
+			}
+		})), []want{warnW("w1", "could not prove", "namespaces (no kernel config", "seccomp")}},
+		{"no config, a module missing everywhere", input(c, only("w1", func(f *facts.Host) {
+			f.Kernel = facts.Kernel{
+				ModuleSupport: true, SysModuleRead: true, Namespaces: []string{"net", "pid", "ipc", "uts"},
+				BuiltinSource: "/lib/modules/r/modules.builtin", DepSource: "/lib/modules/r/modules.dep",
+				Loadable: []string{"veth", "bridge", "iptable_filter", "iptable_nat", "nf_nat", "xt_addrtype", "xt_conntrack", "xt_comment", "xt_multiport", "xt_statistic", "xt_MASQUERADE", "ipt_REJECT"},
+			}
+		})), []want{
+			errW("w1", "lacks 1 feature(s)", "br_netfilter (no kernel config", "not in /lib/modules/r/modules.dep"),
+			warnW("w1", "could not prove"),
+		}},
+		{"low root_maxkeys", input(c, only("cp1", func(f *facts.Host) { f.KeysRootMaxKeys = 200 })), []want{
+			warnW("cp1", "root_maxkeys is 200").withFix("sysctl -w kernel.keys.root_maxkeys=1000000"),
+		}},
+	})
+}
+
+func TestCNIKernel(t *testing.T) {
+	noVXLAN := only("w1", func(f *facts.Host) { delete(f.Kernel.Config, "CONFIG_VXLAN") })
+	wgM := only("w1", func(f *facts.Host) {
+		f.Kernel.Config["CONFIG_WIREGUARD"] = "m"
+		f.Kernel.Loaded = []string{"wireguard"}
+	})
+	wg := cp1w1()
+	wg.Spec.CNI.Backend = "wireguard-native"
+	wgCfg := cp1w1()
+	wgCfg.Spec.K3s.Config.FlannelBackend = "wireguard-native"
+	hostgw := cp1w1()
+	hostgw.Spec.CNI.Backend = "host-gw"
+	none := cp1w1()
+	none.Spec.CNI.Type = inventory.CNINone
+	calico := cp1w1()
+	calico.Spec.CNI = inventory.CNI{Type: inventory.CNICalico, Backend: "VXLAN"}
+	standalone := cp1w1()
+	standalone.Spec.CNI.Type = inventory.CNIFlannelStandalone
+	runCases(t, "CNIKernel", []checkCase{
+		{"vxlan present", input(cp1w1(), nil), nil},
+		{"vxlan missing", input(cp1w1(), noVXLAN), []want{
+			errW("w1", "flannel backend vxlan needs vxlan", "CONFIG_VXLAN not set").withFix("CONFIG_VXLAN", "host-gw"),
+		}},
+		{"vxlan unproven", input(cp1w1(), only("cp1", func(f *facts.Host) {
+			f.Kernel = facts.Kernel{SysModuleRead: true}
+		})), []want{warnW("cp1", "could not prove", "no modules.builtin")}},
+		{"kernel unreadable", input(cp1w1(), only("cp1", func(f *facts.Host) { f.Kernel = facts.Kernel{} })), []want{warnW("cp1", "unverified")}},
+		{"wireguard-native =m loaded", input(wg, wgM), nil},
+		{"wireguard-native missing", input(wg, only("cp1", func(f *facts.Host) { delete(f.Kernel.Config, "CONFIG_WIREGUARD") })), []want{
+			errW("cp1", "flannel backend wireguard-native needs wireguard").withFix("5.6", "vxlan"),
+		}},
+		{"backend from k3s config", input(wgCfg, noVXLAN), nil},
+		{"host-gw needs nothing", input(hostgw, noVXLAN), nil},
+		{"cni none needs nothing", input(none, noVXLAN), nil},
+		{"standalone flannel defaults to vxlan", input(standalone, noVXLAN), []want{errW("w1", "flannel-standalone (backend vxlan) needs vxlan")}},
+		{"unknown requirements", input(calico, nil), []want{warnW("cp1, w1", "does not know the kernel requirements of calico (backend VXLAN)")}},
+	})
+}
+
+func TestCgroups(t *testing.T) {
+	v1 := func(f *facts.Host) {
+		f.Cgroup = facts.Cgroup{Version: 1, Controllers: []string{"cpuset", "cpu", "memory"}}
+	}
+	optOut := cp1w1()
+	optOut.Spec.K3s.Config.KubeletArg = inventory.StringList{"fail-cgroupv1=false"}
+	old := cp1w1()
+	old.Spec.K3s.Version = "v1.33.5+k3s1"
+	channel := cp1w1()
+	channel.Spec.K3s.Version, channel.Spec.K3s.Channel = "", "stable"
+	runCases(t, "Cgroups", []checkCase{
+		{"v2 complete", input(cp1w1(), nil), nil},
+		{"v2 without cpuset", input(cp1w1(), only("w1", func(f *facts.Host) { f.Cgroup.Controllers = []string{"cpu", "memory"} })), []want{
+			errW("w1", "cgroup v2 without the cpuset controller(s)", "cgroup.controllers lists: cpu memory").withFix("cmdline.txt"),
+		}},
+		{"v1 memory disabled", input(optOut, only("w1", func(f *facts.Host) { f.Cgroup = facts.Cgroup{Version: 1, Controllers: []string{"cpuset", "cpu"}} })), []want{
+			errW("w1", "cgroup v1 without the memory controller(s)", "/proc/cgroups"),
+		}},
+		{"no cgroups", input(cp1w1(), only("cp1", func(f *facts.Host) { f.Cgroup = facts.Cgroup{} })), []want{errW("cp1", "no cgroup filesystem")}},
+		{"v1 with k3s 1.36", input(cp1w1(), only("cp1", v1)), []want{
+			errW("cp1", "cgroup v1", "v1.36.3+k3s1", "refuses cgroup v1").withFix("systemd.unified_cgroup_hierarchy=1", "fail-cgroupv1=false"),
+		}},
+		{"v1 with fail-cgroupv1=false", input(optOut, only("cp1", v1)), nil},
+		{"v1 with k3s 1.33", input(old, only("cp1", v1)), []want{warnW("cp1", "deprecated")}},
+		{"v1 with a channel", input(channel, only("cp1", v1)), []want{warnW("cp1", `channel "stable"`)}},
+	})
+}
+
+func TestSwap(t *testing.T) {
+	runCases(t, "Swap", []checkCase{
+		{"off", input(cp1w1(), nil), nil},
+		{"on", input(cp1w1(), only("w1", func(f *facts.Host) { f.SwapTotalKiB = 512 << 10 })), []want{warnW("w1", "swap is on (SwapTotal 512 MiB)").withFix("swapoff -a")}},
+	})
+}
+
+func TestPorts(t *testing.T) {
+	listen := func(name, proto string, port int) func(string, *facts.Host) {
+		return only(name, func(f *facts.Host) {
+			f.Listening = append(f.Listening, facts.Port{Proto: proto, Port: port, Addr: "0.0.0.0"}, facts.Port{Proto: proto, Port: port, Addr: "::"})
+		})
+	}
+	running := func(f *facts.Host) {
+		f.K3s.BinaryVersion, f.K3s.Service, f.K3s.ServiceActive = "v1.36.3+k3s1", "k3s", "active"
+		f.Listening = append(f.Listening, facts.Port{Proto: "tcp", Port: 6443, Addr: "::"}, facts.Port{Proto: "udp", Port: 8472, Addr: "0.0.0.0"})
+	}
+	stopped := func(f *facts.Host) {
+		running(f)
+		f.K3s.ServiceActive = "failed"
+	}
+	wg := cp1w1()
+	wg.Spec.CNI.Backend = "wireguard-native"
+	wg6 := cp1w1()
+	wg6.Spec.CNI.Backend = "wireguard-native"
+	wg6.Spec.K3s.Config.ClusterCIDR = inventory.StringList{"10.42.0.0/16,2001:cafe:42::/56"}
+
+	runCases(t, "Port-6443", []checkCase{
+		{"free", input(cp1w1(), nil), nil},
+		{"taken on a server", input(cp1w1(), listen("cp1", "tcp", 6443)), []want{
+			errW("cp1", "TCP port 6443 (the K3s API server and supervisor) is already in use (bound to 0.0.0.0, ::)").withFix("ss -ltnp 'sport = :6443'"),
+		}},
+		{"taken on an agent does not matter", input(cp1w1(), listen("w1", "tcp", 6443)), nil},
+		{"held by the running K3s", input(cp1w1(), only("cp1", running)), nil},
+		{"K3s installed but stopped", input(cp1w1(), only("cp1", stopped)), []want{errW("cp1", "not running (\"failed\")")}},
+	})
+	runCases(t, "Port-10250", []checkCase{
+		{"taken on an agent", input(cp1w1(), listen("w1", "tcp", 10250)), []want{errW("w1", "TCP port 10250 (the kubelet)")}},
+	})
+	runCases(t, "Port-2379", []checkCase{
+		{"taken on a server", input(cp1w1(), listen("cp1", "tcp", 2379)), []want{errW("cp1", "2379 (embedded etcd (clients))")}},
+		{"agent", input(cp1w1(), listen("w1", "tcp", 2379)), nil},
+	})
+	runCases(t, "Port-2380", []checkCase{
+		{"taken on a server", input(cp1w1(), listen("cp1", "tcp", 2380)), []want{errW("cp1", "2380")}},
+	})
+	runCases(t, "Port-8472", []checkCase{
+		{"vxlan port taken", input(cp1w1(), listen("w1", "udp", 8472)), []want{
+			errW("w1", "UDP port 8472 (flannel VXLAN)").withFix("ss -lunp", "ip link delete flannel.1"),
+		}},
+		{"not used by wireguard-native", input(wg, listen("w1", "udp", 8472)), nil},
+		{"tcp 8472 is not the vxlan port", input(cp1w1(), listen("w1", "tcp", 8472)), nil},
+	})
+	runCases(t, "Port-51820", []checkCase{
+		{"wireguard port taken", input(wg, listen("cp1", "udp", 51820)), []want{errW("cp1", "UDP port 51820")}},
+		{"vxlan does not use it", input(cp1w1(), listen("cp1", "udp", 51820)), nil},
+	})
+	runCases(t, "Port-51821", []checkCase{
+		{"ipv4-only cluster", input(wg, listen("cp1", "udp", 51821)), nil},
+		{"dual-stack wireguard", input(wg6, listen("cp1", "udp", 51821)), []want{errW("cp1", "UDP port 51821")}},
+	})
+}
+
+func TestMem(t *testing.T) {
+	mem := func(name string, kib int64) func(string, *facts.Host) {
+		return only(name, func(f *facts.Host) { f.MemTotalKiB = kib })
+	}
+	runCases(t, "Mem", []checkCase{
+		{"plenty", input(cp1w1(), nil), nil},
+		{"2 GiB server reports less than 2 GiB", input(cp1w1(), mem("cp1", 1_950_000)), nil},
+		{"small server", input(cp1w1(), mem("cp1", 1<<20)), []want{
+			warnW("cp1", "server with only 1.0 GiB of memory (MemTotal 1048576 KiB)", "at least 2 GiB"),
+		}},
+		{"tiny server", input(cp1w1(), mem("cp1", 300<<10)), []want{errW("cp1", "only 300 MiB", "at least 512 MiB")}},
+		{"512 MiB agent", input(cp1w1(), mem("w1", 480<<10)), nil},
+		{"tiny agent", input(cp1w1(), mem("w1", 256<<10)), []want{errW("w1", "only 256 MiB")}},
+		{"unknown", input(cp1w1(), mem("w1", 0)), []want{warnW("w1", "memory size unknown")}},
+	})
+}
+
+func TestDisk(t *testing.T) {
+	disk := func(kib int64) func(string, *facts.Host) {
+		return only("w1", func(f *facts.Host) { f.DiskFreeKiB = kib })
+	}
+	runCases(t, "Disk", []checkCase{
+		{"plenty", input(cp1w1(), nil), nil},
+		{"low", input(cp1w1(), disk(5<<20)), []want{warnW("w1", "only 5.0 GiB free", "/var/lib", "10 GiB").withFix("/var/lib/rancher")}},
+		{"too low", input(cp1w1(), disk(1<<20)), []want{errW("w1", "only 1.0 GiB free", "at least 2 GiB")}},
+		{"unknown", input(cp1w1(), only("w1", func(f *facts.Host) { f.DiskPath, f.DiskFreeKiB = "", 0 })), []want{warnW("w1", "unknown")}},
+	})
+}
+
+func TestHostname(t *testing.T) {
+	c := newCluster(host("cp1", inventory.RoleServer), host("w1", inventory.RoleAgent), host("w2", inventory.RoleAgent))
+	runCases(t, "Hostname", []checkCase{
+		{"distinct valid", input(c, nil), nil},
+		{"invalid", input(c, only("w1", func(f *facts.Host) { f.Hostname = "Edge_Node" })), []want{
+			warnW("w1", `hostname "Edge_Node" is not a valid DNS-1123 name`, `registers as "w1"`).withFix("hostnamectl set-hostname w1"),
+		}},
+		{"localhost", input(c, only("w2", func(f *facts.Host) { f.Hostname = "localhost" })), []want{warnW("w2", `"localhost"`)}},
+		{"duplicates", input(c, func(n string, f *facts.Host) {
+			if n != "w1" {
+				f.Hostname = "debian"
+			}
+		}), []want{warnW("cp1, w2", `2 hosts share the hostname "debian"`, "node-name (cp1, w2)")}},
+	})
+}
+
+func TestMachineID(t *testing.T) {
+	c := newCluster(host("cp1", inventory.RoleServer), host("w1", inventory.RoleAgent), host("w2", inventory.RoleAgent))
+	runCases(t, "MachineID", []checkCase{
+		{"unique", input(c, nil), nil},
+		{"missing ones are not compared", input(c, func(_ string, f *facts.Host) { f.MachineID = "" }), nil},
+		{"cloned", input(c, func(n string, f *facts.Host) {
+			if n != "cp1" {
+				f.MachineID = "3d1219c7c4c5404aaa1f6d2a48adfda4"
+			}
+		}), []want{errW("w1, w2", "w1, w2 have the same /etc/machine-id 3d1219c7c4c5404aaa1f6d2a48adfda4", "cloned").withFix("systemd-machine-id-setup")}},
+	})
+}
+
+func TestClockSkew(t *testing.T) {
+	skew := func(d time.Duration) func(string, *facts.Host) {
+		return only("w1", func(f *facts.Host) { f.ClockSkew = d })
+	}
+	runCases(t, "ClockSkew", []checkCase{
+		{"in sync", input(cp1w1(), skew(1500*time.Millisecond)), nil},
+		{"warning", input(cp1w1(), skew(-5*time.Second)), []want{warnW("w1", "5s behind").withFix("timedatectl set-ntp true")}},
+		{"error", input(cp1w1(), skew(75*time.Second)), []want{errW("w1", "1m15s ahead of", "more than 60 s")}},
+		{"unknown", input(cp1w1(), only("cp1", func(f *facts.Host) { f.RemoteClock = time.Time{} })), []want{warnW("cp1", "could not be read")}},
+	})
+}
+
+func TestDefaultRoute(t *testing.T) {
+	v6only := cp1w1()
+	v6only.Spec.K3s.Config.ClusterCIDR = inventory.StringList{"2001:cafe:42::/56"}
+	v6route := func(f *facts.Host) {
+		f.DefaultRoute = nil
+		f.DefaultRoute6 = &facts.Route{Interface: "eth0", Gateway: "fd00::1"}
+	}
+	runCases(t, "DefaultRoute", []checkCase{
+		{"present", input(cp1w1(), nil), nil},
+		{"none", input(cp1w1(), only("w1", func(f *facts.Host) { f.DefaultRoute = nil })), []want{
+			errW("w1", "no IPv4 (/proc/net/route) default route", "airgap").withFix("ip route add default", "dummy interface"),
+		}},
+		{"only ipv6 on an ipv4 cluster", input(cp1w1(), only("w1", v6route)), []want{errW("w1", "no IPv4")}},
+		{"ipv6-only cluster", input(v6only, func(_ string, f *facts.Host) { v6route(f) }), nil},
+	})
+}
+
+func TestExistingInstall(t *testing.T) {
+	installed := func(version, unit, active string) func(*facts.Host) {
+		return func(f *facts.Host) {
+			f.K3s.BinaryVersion, f.K3s.BinaryPath = version, "/usr/local/bin/k3s"
+			f.K3s.Service, f.K3s.Services, f.K3s.ServiceActive, f.K3s.ServiceEnabled = unit, []string{unit}, active, "enabled"
+		}
+	}
+	runCases(t, "ExistingInstall", []checkCase{
+		{"fresh hosts", input(cp1w1(), nil), nil},
+		{"same version re-run", input(cp1w1(), only("cp1", installed("v1.36.3+k3s1", "k3s", "active"))), []want{
+			warnW("cp1", "already installed (binary v1.36.3+k3s1; k3s.service active, enabled)", "reconcile it", "v1.36.3+k3s1"),
+		}},
+		{"upgrade", input(cp1w1(), only("w1", installed("v1.35.1+k3s1", "k3s-agent", "active"))), []want{
+			warnW("w1", "upgrade it from v1.35.1+k3s1 to v1.36.3+k3s1"),
+		}},
+		{"downgrade", input(cp1w1(), only("cp1", installed("v1.36.4+k3s1", "k3s", "active"))), []want{
+			errW("cp1", "K3s v1.36.4+k3s1 is installed, newer than spec.k3s.version v1.36.3+k3s1", "downgrades").withFix("v1.36.4+k3s1 or newer", "k3s-uninstall.sh"),
+		}},
+		{"newer k3s build", input(cp1w1(), only("cp1", installed("v1.36.3+k3s2", "k3s", "active"))), []want{errW("cp1", "newer than spec.k3s.version")}},
+		{"agent unit on a server", input(cp1w1(), only("cp1", installed("v1.36.3+k3s1", "k3s-agent", "active"))), []want{
+			errW("cp1", "a server", "k3s-agent unit of a K3s agent").withFix("k3s-agent-uninstall.sh", "role"),
+		}},
+		{"server unit on an agent", input(cp1w1(), only("w1", installed("v1.36.3+k3s1", "k3s", "inactive"))), []want{
+			errW("w1", "an agent", "k3s unit of a K3s server", "k3s.service inactive").withFix("k3s-uninstall.sh"),
+		}},
+		{"binary only", input(cp1w1(), only("w1", func(f *facts.Host) { f.K3s.BinaryVersion = "v1.36.3+k3s1" })), []want{warnW("w1", "binary v1.36.3+k3s1")}},
+	})
+}
+
+func TestCloudController(t *testing.T) {
+	disabledCfg := func(c *inventory.Cluster) *inventory.Cluster {
+		c.Spec.K3s.Config.DisableCloudController = inventory.Bool(true)
+		return c
+	}
+	f1Agent := cp1w1()
+	f1Agent.Spec.K3s.Config.DisableCloudController = inventory.Bool(true)
+	f1Agent.Spec.Hosts[1].K3s.Config.KubeletArg = inventory.StringList{"cloud-provider=external"}
+	extNoManifest := cp1w1()
+	extNoManifest.Spec.K3s.CloudController = inventory.CloudControllerExternal
+	ext := cp1w1()
+	ext.Spec.K3s.CloudController = inventory.CloudControllerExternal
+	ext.Spec.K3s.ExternalCloudController = &inventory.ExternalCloudController{Manifest: "ccm.yaml"}
+	mode := cp1w1()
+	mode.Spec.K3s.CloudController = inventory.CloudControllerDisabled
+	noLB := disabledCfg(cp1w1())
+	noLB.Spec.K3s.Config.Disable = inventory.StringList{"traefik,servicelb"}
+	ha := newCluster(host("cp1", inventory.RoleServer), host("cp2", inventory.RoleServer), host("cp3", inventory.RoleServer))
+	ha.Spec.Hosts[2].K3s.Config.DisableCloudController = inventory.Bool(true)
+	noNPC := cp1w1()
+	noNPC.Spec.K3s.Config.DisableCloudController = inventory.Bool(true)
+	noNPC.Spec.K3s.Config.DisableNetworkPolicy = inventory.Bool(true)
+	noNPC.Spec.K3s.Config.KubeletArg = inventory.StringList{"cloud-provider=external"}
+
+	runCases(t, "CloudController", []checkCase{
+		{"embedded (default)", input(cp1w1(), nil), nil},
+		{"external with manifest", input(ext, nil), nil},
+		{"disabled alone", input(disabledCfg(cp1w1()), nil), []want{
+			warnW("cp1", "disabled (cp1 by spec.k3s.config.disable-cloud-controller: true)", "no uninitialized taint", "ServiceLB does not run").withFix("cloudController: external"),
+		}},
+		{"disabled, servicelb disabled too", input(noLB, nil), []want{warnW("cp1", "providerID")}},
+		{"cloudController: disabled", input(mode, nil), []want{warnW("cp1", "spec.k3s.cloudController: disabled")}},
+		{"F1 on an agent", input(f1Agent, nil), []want{
+			errW("w1", "kubelet-arg cloud-provider=external (spec.hosts[1].k3s.config.kubelet-arg)",
+				"disabled (spec.k3s.config.disable-cloud-controller: true on the first server cp1)",
+				"node.cloudprovider.kubernetes.io/uninitialized=true:NoSchedule", "CoreDNS", "shuts K3s down").
+				withFix("remove spec.k3s.config.disable-cloud-controller: true", "cloudController: external", "drop cloud-provider=external from spec.hosts[1].k3s.config.kubelet-arg"),
+		}},
+		{"external without manifest", input(extNoManifest, nil), []want{
+			errW("cp1", "spec.k3s.cloudController: external, which adds it", "externalCloudController.manifest is empty").withFix("add spec.k3s.externalCloudController.manifest"),
+			errW("w1", "externalCloudController.manifest is empty"),
+		}},
+		{"F1 without network policy controller", input(noNPC, nil), []want{
+			errW("cp1", "CoreDNS"), errW("w1", "CoreDNS"),
+		}},
+		{"servers disagree", input(ha, nil), []want{
+			errW("cp1, cp2, cp3", "disagree", "runs on cp1, cp2", "disabled on cp3 by spec.hosts[2].k3s.config.disable-cloud-controller: true").withFix("spec.k3s.config"),
+		}},
+	})
+	for _, f := range checkByID(t, "CloudController").Run(input(noLB, nil)) {
+		if strings.Contains(f.Message, "ServiceLB") {
+			t.Errorf("servicelb is disabled, but the message mentions it: %s", f.Message)
+		}
+	}
+	// the shutdown is only mentioned when the network policy controller runs.
+	for _, f := range checkByID(t, "CloudController").Run(input(noNPC, nil)) {
+		if strings.Contains(f.Message, "shuts K3s down") {
+			t.Errorf("network policy disabled, but the message mentions the shutdown: %s", f.Message)
+		}
+	}
+}
+
+func TestFirstNodeTaints(t *testing.T) {
+	taint := func(s string) inventory.Taint {
+		tt, err := inventory.ParseTaint(s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return tt
+	}
+	single := func(taints ...string) *inventory.Cluster {
+		c := newCluster(host("cp1", inventory.RoleServer))
+		for _, s := range taints {
+			c.Spec.Hosts[0].Taints = append(c.Spec.Hosts[0].Taints, taint(s))
+		}
+		return c
+	}
+	withAgent := single("dedicated=edge:NoExecute")
+	withAgent.Spec.Hosts = append(withAgent.Spec.Hosts, host("w1", inventory.RoleAgent))
+	taintedAgent := single("dedicated=edge:NoExecute")
+	taintedAgent.Spec.Hosts = append(taintedAgent.Spec.Hosts, host("w1", inventory.RoleAgent))
+	taintedAgent.Spec.Hosts[1].Taints = []inventory.Taint{taint("gpu=true:NoSchedule")}
+	disabled := single("dedicated=edge:NoExecute")
+	disabled.Spec.K3s.Config.Disable = inventory.StringList{"traefik", "metrics-server,local-storage"}
+	viaConfig := single()
+	viaConfig.Spec.K3s.Config.NodeTaint = inventory.StringList{"dedicated=edge:NoSchedule"}
+	declared := &Input{Cluster: single("dedicated=edge:NoExecute"), Tolerations: map[string][]corev1.Toleration{}}
+	for _, c := range Components() {
+		declared.Tolerations[c.Name] = []corev1.Toleration{taint("dedicated=edge:NoExecute").Toleration()}
+	}
+
+	corednsOnly := &Input{Cluster: single("dedicated=edge:NoExecute"), Tolerations: map[string][]corev1.Toleration{
+		"coredns": {taint("dedicated=edge:NoExecute").Toleration()},
+	}}
+	twoTaints := &Input{Cluster: single("a=1:NoExecute", "b:NoSchedule"), Tolerations: map[string][]corev1.Toleration{
+		"coredns": {taint("a=1:NoExecute").Toleration()},
+	}}
+
+	runCases(t, "FirstNodeTaints", []checkCase{
+		{"untainted", input(single(), nil), nil},
+		{"CriticalAddonsOnly is tolerated", input(single("CriticalAddonsOnly=true:NoExecute"), nil), nil},
+		{"control-plane NoSchedule is tolerated", input(single("node-role.kubernetes.io/control-plane:NoSchedule"), nil), nil},
+		{"PreferNoSchedule does not block", input(single("dedicated=edge:PreferNoSchedule"), nil), nil},
+		{"custom NoExecute on the only node", input(single("dedicated=edge:NoExecute"), nil), []want{
+			errW("cp1", "the first server cp1 has taint(s) dedicated=edge:NoExecute", "it is the only node",
+				"coredns, local-path-provisioner, metrics-server, traefik stay Pending",
+				"coredns, local-path-provisioner, metrics-server, traefik tolerate only CriticalAddonsOnly",
+				"only CriticalAddonsOnly, node-role.kubernetes.io/control-plane:NoSchedule, node.kubernetes.io/not-ready:NoExecute, node.kubernetes.io/unreachable:NoExecute, not dedicated=edge:NoExecute").
+				withFix("add an agent", "CriticalAddonsOnly=true:NoExecute", "spec.k3s.config.disable"),
+		}},
+		{"an untainted agent takes them", input(withAgent, nil), nil},
+		{"the agent is tainted too", input(taintedAgent, nil), []want{
+			errW("cp1, w1", "no other node can take them (w1 has gpu=true:NoSchedule)", "coredns"),
+		}},
+		{"disable removes components", input(disabled, nil), []want{errW("cp1", "coredns stay Pending")}},
+		{"taint from node-taint in the config", input(viaConfig, nil), []want{errW("cp1", "dedicated=edge:NoSchedule")}},
+		{"tolerations declared", declared, nil},
+		{"tolerations declared for one component", corednsOnly, []want{
+			errW("cp1", ": local-path-provisioner, metrics-server, traefik stay Pending"),
+		}},
+		{"components grouped by what they miss", twoTaints, []want{
+			errW("cp1", "taint(s) a=1:NoExecute, b:NoSchedule",
+				"coredns tolerates only CriticalAddonsOnly, node-role.kubernetes.io/control-plane:NoSchedule, node.kubernetes.io/not-ready:NoExecute, node.kubernetes.io/unreachable:NoExecute, a=1:NoExecute, not b:NoSchedule",
+				"; local-path-provisioner, metrics-server, traefik tolerate only", "not a=1:NoExecute, b:NoSchedule"),
+		}},
+	})
+}

@@ -1,0 +1,302 @@
+// Package preflight judges gathered host facts against the inventory before anything is
+// installed, with kubeadm's contract (DOMAIN.md §4, kubeadm cmd/kubeadm/app/preflight/checks.go):
+// every check has a stable ID (Port-6443, Swap, CloudController, ...), returns errors and
+// warnings, and --ignore-preflight-errors=ID,... (case-insensitive, or `all` alone) turns a named
+// check's errors into warnings. Every finding names its host, says what is wrong with the host's
+// actual values and gives a concrete fix.
+//
+// The package never opens a connection: it reads facts.Host values gathered by the installer
+// and the inventory.
+package preflight
+
+import (
+	"fmt"
+	"slices"
+	"sort"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/k3strap/k3strap/facts"
+	"github.com/k3strap/k3strap/inventory"
+)
+
+// Severity is how bad a finding is.
+type Severity string
+
+// Severities. An error stops apply unless its check is ignored; a warning is printed only.
+const (
+	SeverityError   Severity = "error"
+	SeverityWarning Severity = "warning"
+)
+
+// Finding is one thing a check found.
+type Finding struct {
+	// Check is the stable check ID (e.g. "CloudController", "Port-6443").
+	Check string `json:"check"`
+	// Host is the inventory host name; a cluster-wide finding names every host involved,
+	// separated by ", ", in inventory order.
+	Host     string   `json:"host"`
+	Severity Severity `json:"severity"`
+	// Message says what is wrong, with the host's actual values.
+	Message string `json:"message"`
+	// Fix says what to change.
+	Fix string `json:"fix,omitempty"`
+	// Ignored is true for an error turned into a warning by --ignore-preflight-errors.
+	Ignored bool `json:"ignored,omitempty"`
+}
+
+// String renders the finding like kubeadm, with the host: `[ERROR CloudController] cp1: msg`
+// or `[WARNING Swap] w1: msg`.
+func (f Finding) String() string {
+	return fmt.Sprintf("[%s %s] %s: %s", strings.ToUpper(string(f.Severity)), f.Check, f.Host, f.Message)
+}
+
+// hosts returns the host names a finding names.
+func (f Finding) hosts() []string { return strings.Split(f.Host, ", ") }
+
+// Input is what the checks judge.
+type Input struct {
+	// Cluster is the validated inventory.
+	Cluster *inventory.Cluster
+	// Facts are the gathered facts by inventory host name; nil or missing when the host was
+	// unreachable or its facts could not be gathered.
+	Facts map[string]*facts.Host
+	// Unreachable holds SSH connect / authentication failures by host name.
+	Unreachable map[string]error
+	// Tolerations are tolerations the installer adds to a deployed component beyond its
+	// packaged ones, by component name (see Components), e.g. rendered from the inventory.
+	// FirstNodeTaints counts them.
+	Tolerations map[string][]corev1.Toleration
+}
+
+// Check is one preflight check.
+type Check interface {
+	// ID is the stable name used in output and in --ignore-preflight-errors.
+	ID() string
+	// Run returns the check's findings. Hosts without facts are skipped (the SSH check reports
+	// them).
+	Run(in *Input) []Finding
+}
+
+type check struct {
+	id  string
+	run func(in *Input) []Finding
+}
+
+func (c check) ID() string { return c.id }
+
+func (c check) Run(in *Input) []Finding {
+	out := c.run(in)
+	for i := range out {
+		out[i].Check = c.id
+	}
+	return out
+}
+
+// Checks returns every check in its stable order (the order of the output within one host).
+func Checks() []Check {
+	cs := []Check{
+		check{"SSH", checkSSH},
+		check{"Sudo", checkSudo},
+		check{"OS", checkOS},
+		check{"Arch", checkArch},
+		check{"InitSystem", checkInitSystem},
+		check{"KernelConfig", checkKernelConfig},
+		check{"CNIKernel", checkCNIKernel},
+		check{"Cgroups", checkCgroups},
+		check{"Swap", checkSwap},
+	}
+	for _, p := range portSpecs() {
+		cs = append(cs, check{p.id(), p.run})
+	}
+	return append(cs,
+		check{"Mem", checkMem},
+		check{"Disk", checkDisk},
+		check{"Hostname", checkHostname},
+		check{"MachineID", checkMachineID},
+		check{"ClockSkew", checkClockSkew},
+		check{"DefaultRoute", checkDefaultRoute},
+		check{"ExistingInstall", checkExistingInstall},
+		check{"CloudController", checkCloudController},
+		check{"FirstNodeTaints", checkFirstNodeTaints},
+	)
+}
+
+// Ignore is a parsed --ignore-preflight-errors list. The zero value ignores nothing.
+type Ignore struct {
+	all bool
+	ids map[string]bool
+}
+
+// ParseIgnore parses --ignore-preflight-errors values: each element may hold several
+// comma-separated check IDs, matched case-insensitively; `all` ignores every check and must
+// stand alone. An unknown ID is an error that lists the known ones.
+func ParseIgnore(list []string) (Ignore, error) {
+	known := map[string]string{}
+	var names []string
+	for _, c := range Checks() {
+		known[strings.ToLower(c.ID())] = c.ID()
+		names = append(names, c.ID())
+	}
+	ign := Ignore{ids: map[string]bool{}}
+	var n int
+	for _, item := range list {
+		for _, id := range strings.Split(item, ",") {
+			id = strings.TrimSpace(id)
+			if id == "" {
+				continue
+			}
+			n++
+			l := strings.ToLower(id)
+			if l == "all" {
+				ign.all = true
+				continue
+			}
+			if _, ok := known[l]; !ok {
+				return Ignore{}, fmt.Errorf("unknown preflight check %q in --ignore-preflight-errors; known checks: %s, or all", id, strings.Join(names, ", "))
+			}
+			ign.ids[l] = true
+		}
+	}
+	if ign.all && n > 1 {
+		return Ignore{}, fmt.Errorf("--ignore-preflight-errors: `all` ignores every check; do not list individual checks with it")
+	}
+	return ign, nil
+}
+
+// Has reports whether errors of check id are ignored.
+func (i Ignore) Has(id string) bool { return i.all || i.ids[strings.ToLower(id)] }
+
+// Report is the outcome of Run.
+type Report struct {
+	// Findings sorted by host (inventory order; cluster-wide findings under their first host),
+	// then check order (Checks), then the order the check produced them.
+	Findings []Finding `json:"findings"`
+}
+
+// Errors returns the findings that are errors (ignored ones are warnings).
+func (r *Report) Errors() []Finding { return r.bySeverity(SeverityError) }
+
+// Warnings returns the warnings, including ignored errors.
+func (r *Report) Warnings() []Finding { return r.bySeverity(SeverityWarning) }
+
+// HasErrors reports whether any error remains: apply must stop.
+func (r *Report) HasErrors() bool { return len(r.Errors()) > 0 }
+
+func (r *Report) bySeverity(s Severity) []Finding {
+	var out []Finding
+	for _, f := range r.Findings {
+		if f.Severity == s {
+			out = append(out, f)
+		}
+	}
+	return out
+}
+
+// Run runs every check on in, turns ignored checks' errors into warnings (Ignored set), and
+// sorts the findings stably by host order in the inventory, then check order. A nil Cluster
+// yields one error finding (check "Inventory", not ignorable).
+func Run(in *Input, ign Ignore) *Report {
+	if in == nil || in.Cluster == nil {
+		return &Report{Findings: []Finding{{Check: "Inventory", Severity: SeverityError,
+			Message: "no inventory to check", Fix: "load the inventory before running preflight"}}}
+	}
+	checks := Checks()
+	var all []Finding
+	order := map[string]int{}
+	for i, c := range checks {
+		order[c.ID()] = i
+		for _, f := range c.Run(in) {
+			if f.Severity == SeverityError && ign.Has(c.ID()) {
+				f.Severity, f.Ignored = SeverityWarning, true
+			}
+			all = append(all, f)
+		}
+	}
+	hostIdx := map[string]int{}
+	for i, h := range in.Cluster.Spec.Hosts {
+		if _, dup := hostIdx[h.Name]; !dup {
+			hostIdx[h.Name] = i
+		}
+	}
+	rank := func(f Finding) int {
+		best := len(in.Cluster.Spec.Hosts)
+		for _, h := range f.hosts() {
+			if i, ok := hostIdx[h]; ok && i < best {
+				best = i
+			}
+		}
+		return best
+	}
+	sort.SliceStable(all, func(a, b int) bool {
+		ra, rb := rank(all[a]), rank(all[b])
+		if ra != rb {
+			return ra < rb
+		}
+		return order[all[a].Check] < order[all[b].Check]
+	})
+	return &Report{Findings: all}
+}
+
+// --- helpers shared by the checks
+
+func errorf(host, fix, format string, a ...any) Finding {
+	return Finding{Host: host, Severity: SeverityError, Message: fmt.Sprintf(format, a...), Fix: fix}
+}
+
+func warnf(host, fix, format string, a ...any) Finding {
+	return Finding{Host: host, Severity: SeverityWarning, Message: fmt.Sprintf(format, a...), Fix: fix}
+}
+
+// eachHost calls fn for every inventory host (in file order) that has facts.
+func eachHost(in *Input, fn func(i int, h *inventory.Host, f *facts.Host) []Finding) []Finding {
+	var out []Finding
+	for i := range in.Cluster.Spec.Hosts {
+		h := &in.Cluster.Spec.Hosts[i]
+		f := in.Facts[h.Name]
+		if f == nil {
+			continue
+		}
+		out = append(out, fn(i, h, f)...)
+	}
+	return out
+}
+
+// hostList joins host names for a cluster-wide finding, in inventory order.
+func hostList(c *inventory.Cluster, names []string) string {
+	var out []string
+	for _, h := range c.Spec.Hosts {
+		if slices.Contains(names, h.Name) && !slices.Contains(out, h.Name) {
+			out = append(out, h.Name)
+		}
+	}
+	return strings.Join(out, ", ")
+}
+
+// setting names an inventory setting for messages: "path: value", or "path" when value is "",
+// followed by " (file:line)" when the loader recorded where it stands.
+func setting(c *inventory.Cluster, path, value string) string {
+	s := path
+	if value != "" {
+		s += ": " + value
+	}
+	if p, ok := c.Positions[path]; ok && p.Line > 0 {
+		if c.Source != "" {
+			return fmt.Sprintf("%s (%s:%d)", s, c.Source, p.Line)
+		}
+		return fmt.Sprintf("%s (line %d)", s, p.Line)
+	}
+	return s
+}
+
+// fmtKiB renders a size in KiB as MiB or GiB with one decimal.
+func fmtKiB(k int64) string {
+	switch {
+	case k >= 1<<20:
+		return fmt.Sprintf("%.1f GiB", float64(k)/(1<<20))
+	case k >= 1<<10:
+		return fmt.Sprintf("%.0f MiB", float64(k)/(1<<10))
+	}
+	return fmt.Sprintf("%d KiB", k)
+}

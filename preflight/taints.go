@@ -1,0 +1,231 @@
+package preflight
+
+import (
+	"fmt"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/k3strap/k3strap/inventory"
+)
+
+// Component is a workload that k3strap or K3s deploys and that must find a node whose taints it
+// tolerates (DOMAIN.md F3). Add rows to Components to teach FirstNodeTaints about more of them
+// (CNI DaemonSets, Rancher's cattle-cluster-agent, ...).
+type Component struct {
+	// Name is how messages and Input.Tolerations refer to it.
+	Name string
+	// Namespace and Kind locate it in the cluster.
+	Namespace, Kind string
+	// Source says where Tolerations were read.
+	Source string
+	// Tolerations are the component's own tolerations, as deployed.
+	Tolerations []corev1.Toleration
+	// Deployed reports whether the cluster deploys the component.
+	Deployed func(c *inventory.Cluster) bool
+}
+
+// k3sAddonTolerations are the tolerations of K3s's packaged add-ons since the master toleration
+// was removed (k3s-io/k3s#12663, July 2025): CriticalAddonsOnly (any effect) and the
+// control-plane NoSchedule taint, plus the not-ready / unreachable NoExecute tolerations
+// (300 s) that the DefaultTolerationSeconds admission plugin adds to every pod. Seen on a real
+// K3s v1.36.3 CoreDNS pod: fixtures/real-k3s-v1.36.3/coredns-describe-f1.txt.
+func k3sAddonTolerations() []corev1.Toleration {
+	secs := int64(300)
+	return []corev1.Toleration{
+		{Key: "CriticalAddonsOnly", Operator: corev1.TolerationOpExists},
+		{Key: inventory.TaintControlPlane, Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoSchedule},
+		{Key: "node.kubernetes.io/not-ready", Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoExecute, TolerationSeconds: &secs},
+		{Key: "node.kubernetes.io/unreachable", Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoExecute, TolerationSeconds: &secs},
+	}
+}
+
+// packagedAddon reports whether K3s deploys the add-on that `disable: [name]` removes.
+func packagedAddon(disableName string) func(c *inventory.Cluster) bool {
+	return func(c *inventory.Cluster) bool {
+		fs := c.FirstServer()
+		return fs != nil && !disables(c.HostConfig(fs).Disable, disableName)
+	}
+}
+
+// Components returns the workloads FirstNodeTaints checks, in message order.
+func Components() []Component {
+	return []Component{
+		{
+			Name: "coredns", Namespace: "kube-system", Kind: "Deployment",
+			// k3s-io/k3s manifests/coredns.yaml; real v1.36.3 pod: coredns-describe-f1.txt.
+			Source:      "k3s-io/k3s manifests/coredns.yaml",
+			Tolerations: k3sAddonTolerations(), Deployed: packagedAddon("coredns"),
+		},
+		{
+			Name: "local-path-provisioner", Namespace: "kube-system", Kind: "Deployment",
+			// k3s-io/k3s manifests/local-storage.yaml (disable name: local-storage).
+			Source:      "k3s-io/k3s manifests/local-storage.yaml",
+			Tolerations: k3sAddonTolerations(), Deployed: packagedAddon("local-storage"),
+		},
+		{
+			Name: "metrics-server", Namespace: "kube-system", Kind: "Deployment",
+			// k3s-io/k3s manifests/metrics-server/metrics-server-deployment.yaml.
+			Source:      "k3s-io/k3s manifests/metrics-server/metrics-server-deployment.yaml",
+			Tolerations: k3sAddonTolerations(), Deployed: packagedAddon("metrics-server"),
+		},
+		{
+			Name: "traefik", Namespace: "kube-system", Kind: "Deployment",
+			// k3s-io/k3s manifests/traefik.yaml: HelmChart valuesContent.tolerations.
+			Source:      "k3s-io/k3s manifests/traefik.yaml",
+			Tolerations: k3sAddonTolerations(), Deployed: packagedAddon("traefik"),
+		},
+	}
+}
+
+// blockingTaints returns h's NoSchedule / NoExecute taints as K3s will register them
+// (node-taint of the rendered config, which includes spec.hosts[].taints).
+func blockingTaints(c *inventory.Cluster, h *inventory.Host) []inventory.Taint {
+	var out []inventory.Taint
+	seen := map[string]bool{}
+	for _, s := range c.HostConfig(h).NodeTaint {
+		t, err := inventory.ParseTaint(s)
+		if err != nil || !t.Blocks() || seen[t.String()] {
+			continue // invalid taints are reported by inventory validation
+		}
+		seen[t.String()] = true
+		out = append(out, t)
+	}
+	return out
+}
+
+func untolerated(taints []inventory.Taint, tol []corev1.Toleration) []string {
+	var out []string
+	for _, t := range taints {
+		if !t.ToleratedBy(tol) {
+			out = append(out, t.String())
+		}
+	}
+	return out
+}
+
+func describeTolerations(tol []corev1.Toleration) string {
+	var out []string
+	for _, t := range tol {
+		s := t.Key
+		if t.Key == "" {
+			s = "every taint"
+		}
+		if t.Operator == corev1.TolerationOpEqual || (t.Operator == "" && t.Value != "") {
+			s += "=" + t.Value
+		}
+		if t.Effect != "" {
+			s += ":" + string(t.Effect)
+		}
+		out = append(out, s)
+	}
+	if len(out) == 0 {
+		return "no taints"
+	}
+	return strings.Join(out, ", ")
+}
+
+// checkFirstNodeTaints implements DOMAIN.md F3: a NoSchedule / NoExecute taint on the first
+// server is an error when a deployed component tolerates it on no node: neither on the first
+// server nor on any agent or other server (with their own taints). Tolerations the installer
+// adds (Input.Tolerations) count.
+func checkFirstNodeTaints(in *Input) []Finding {
+	c := in.Cluster
+	fs := c.FirstServer()
+	if fs == nil {
+		return nil
+	}
+	fsTaints := blockingTaints(c, fs)
+	if len(fsTaints) == 0 {
+		return nil
+	}
+	var stuck, stuckNames []string
+	involved := []string{fs.Name}
+	var otherDesc []string
+	for i := range c.Spec.Hosts {
+		h := &c.Spec.Hosts[i]
+		if h.Name == fs.Name {
+			continue
+		}
+		ts := blockingTaints(c, h)
+		var ss []string
+		for _, t := range ts {
+			ss = append(ss, t.String())
+		}
+		otherDesc = append(otherDesc, fmt.Sprintf("%s has %s", h.Name, orNone(ss)))
+	}
+	// Components with the same tolerations and the same untolerated taints share one clause.
+	type group struct {
+		names        []string
+		tol, missing string
+	}
+	var groups []*group
+	for _, comp := range Components() {
+		if !comp.Deployed(c) {
+			continue
+		}
+		tol := append(append([]corev1.Toleration{}, comp.Tolerations...), in.Tolerations[comp.Name]...)
+		missing := untolerated(fsTaints, tol)
+		if len(missing) == 0 {
+			continue
+		}
+		elsewhere := false
+		for i := range c.Spec.Hosts {
+			h := &c.Spec.Hosts[i]
+			if h.Name != fs.Name && len(untolerated(blockingTaints(c, h), tol)) == 0 {
+				elsewhere = true
+				break
+			}
+		}
+		if elsewhere {
+			continue
+		}
+		stuckNames = append(stuckNames, comp.Name)
+		g := &group{names: []string{comp.Name}, tol: describeTolerations(tol), missing: strings.Join(missing, ", ")}
+		merged := false
+		for _, o := range groups {
+			if o.tol == g.tol && o.missing == g.missing {
+				o.names = append(o.names, comp.Name)
+				merged = true
+				break
+			}
+		}
+		if !merged {
+			groups = append(groups, g)
+		}
+	}
+	for _, g := range groups {
+		verb := "tolerates"
+		if len(g.names) > 1 {
+			verb = "tolerate"
+		}
+		stuck = append(stuck, fmt.Sprintf("%s %s only %s, not %s", strings.Join(g.names, ", "), verb, g.tol, g.missing))
+	}
+	if len(stuck) == 0 {
+		return nil
+	}
+	var fsDesc []string
+	for _, t := range fsTaints {
+		fsDesc = append(fsDesc, t.String())
+	}
+	others := "it is the only node"
+	if len(otherDesc) > 0 {
+		others = "no other node can take them (" + strings.Join(otherDesc, "; ") + ")"
+		for i := range c.Spec.Hosts {
+			if n := c.Spec.Hosts[i].Name; n != fs.Name {
+				involved = append(involved, n)
+			}
+		}
+	}
+	return []Finding{errorf(hostList(c, involved),
+		fmt.Sprintf("add an agent (or a server) without these taints; or taint the first server with CriticalAddonsOnly=true:NoExecute instead, which the packaged add-ons tolerate; or remove the taint from %s; or disable add-ons you do not need (spec.k3s.config.disable)", fs.Name),
+		"the first server %s has taint(s) %s and %s: %s stay Pending (%s)",
+		fs.Name, strings.Join(fsDesc, ", "), others, strings.Join(stuckNames, ", "), strings.Join(stuck, "; "))}
+}
+
+func orNone(s []string) string {
+	if len(s) == 0 {
+		return "no blocking taints"
+	}
+	return strings.Join(s, ", ")
+}

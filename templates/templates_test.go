@@ -1,0 +1,123 @@
+package templates
+
+import (
+	"flag"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"go.yaml.in/yaml/v3"
+
+	"github.com/k3strap/k3strap/inventory"
+	"github.com/k3strap/k3strap/inventory/k3sflags"
+)
+
+var update = flag.Bool("update", false, "rewrite golden files")
+
+func golden(t *testing.T, name string, got []byte) {
+	t.Helper()
+	p := filepath.Join("testdata", name)
+	if *update {
+		if err := os.WriteFile(p, got, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want, err := os.ReadFile(p)
+	if err != nil {
+		t.Fatalf("%v (run go test ./templates -update to create it)", err)
+	}
+	if string(want) != string(got) {
+		t.Fatalf("%s differs from the golden file:\n--- got\n%s\n--- want\n%s", name, got, want)
+	}
+}
+
+func serverConfig() inventory.K3sConfig {
+	return inventory.K3sConfig{
+		TokenFile:              "/etc/rancher/k3s/cluster-token",
+		NodeName:               "cp1",
+		NodeLabel:              inventory.StringList{"site=lab"},
+		NodeTaint:              inventory.StringList{"dedicated=edge:NoExecute"},
+		TLSSAN:                 inventory.StringList{"10.0.0.10"},
+		WriteKubeconfigMode:    "0600",
+		Disable:                inventory.StringList{"traefik", "servicelb"},
+		DisableCloudController: inventory.Bool(false),
+		KubeletArg:             inventory.StringList{"max-pods=200"},
+		Extra:                  map[string]any{"secrets-encryption-provider": "aescbc", "etcd-expose-metrics": true, "default-local-storage-path": "/data"},
+	}
+}
+
+func TestK3sConfigGolden(t *testing.T) {
+	got, err := K3sConfig(inventory.RoleServer, serverConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	golden(t, "config-server.yaml", got)
+	// Stable across renders (Extra is a map).
+	for i := 0; i < 20; i++ {
+		again, _ := K3sConfig(inventory.RoleServer, serverConfig())
+		if string(again) != string(got) {
+			t.Fatal("rendering is not stable")
+		}
+	}
+}
+
+func TestK3sConfigRefusesSecretsAndUnknownKeys(t *testing.T) {
+	c := serverConfig()
+	c.Token = "s3cret"
+	if _, err := K3sConfig(inventory.RoleServer, c); err == nil || strings.Contains(err.Error(), "s3cret") {
+		t.Fatalf("token accepted or leaked: %v", err)
+	}
+	c = serverConfig()
+	c.Extra["flanel-backend"] = "vxlan"
+	if _, err := K3sConfig(inventory.RoleServer, c); err == nil || !strings.Contains(err.Error(), "flanel-backend") {
+		t.Fatalf("unknown key not refused: %v", err)
+	}
+	a := inventory.K3sConfig{NodeName: "a1", Disable: inventory.StringList{"traefik"}}
+	if _, err := K3sConfig(inventory.RoleAgent, a); err == nil {
+		t.Fatal("server-only key accepted for an agent")
+	}
+}
+
+// TestRenderedKeysAreKnownFlags: everything k3strap renders is in the K3s flag table (issue 2).
+func TestRenderedKeysAreKnownFlags(t *testing.T) {
+	table := k3sflags.Load()
+	for _, role := range []inventory.Role{inventory.RoleServer, inventory.RoleAgent} {
+		cfg := serverConfig()
+		if role == inventory.RoleAgent {
+			cfg = cfg.ForAgent()
+		}
+		out, err := K3sConfig(role, cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var m map[string]any
+		if err := yaml.Unmarshal(out, &m); err != nil {
+			t.Fatal(err)
+		}
+		if len(m) == 0 {
+			t.Fatal("nothing rendered")
+		}
+		for k := range m {
+			if _, ok := table.Lookup(role.FlagRole(), k); !ok {
+				t.Errorf("%s config renders %q, which K3s %s does not accept", role, k, k3sflags.Version)
+			}
+		}
+	}
+}
+
+func TestInstallScriptIsOurs(t *testing.T) {
+	s := string(InstallScript())
+	for _, want := range []string{"INSTALL_K3S_SKIP_DOWNLOAD", "Type=notify", "k3s-killall.sh", "No change detected so skipping service start", "chmod 0600"} {
+		if !strings.Contains(s, want) {
+			t.Errorf("install script lacks %q", want)
+		}
+	}
+}
+
+func TestMaskEnv(t *testing.T) {
+	got := MaskEnv([]string{"K3S_TOKEN=abc", "INSTALL_K3S_EXEC=server", "SUDO_PASSWORD=x"})
+	if got[0] != "K3S_TOKEN=********" || got[1] != "INSTALL_K3S_EXEC=server" || got[2] != "SUDO_PASSWORD=********" {
+		t.Fatalf("%v", got)
+	}
+}
