@@ -24,8 +24,12 @@ artifacts:
 	cd .artifacts && sha256sum k3s k3s-airgap-images-amd64.tar.zst > sha256sum-amd64.txt
 
 # One throw-away host (systemd + OpenSSH in its own network namespace), then the real command.
+# The throw-away host gets new SSH host keys whenever the harness recreates it (and the tests
+# change them on purpose), so the demo starts its known_hosts afresh: k3strap records the key on
+# first contact (trust on first use) and refuses a changed one afterwards.
 demo: build artifacts
 	$(SUDO) bash $(HARNESS) up 1
+	rm -f $(HARNESS_DIR)/demo_known_hosts
 	./bin/k3strap apply -f examples/single-server.yaml --kubeconfig-out demo.kubeconfig
 
 demo-down:

@@ -127,6 +127,10 @@ type HostResult struct {
 	Role    string `json:"role"`
 	Status  Status `json:"status"`
 	Message string `json:"message,omitempty"`
+	// SSHCommands and FileTransfers count the round trips the run made to the host (exec
+	// channels; files written or read) — what costs time on slow edge links.
+	SSHCommands   int64 `json:"sshCommands"`
+	FileTransfers int64 `json:"fileTransfers"`
 }
 
 // SummaryInfo closes a run.

@@ -176,5 +176,13 @@ type K3sInstall struct {
 	SubnetEnvPresent bool `json:"subnetEnvPresent"`
 }
 
+// ManagedMarker is k3strap's own copy of its install script on a host; it exists when
+// k3strap installed the K3s found there (installer.PathInstallScript).
+const ManagedMarker = "/var/lib/k3strap/k3s-install.sh"
+
+// ManagedByK3strap reports whether k3strap installed this K3s (its install script's checksum
+// was gathered, so the caller listed ManagedMarker and it exists).
+func (k K3sInstall) ManagedByK3strap() bool { return k.Files[ManagedMarker] != "" }
+
 // Installed reports whether a K3s binary or unit is present.
 func (k K3sInstall) Installed() bool { return k.BinaryVersion != "" || k.Service != "" }

@@ -168,7 +168,7 @@ func (r convergeResult) status() events.Status {
 
 func (r convergeResult) describe() string {
 	if !r.changed() {
-		return "unchanged"
+		return "files, unit and service already match the inventory"
 	}
 	var parts []string
 	if len(r.uploaded) > 0 {

@@ -159,6 +159,15 @@ func (hs *hostState) setResult(st events.Status, msg string) {
 	hs.status, hs.message = st, msg
 }
 
+// setResultIfUnset records a result only when the host has none yet.
+func (hs *hostState) setResultIfUnset(st events.Status, msg string) {
+	hs.mu.Lock()
+	defer hs.mu.Unlock()
+	if hs.status == "" {
+		hs.status, hs.message = st, msg
+	}
+}
+
 // session is one run: connections and facts of every selected host.
 type session struct {
 	in    *Installer
@@ -466,7 +475,12 @@ func (s *session) summary(command string, start time.Time, err error, kubeconfig
 		if st == events.StatusFailed {
 			failed = append(failed, hs.host.Name)
 		}
-		sum.Hosts = append(sum.Hosts, events.HostResult{Host: hs.host.Name, Role: string(hs.host.Role), Status: st, Message: msg})
+		hr := events.HostResult{Host: hs.host.Name, Role: string(hs.host.Role), Status: st, Message: msg}
+		if hs.client != nil {
+			cs := hs.client.Stats()
+			hr.SSHCommands, hr.FileTransfers = cs.Commands, cs.FileTransfers
+		}
+		sum.Hosts = append(sum.Hosts, hr)
 	}
 	file := s.in.cluster.Source
 	if file == "" {

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"sort"
 	"strings"
+	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -37,7 +38,7 @@ func (s *session) joinAll(ctx context.Context, first *hostState) error {
 		return s.hostFailure(first, "token", ExitInstall, fmt.Errorf("reading the join token: %w", err))
 	}
 	token := inventory.Secret(strings.TrimSpace(string(b)))
-	kc := kube.Kubectl{R: first.client}
+	kc := &nodeView{kc: kube.Kubectl{R: first.client}, interval: 500 * time.Millisecond}
 	em := s.in.emitter("join")
 	var failed []string
 	for _, hs := range servers {
@@ -49,16 +50,17 @@ func (s *session) joinAll(ctx context.Context, first *hostState) error {
 			}
 			// A server that did not join stops further server joins: quorum must not be risked.
 			for _, rest := range servers {
-				if rest.status == "" {
-					rest.setResult(events.StatusSkipped, "not joined: server "+hs.host.Name+" failed first")
-				}
+				rest.setResultIfUnset(events.StatusSkipped, "not joined: server "+hs.host.Name+" failed first")
 			}
 			break
 		}
 	}
+	var mu sync.Mutex
 	s.each(ctx, agents, func(ctx context.Context, hs *hostState) {
 		if err := s.joinOne(ctx, hs, token, kc); err != nil {
+			mu.Lock()
 			failed = append(failed, hs.host.Name)
+			mu.Unlock()
 		}
 	})
 	if ctx.Err() != nil {
@@ -75,7 +77,7 @@ func (s *session) joinAll(ctx context.Context, first *hostState) error {
 	return nil
 }
 
-func (s *session) joinOne(ctx context.Context, hs *hostState, token inventory.Secret, kc kube.Kubectl) error {
+func (s *session) joinOne(ctx context.Context, hs *hostState, token inventory.Secret, kc *nodeView) error {
 	hs.plan.SetToken(token, false)
 	res, err := s.converge(ctx, hs)
 	if err != nil {
@@ -92,13 +94,13 @@ func (s *session) joinOne(ctx context.Context, hs *hostState, token inventory.Se
 
 // waitNode polls the node through the first server until it is Ready and carries its declared
 // labels and taints (servers of an HA cluster: also the etcd role).
-func (s *session) waitNode(ctx context.Context, hs *hostState, kc kube.Kubectl) error {
+func (s *session) waitNode(ctx context.Context, hs *hostState, kc *nodeView) error {
 	deadline := time.Now().Add(s.in.opts.Timeout)
 	wantEtcd := hs.host.Role == inventory.RoleServer && len(s.in.cluster.Servers()) > 1
 	lastWhy := "not registered yet"
 	for {
-		n, err := kc.GetNode(ctx, hs.host.Name)
-		if err == nil {
+		n, err := kc.get(ctx, hs.host.Name)
+		if err == nil && n != nil {
 			why := nodeNotDone(n, hs.host, wantEtcd)
 			if why == "" {
 				s.in.emitter("join").Step(hs.host.Name, "node", events.StatusOK, "node Ready")
@@ -118,6 +120,40 @@ func (s *session) waitNode(ctx context.Context, hs *hostState, kc kube.Kubectl) 
 		case <-time.After(500 * time.Millisecond):
 		}
 	}
+}
+
+// nodeView shares one `kubectl get nodes` among every host waiting for its node: at most one
+// list per interval whatever the number of waiters, so 500 agents cost one SSH channel on the
+// first server per interval, not 500.
+type nodeView struct {
+	kc       kube.Kubectl
+	interval time.Duration
+
+	mu    sync.Mutex
+	at    time.Time
+	nodes map[string]*corev1.Node
+	err   error
+}
+
+// get returns the node named name as of the last list (refreshed when older than interval);
+// nil when it is not registered.
+func (v *nodeView) get(ctx context.Context, name string) (*corev1.Node, error) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	if v.nodes == nil || time.Since(v.at) >= v.interval {
+		list, err := v.kc.ListNodes(ctx)
+		v.at, v.err = time.Now(), err
+		if err == nil {
+			v.nodes = map[string]*corev1.Node{}
+			for i := range list {
+				v.nodes[list[i].Name] = &list[i]
+			}
+		}
+	}
+	if v.err != nil {
+		return nil, v.err
+	}
+	return v.nodes[name], nil
 }
 
 // nodeNotDone says what the node still lacks, "" when it is done.

@@ -14,6 +14,7 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/k3strap/k3strap/facts"
 	"github.com/k3strap/k3strap/inventory"
 	"github.com/k3strap/k3strap/templates"
 )
@@ -25,7 +26,7 @@ const (
 	// PathTokenFile holds the cluster token; K3s reads it through the token-file flag so that
 	// config.yaml (and `k3strap render`) never holds the secret.
 	PathTokenFile     = "/etc/rancher/k3s/cluster-token"
-	PathInstallScript = "/var/lib/k3strap/k3s-install.sh"
+	PathInstallScript = facts.ManagedMarker
 	PathBinary        = "/usr/local/bin/k3s"
 	DirImages         = "/var/lib/rancher/k3s/agent/images"
 	PathServerToken   = "/var/lib/rancher/k3s/server/token"

@@ -92,6 +92,10 @@ type supervisor struct {
 	tick     int
 	// taintSince is when the uninitialized taint was first seen (local clock).
 	taintSince time.Time
+	// quick is true while checking a server that was left running: its milestones are only
+	// reported if it turns out not to be up.
+	quick   bool
+	pending []events.MilestoneInfo
 }
 
 func (sup *supervisor) flannelOff() bool {
@@ -105,6 +109,7 @@ func (sup *supervisor) run(ctx context.Context, res convergeResult) error {
 	sup.reached = map[string]float64{}
 	sup.started = res.started
 	quick := res.started.IsZero()
+	sup.quick = quick
 	if quick {
 		sup.started = time.Now()
 	}
@@ -150,7 +155,7 @@ func (sup *supervisor) run(ctx context.Context, res convergeResult) error {
 	case verdict != nil:
 		return verdict
 	case done:
-		if quick {
+		if sup.quick {
 			sup.em.Step(sup.hs.host.Name, "health", events.StatusOK, "already up: node Ready, no uninitialized taint"+map[bool]string{true: "", false: ", subnet.env present"}[sup.flannelOff()])
 		} else {
 			sup.em.Finished(events.StatusOK, fmt.Sprintf("%s is up after %.1f s", sup.hs.host.Name, time.Since(sup.started).Seconds()))
@@ -249,10 +254,24 @@ func (sup *supervisor) evaluate(ctx context.Context, st *probeState) (bool, erro
 		}
 		sup.reached[m] = sec
 		sup.last = m
-		sup.em.Milestone(sup.hs.host.Name, events.MilestoneInfo{Name: m, Seconds: round1(sec), Detail: detail})
+		mi := events.MilestoneInfo{Name: m, Seconds: round1(sec), Detail: detail}
+		if sup.quick {
+			sup.pending = append(sup.pending, mi)
+		} else {
+			sup.em.Milestone(sup.hs.host.Name, mi)
+		}
 	}
 	if len(sup.reached) == len(milestoneOrder) {
 		return true, nil
+	}
+	if sup.quick {
+		// Left running but not up: watch it like a fresh start, reporting what it has.
+		sup.quick = false
+		sup.em.Started(fmt.Sprintf("%s is running but not up yet; watching (stall grace %s, timeout %s)", sup.hs.host.Name, sup.s.in.opts.StallGrace, sup.s.in.opts.Timeout))
+		for _, mi := range sup.pending {
+			sup.em.Milestone(sup.hs.host.Name, mi)
+		}
+		sup.pending = nil
 	}
 
 	// Stall: the uninitialized taint outlived the grace period.

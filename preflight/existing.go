@@ -48,8 +48,13 @@ func checkExistingInstall(in *Input) []Finding {
 			target = "channel " + c.Spec.K3s.Channel
 		}
 		action := "reconcile it (config, unit, version) to " + target
-		if okHave && okSpec && have.compare(spec) < 0 {
+		upgrade := okHave && okSpec && have.compare(spec) < 0
+		if upgrade {
 			action = fmt.Sprintf("upgrade it from %s to %s", k.BinaryVersion, want)
+		}
+		if k.ManagedByK3strap() && !upgrade {
+			// A re-run of k3strap on a host it installed: nothing to warn about.
+			return nil
 		}
 		return []Finding{warnf(h.Name,
 			"nothing to do if this is a re-run; to start from scratch, uninstall K3s first ("+uninstall+")",

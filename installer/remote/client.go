@@ -60,7 +60,13 @@ type Config struct {
 	SudoPassword inventory.Secret
 	// Via, when set, is the bastion connection the TCP stream is opened through (ProxyJump).
 	Via *Client
+	// MaxSessions bounds the channels open at once on the connection (exec and SFTP); sshd
+	// refuses more than its MaxSessions (default 10). Default DefaultMaxSessions.
+	MaxSessions int
 }
+
+// DefaultMaxSessions stays below OpenSSH's default MaxSessions of 10.
+const DefaultMaxSessions = 8
 
 func (c Config) addr() string {
 	port := c.Port
@@ -95,6 +101,9 @@ type Client struct {
 
 	commands, transfers, sftps, bytesUp atomic.Int64
 
+	// sessions holds one token per open channel (MaxSessions).
+	sessions chan struct{}
+
 	stop chan struct{}
 	once sync.Once
 }
@@ -123,6 +132,9 @@ func Dial(ctx context.Context, cfg Config) (*Client, error) {
 	}
 	if cfg.KeepaliveInterval <= 0 {
 		cfg.KeepaliveInterval = DefaultKeepaliveInterval
+	}
+	if cfg.MaxSessions <= 0 {
+		cfg.MaxSessions = DefaultMaxSessions
 	}
 	addr := cfg.addr()
 	fail := func(step string, err error) (*Client, error) {
@@ -192,7 +204,8 @@ func Dial(ctx context.Context, cfg Config) (*Client, error) {
 		return fail("handshake", err)
 	}
 	_ = conn.SetDeadline(time.Time{})
-	cl := &Client{cfg: cfg, conn: ssh.NewClient(c, chans, reqs), agent: agentConn, isRoot: cfg.User == "root", stop: make(chan struct{})}
+	cl := &Client{cfg: cfg, conn: ssh.NewClient(c, chans, reqs), agent: agentConn, isRoot: cfg.User == "root",
+		stop: make(chan struct{}), sessions: make(chan struct{}, cfg.MaxSessions)}
 	go cl.keepalive()
 	return cl, nil
 }
@@ -420,9 +433,10 @@ func (c *Client) Stream(ctx context.Context, cmd Cmd, onLine func(string)) error
 }
 
 func (c *Client) run(ctx context.Context, cmd Cmd, stdout, stderr io.Writer) (int, error) {
-	if err := ctx.Err(); err != nil {
-		return 0, err
+	if err := c.acquire(ctx); err != nil {
+		return 0, fmt.Errorf("%s: %s: %w", c.cfg.Host, cmd.name(), err)
 	}
+	defer c.release()
 	sess, err := c.conn.NewSession()
 	if err != nil {
 		return 0, fmt.Errorf("%s: opening a channel: %w (connection lost?)", c.cfg.Host, err)
@@ -466,6 +480,20 @@ func (c *Client) run(ctx context.Context, cmd Cmd, stdout, stderr io.Writer) (in
 	}
 	return 0, fmt.Errorf("%s: %s: %w", c.cfg.Host, cmd.name(), err)
 }
+
+// acquire takes a channel slot, waiting while MaxSessions channels are open.
+func (c *Client) acquire(ctx context.Context) error {
+	select {
+	case c.sessions <- struct{}{}:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-c.stop:
+		return errors.New("connection closed")
+	}
+}
+
+func (c *Client) release() { <-c.sessions }
 
 func sudoRefused(stderr []byte) bool {
 	s := string(stderr)

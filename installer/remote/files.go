@@ -17,10 +17,18 @@ import (
 // sftpClient opens the one SFTP session of this connection on first use.
 func (c *Client) sftpClient() (*sftp.Client, error) {
 	c.sftpOnce.Do(func() {
+		// The SFTP channel holds a session slot for the connection's lifetime.
+		select {
+		case c.sessions <- struct{}{}:
+		case <-c.stop:
+			c.sftpErr = errors.New("connection closed")
+			return
+		}
 		c.sftp, c.sftpErr = sftp.NewClient(c.conn, sftp.UseConcurrentWrites(true))
 		if c.sftpErr == nil {
 			c.sftps.Add(1)
 		} else {
+			c.release()
 			c.sftpErr = fmt.Errorf("%s: starting SFTP (is the sftp subsystem enabled in sshd_config?): %w", c.cfg.Host, c.sftpErr)
 		}
 	})

@@ -1,0 +1,650 @@
+#!/usr/bin/env bash
+# harness.sh — throw-away Debian "hosts" on this machine for k3strap's end-to-end tests.
+#
+# A host is a systemd-nspawn --boot container (systemd is PID 1, real OpenSSH sshd as ssh.service)
+# over an overlayfs root whose lower layer is one shared debootstrap'ed Debian (the "base"), with its
+# own network namespace, hostname, machine-id, SSH host keys and cgroup in every hierarchy.
+# Everything stays on this machine: no forwarding out of the bridges (nft guard), no NAT.
+#
+# Usage (as root):
+#   harness.sh deps                  apt-get install debootstrap systemd-container nftables iproute2
+#                                    openssh-client when missing
+#   harness.sh base                  build $HARNESS_DIR/base once (debootstrap, ~70 s)
+#   harness.sh up N                  N hosts h1..hN, returns when all answer SSH; idempotent; an
+#                                    existing set of another size/topology is torn down first
+#   HARNESS_TOPOLOGY=bastion harness.sh up N
+#                                    h0 = bastion on the public and the private net, h1..hN only
+#                                    on the private net (reachable via h0, e.g. ssh -J)
+#   harness.sh env                   KEY=VALUE lines: HARNESS_DIR HARNESS_KEY HARNESS_SSH_CONFIG
+#                                    HARNESS_TOPOLOGY HARNESS_N HARNESS_H<i> [HARNESS_BASTION]
+#                                    (HARNESS_SSH_CONFIG: for ssh -F, applies to -J jump hosts too)
+#   harness.sh exec i CMD...         run CMD inside host i as root (no SSH); stdin is passed on
+#   harness.sh stop i | start i      graceful poweroff | boot again (filesystem kept)
+#   harness.sh kill i                hard crash (SIGKILL to the host's PID 1)
+#   harness.sh reset i               wipe host i's filesystem back to the base (keeps SSH host keys
+#                                    and machine-id) and boot it again
+#   harness.sh cut i | heal i        unplug | replug host i's network cable(s)
+#   harness.sh regen-hostkey i       new SSH host keys for host i (host-key-mismatch tests)
+#   harness.sh kernel-mask i F...    host i sees a kernel without features F (see below)
+#   harness.sh kernel-unmask i       host i sees the machine's kernel again
+#   harness.sh down                  remove every host, netns, veth, bridge, nft table, mount;
+#                                    always safe, idempotent
+#   harness.sh purge                 down + delete the base, key and password (other files in
+#                                    $HARNESS_DIR are left alone)
+#
+# Environment: HARNESS_DIR (default /var/tmp/k3strap-e2e), HARNESS_TOPOLOGY (flat|bastion),
+#   HARNESS_MIRROR (Debian mirror), HARNESS_BASE_ROOTFS (copy this already-debootstrapped rootfs
+#   instead of running debootstrap), HARNESS_WAIT (seconds to wait for SSH, default 60),
+#   HARNESS_RSA=1 (also an RSA host key), HARNESS_DEBUG=1 (timestamps of the boot steps).
+#
+# One harness per machine: names (k3st-*) and addresses are fixed, whatever HARNESS_DIR is.
+# Hosts keep running after the script returns (own session, own cgroup k3st-h<i> in every
+# hierarchy) until stop/kill/down. `up` returns once each host's sshd answers and one root key
+# login worked; reset/start return once sshd answers (banner).
+#
+# Host details: nspawn hides /sys/module from containers, so every host gets the machine's
+# /sys/module bind-mounted read-only (what a real host sees; kernel-mask edits that view).
+# /etc/resolv.conf names the host's gateway (no DNS server there: lookups fail at once instead
+# of timing out). /proc/sys/net is writable (per network namespace), capabilities are all kept.
+#
+# Addresses: public bridge k3stbr0 = 10.123.0.1/24 in the machine's root namespace, host i =
+#   10.123.0.(10+i). Bastion topology: private bridge in its own namespace (k3st-priv; nothing of
+#   the root namespace is on it, not even an IPv6 link-local), h0 = 10.123.0.10 + 10.124.0.1,
+#   h<i> = 10.124.0.(10+i) with default route via 10.124.0.1. /etc/hosts lists every host by name.
+#
+# Base: root login by key only; users `deploy` (sudo NOPASSWD) and `pwuser` (sudo asks for the
+#   password in $HARNESS_DIR/pwuser.password, 0600, random per base build; SSH password login is
+#   allowed for pwuser only). All three accept $HARNESS_DIR/id_ed25519.
+#
+# Kernel masks: `kernel-mask i F...` replaces host i's mask with exactly F... . Inside host i's
+#   mount namespace only, /proc/config.gz is over-mounted by a copy of the machine's config where the
+#   feature's symbols read "# CONFIG_X is not set" (non-bool dependants such as CONFIG_IP_SET_MAX
+#   are dropped, as a real .config would), and /sys/module is replaced by a tmpfs re-exposing every
+#   module directory except the feature's. The mask survives stop/start/kill/reset (it is the
+#   "machine's kernel", not its disk) until kernel-unmask. This machine has no /proc/modules
+#   (CONFIG_MODULES unset, all built in), so there is nothing to hide there. Feature names are
+#   case-insensitive, with or without CONFIG_:
+#     ip_set  | IP_SET            CONFIG_IP_SET, CONFIG_IP_SET_*, CONFIG_NETFILTER_XT_SET
+#                                 (xt_set depends on ip_set); modules ip_set, ip_set_*, xt_set
+#     ip_set_<type>               CONFIG_IP_SET_<TYPE> (e.g. ip_set_hash_ip -> IP_SET_HASH_IP);
+#                                 module ip_set_<type>
+#     xt_set  | NETFILTER_XT_SET  CONFIG_NETFILTER_XT_SET; module xt_set
+#     vxlan   | VXLAN             CONFIG_VXLAN; module vxlan
+#     wireguard | WIREGUARD       CONFIG_WIREGUARD; module wireguard
+#     overlay | OVERLAY_FS        CONFIG_OVERLAY_FS; module overlay
+#     br_netfilter | BRIDGE_NETFILTER   CONFIG_BRIDGE_NETFILTER; module br_netfilter
+#     bridge  | BRIDGE            CONFIG_BRIDGE, CONFIG_BRIDGE_*; modules bridge, br_netfilter
+#     veth    | VETH              CONFIG_VETH; module veth
+#     nf_conntrack | NF_CONNTRACK CONFIG_NF_CONNTRACK; module nf_conntrack
+#     xt_conntrack                CONFIG_NETFILTER_XT_MATCH_CONNTRACK; module xt_conntrack
+#     xt_comment                  CONFIG_NETFILTER_XT_MATCH_COMMENT; module xt_comment
+#     xt_multiport                CONFIG_NETFILTER_XT_MATCH_MULTIPORT; module xt_multiport
+#     xt_mark                     CONFIG_NETFILTER_XT_MARK, _MATCH_MARK, _TARGET_MARK; module xt_mark
+#     ip_vs   | IP_VS             CONFIG_IP_VS, CONFIG_IP_VS_*; modules ip_vs, ip_vs_*
+#     nf_tables | NF_TABLES       CONFIG_NF_TABLES, CONFIG_NFT_*; modules nf_tables, nft_*
+#     ip_tables | IP_NF_IPTABLES  CONFIG_IP_NF_IPTABLES; module ip_tables
+#     anything else X             CONFIG_<X upper-case>; module <x lower-case>
+set -euo pipefail
+
+HD=${HARNESS_DIR:-/var/tmp/k3strap-e2e}
+SUITE=bookworm
+MIRROR=${HARNESS_MIRROR:-http://deb.debian.org/debian}
+PKGS=openssh-server,systemd,systemd-sysv,dbus,sudo,iproute2,procps,kmod,ca-certificates
+BASE_STAMP="k3strap-harness-base 1"
+P=k3st                        # prefix of every netns / link / nft table we create
+BR=${P}br0                    # public bridge, root namespace
+PRIVNS=${P}-priv              # namespace holding the private bridge
+PRIVBR=br1
+PUB=10.123.0
+PRIV=10.124.0
+KEY=$HD/id_ed25519
+SSH_OPTS=(-i "$KEY" -o StrictHostKeyChecking=no -o UserKnownHostsFile=/dev/null -o LogLevel=ERROR
+          -o ConnectTimeout=1 -o BatchMode=yes)
+CG_CTRLS="cpu cpuacct cpuset memory devices freezer blkio pids systemd unified"
+
+log() { printf '[harness %s] %s\n' "$(date +%T.%3N)" "$*" >&2; }
+die() { log "ERROR: $*"; exit 1; }
+debug() { [ -z "${HARNESS_DEBUG:-}" ] || log "$@"; }
+[ "$(id -u)" = 0 ] || die "must run as root"
+
+# ---------------------------------------------------------------- state & naming
+hdir()   { echo "$HD/hosts/h$1"; }
+hns()    { echo "$P-h$1"; }
+pubveth(){ echo "${P}v$1"; }    # root-namespace end of host i's public cable
+privveth(){ echo "${P}p$1"; }   # k3st-priv end of host i's private cable
+topology(){ [ -f "$HD/state/topology" ] && cat "$HD/state/topology" || echo flat; }
+count()   { [ -f "$HD/state/n" ] && cat "$HD/state/n" || echo 0; }
+indexes() { local n; n=$(count); [ "$(topology)" = bastion ] && echo 0; [ "$n" -gt 0 ] && seq 1 "$n"; true; }
+addr_of() {   # the address a client uses for host i (public, or private behind the bastion)
+  if [ "$(topology)" = bastion ] && [ "$1" != 0 ]; then echo "$PRIV.$((10 + $1))"; else echo "$PUB.$((10 + $1))"; fi
+}
+gateway_of() {
+  if [ "$(topology)" = bastion ] && [ "$1" != 0 ]; then echo "$PRIV.1"; else echo "$PUB.1"; fi
+}
+valid_index() {
+  [[ ${1:-} =~ ^[0-9]+$ ]] || die "bad host index '${1:-}'"
+  [ -d "$(hdir "$1")" ] || die "no host h$1 (run up first)"
+}
+ns_exists() { mountpoint -q "/run/netns/$1"; }
+ms_since() { local a=${1/[.,]/} b=${EPOCHREALTIME/[.,]/}; echo $(( (b - a) / 1000 )); }
+with_lock() { mkdir -p "$HD"; exec 9>"$HD/.script.lock"; flock 9; }
+
+# ---------------------------------------------------------------- deps & base
+cmd_deps() {
+  local need=()
+  command -v debootstrap >/dev/null || need+=(debootstrap)
+  command -v systemd-nspawn >/dev/null || need+=(systemd-container)
+  command -v nft >/dev/null || need+=(nftables)
+  command -v ip >/dev/null || need+=(iproute2)
+  command -v ssh >/dev/null || need+=(openssh-client)
+  [ ${#need[@]} -eq 0 ] && return 0
+  log "apt-get install ${need[*]}"
+  apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need[@]}" >/dev/null
+}
+
+base_configure() {   # $1 = rootfs; idempotent
+  local B=$1 u pw
+  [ -f "$KEY" ] || ssh-keygen -q -t ed25519 -N '' -C k3strap-harness -f "$KEY"
+  rm -f "$B"/etc/ssh/ssh_host_*                         # per host, made at create
+  cat > "$B/etc/ssh/sshd_config.d/k3strap-harness.conf" <<'EOF'
+PermitRootLogin prohibit-password
+PasswordAuthentication no
+KbdInteractiveAuthentication no
+UseDNS no
+MaxStartups 100
+MaxSessions 64
+Match User pwuser
+    PasswordAuthentication yes
+EOF
+  for u in deploy pwuser; do
+    chroot "$B" id -u "$u" >/dev/null 2>&1 || chroot "$B" useradd -m -s /bin/bash "$u"
+  done
+  echo 'deploy ALL=(ALL:ALL) NOPASSWD: ALL' > "$B/etc/sudoers.d/deploy"
+  echo 'pwuser ALL=(ALL:ALL) ALL' > "$B/etc/sudoers.d/pwuser"
+  chmod 0440 "$B/etc/sudoers.d/deploy" "$B/etc/sudoers.d/pwuser"
+  pw=$(head -c 24 /dev/urandom | base64 | tr -dc 'A-Za-z0-9' | head -c 20)
+  (umask 077; printf '%s\n' "$pw" > "$HD/pwuser.password.new")
+  printf 'pwuser:%s\n' "$pw" | chroot "$B" chpasswd        # via stdin, never argv
+  echo 'root:*' | chroot "$B" chpasswd -e
+  install -d -m 700 "$B/root/.ssh"
+  install -m 600 "$KEY.pub" "$B/root/.ssh/authorized_keys"
+  for u in deploy pwuser; do
+    install -d -m 700 "$B/home/$u/.ssh"
+    install -m 600 "$KEY.pub" "$B/home/$u/.ssh/authorized_keys"
+    chroot "$B" chown -R "$u:$u" "/home/$u/.ssh"
+  done
+  # Nothing in a test host needs these; they slow the boot or fail inside a container.
+  for u in systemd-timesyncd.service apt-daily.timer apt-daily-upgrade.timer dpkg-db-backup.timer \
+           e2scrub_reap.service e2scrub_all.timer fstrim.timer man-db.timer systemd-pstore.service \
+           systemd-networkd-wait-online.service getty@tty1.service console-getty.service; do
+    ln -sf /dev/null "$B/etc/systemd/system/$u"
+  done
+  : > "$B/etc/machine-id"; rm -f "$B/var/lib/dbus/machine-id" "$B/etc/hostname"
+  mv "$HD/pwuser.password.new" "$HD/pwuser.password"
+  echo "$BASE_STAMP" > "$B/.harness-ready"
+}
+
+cmd_base() {
+  with_lock
+  [ "$(cat "$HD/base/.harness-ready" 2>/dev/null)" = "$BASE_STAMP" ] && return 0
+  [ -d "$HD/hosts" ] && [ -n "$(ls -A "$HD/hosts")" ] && die "hosts exist; run down before rebuilding the base"
+  local T=$HD/base.tmp t0=$SECONDS
+  rm -rf "$T"
+  if [ -n "${HARNESS_BASE_ROOTFS:-}" ]; then
+    log "base: copying $HARNESS_BASE_ROOTFS"
+    cp -a "$HARNESS_BASE_ROOTFS" "$T"
+  else
+    command -v debootstrap >/dev/null || die "debootstrap missing (run: $0 deps)"
+    log "base: debootstrap --variant=minbase $SUITE ($MIRROR)"
+    debootstrap --variant=minbase --include="$PKGS" "$SUITE" "$T" "$MIRROR" \
+      > "$HD/debootstrap.log" 2>&1 || { tail -20 "$HD/debootstrap.log" >&2; die "debootstrap failed"; }
+  fi
+  [ -x "$T/usr/sbin/sshd" ] && [ -x "$T/lib/systemd/systemd" ] && [ -x "$T/usr/bin/sudo" ] \
+    || die "base rootfs lacks sshd/systemd/sudo"
+  base_configure "$T"
+  rm -rf "$HD/base"; mv "$T" "$HD/base"
+  log "base ready in $((SECONDS - t0)) s"
+}
+
+# ---------------------------------------------------------------- network
+net_up() {
+  if ! ip link show "$BR" >/dev/null 2>&1; then
+    ip link add "$BR" type bridge
+    ip addr add "$PUB.1/24" dev "$BR"
+    ip link set "$BR" up
+  fi
+  # Guard: nothing from/to the bridge is routed anywhere else; the private net is never routed
+  # out of the machine (the root namespace has no route to it but the default one).
+  nft list table inet "$P" >/dev/null 2>&1 || nft -f - <<EOF
+table inet $P {
+  chain forward_guard { type filter hook forward priority -10; policy accept;
+    iifname "$BR" oifname != "$BR" drop
+    oifname "$BR" iifname != "$BR" drop
+  }
+  chain output_guard { type filter hook output priority -10; policy accept;
+    ip daddr $PRIV.0/24 reject with icmp type admin-prohibited
+  }
+}
+EOF
+  if [ "$(topology)" = bastion ] && ! ns_exists "$PRIVNS"; then
+    ip netns add "$PRIVNS"
+    ip -n "$PRIVNS" link add "$PRIVBR" type bridge
+    ip -n "$PRIVNS" link set "$PRIVBR" up
+  fi
+}
+
+host_net() {   # netns + cable(s) for host i
+  local i=$1 n; n=$(hns "$i")
+  ns_exists "$n" && return 0
+  ip netns add "$n"
+  ip -n "$n" link set lo up
+  if [ "$(topology)" = flat ] || [ "$i" = 0 ]; then
+    ip link add "$(pubveth "$i")" type veth peer name eth0 netns "$n"
+    ip link set "$(pubveth "$i")" master "$BR" up
+    ip -n "$n" addr add "$PUB.$((10 + i))/24" dev eth0
+    ip -n "$n" link set eth0 up
+    ip -n "$n" route add default via "$PUB.1"
+  fi
+  if [ "$(topology)" = bastion ]; then
+    local dev=eth0 a="$PRIV.$((10 + i))"
+    [ "$i" = 0 ] && { dev=eth1; a="$PRIV.1"; }
+    ip link add "$(privveth "$i")" netns "$PRIVNS" type veth peer name "$dev" netns "$n"
+    ip -n "$PRIVNS" link set "$(privveth "$i")" master "$PRIVBR" up
+    ip -n "$n" addr add "$a/24" dev "$dev"
+    ip -n "$n" link set "$dev" up
+    [ "$i" = 0 ] || ip -n "$n" route add default via "$PRIV.1"   # K3s wants a default route
+  fi
+}
+
+etc_hosts() {   # /etc/hosts content for host i
+  local i=$1 j
+  printf '127.0.0.1 localhost\n::1 localhost ip6-localhost ip6-loopback\n'
+  for j in $(indexes); do
+    if [ "$(topology)" = bastion ]; then
+      if [ "$j" = 0 ]; then echo "$PRIV.1 h0"; else echo "$PRIV.$((10 + j)) h$j"; fi
+    else echo "$PUB.$((10 + j)) h$j"; fi
+  done
+  [ "$(topology)" = bastion ] && [ "$i" = 0 ] && echo "$PUB.10 h0-public"
+  true
+}
+
+# ---------------------------------------------------------------- host filesystem
+identity() {   # host i's SSH host keys + machine-id, kept outside its overlay
+  local d; d=$(hdir "$1")
+  mkdir -p "$d/id"
+  [ -s "$d/id/machine-id" ] || tr -d - < /proc/sys/kernel/random/uuid > "$d/id/machine-id"
+  if [ ! -f "$d/id/ssh_host_ed25519_key" ]; then new_hostkeys "$1"; fi
+}
+new_hostkeys() {
+  local d t; d=$(hdir "$1")
+  rm -f "$d/id"/ssh_host_*
+  for t in ed25519 ecdsa ${HARNESS_RSA:+rsa}; do
+    ssh-keygen -q -t "$t" -N '' -C "root@h$1" -f "$d/id/ssh_host_${t}_key"
+  done
+}
+mount_root() {
+  local d; d=$(hdir "$1")
+  mkdir -p "$d/upper" "$d/work" "$d/root"
+  mountpoint -q "$d/root" || mount -t overlay "$P-h$1" \
+    -o "lowerdir=$HD/base,upperdir=$d/upper,workdir=$d/work" "$d/root"
+}
+seed() {   # write host i's identity into its (mounted) root
+  local i=$1 d R; d=$(hdir "$i"); R=$d/root
+  echo "h$i" > "$R/etc/hostname"
+  etc_hosts "$i" > "$R/etc/hosts"
+  # No DNS server anywhere: name the gateway, which answers port-unreachable at once, instead
+  # of the machine's resolver (unreachable from here: every lookup would time out).
+  rm -f "$R/etc/resolv.conf"
+  printf 'nameserver %s\noptions timeout:1 attempts:1\n' "$(gateway_of "$i")" > "$R/etc/resolv.conf"
+  cp "$d/id/machine-id" "$R/etc/machine-id"
+  cp -p "$d/id"/ssh_host_* "$R/etc/ssh/"
+}
+prepare() {   # host i's disk: identity, overlay, seed; idempotent, parallel-safe
+  local i=$1
+  mkdir -p "$(hdir "$i")"
+  identity "$i"; mount_root "$i"; seed "$i"
+}
+create() { prepare "$1"; host_net "$1"; }
+
+# ---------------------------------------------------------------- cgroups
+# Each host gets its own cgroup in every v1 hierarchy and in the unified one. Without it nspawn's
+# payload cgroup is shared by all hosts and one host's systemd manages (and kills) the units of
+# the others.
+cg_path() { local c=$1 k=$1 rel; [ "$c" = systemd ] && k=name=systemd
+  if [ "$c" = unified ]; then rel=$(awk -F: '$1=="0"{print $3}' /proc/self/cgroup)
+  else rel=$(awk -F: -v c="$k" '$2==c{print $3}' /proc/self/cgroup); fi
+  echo "/sys/fs/cgroup/$c${rel%/}"; }
+cg_enter() {   # move the calling (sub)shell into host $1's cgroups
+  local n=$1 c b p
+  for c in $CG_CTRLS; do
+    [ -d "/sys/fs/cgroup/$c" ] || continue
+    b=$(cg_path "$c"); p=$b/$n; mkdir -p "$p"
+    [ "$c" = cpuset ] && { cat "$b/cpuset.cpus" > "$p/cpuset.cpus"; cat "$b/cpuset.mems" > "$p/cpuset.mems"; }
+    echo "$BASHPID" > "$p/cgroup.procs"
+  done
+}
+cg_kill() {   # SIGKILL every process in host cgroup $1 (systemd hierarchy) until it is empty
+  local n=$1 root k pids
+  root=$(cg_path systemd)/$n
+  [ -d "$root" ] || return 0
+  for k in $(seq 1 100); do
+    pids=$(find "$root" -name cgroup.procs -exec cat {} + 2>/dev/null)
+    pids=$(for q in $pids; do alive "$q" && echo "$q"; done)
+    [ -n "$pids" ] || return 0
+    # shellcheck disable=SC2086
+    kill -KILL $pids 2>/dev/null || true
+    sleep 0.02
+  done
+  log "$n: processes survive SIGKILL: $pids"
+}
+cg_remove_all() {   # rmdir every (empty, hosts are down) k3st-h* cgroup tree
+  local c p
+  for c in $CG_CTRLS; do
+    [ -d "/sys/fs/cgroup/$c" ] || continue
+    for p in "$(cg_path "$c")/$P"-h*; do
+      [ -d "$p" ] && find "$p" -depth -type d -exec rmdir {} \; 2>/dev/null
+    done
+  done; true
+}
+
+# ---------------------------------------------------------------- lifecycle
+# alive PID: exists and is not a zombie (this machine's PID 1 reaps orphans only every second or so)
+alive() { local s; s=$(sed 's/.*) //' "/proc/$1/stat" 2>/dev/null | cut -d' ' -f1) && [ -n "$s" ] && [ "$s" != Z ]; }
+starttime() { sed 's/.*) //' "/proc/$1/stat" 2>/dev/null | cut -d' ' -f20; }
+running() {   # host i's systemd-nspawn is alive; $d/start guards against a recycled PID
+  local d p; d=$(hdir "$1")
+  [ -f "$d/pid" ] && p=$(cat "$d/pid") && alive "$p" \
+    && [ "$(starttime "$p")" = "$(cat "$d/start" 2>/dev/null)" ]
+}
+leader() {     # PID (root pid namespace) of host i's systemd
+  local d p c g; d=$(hdir "$1")
+  running "$1" || return 1
+  p=$(cat "$d/pid")
+  for c in $(pgrep -P "$p"); do
+    [ "$(cat "/proc/$c/comm" 2>/dev/null)" = systemd ] && { echo "$c"; return 0; }
+    for g in $(pgrep -P "$c"); do
+      [ "$(cat "/proc/$g/comm" 2>/dev/null)" = systemd ] && { echo "$g"; return 0; }
+    done
+  done
+  return 1
+}
+boot() {
+  local i=$1 d; d=$(hdir "$i")
+  running "$i" && return 0
+  (
+    cg_enter "$(hns "$i")"
+    # /proc/sys/net writable (it is per network namespace); the rest of /proc/sys stays read-only.
+    SYSTEMD_NSPAWN_API_VFS_WRITABLE=network \
+    exec setsid systemd-nspawn --quiet --boot -D "$d/root" --machine="h$i" --hostname="h$i" \
+      --network-namespace-path="/run/netns/$(hns "$i")" --register=no --keep-unit \
+      --link-journal=no --resolv-conf=off --timezone=off --console=read-only --capability=all \
+      --bind-ro=/sys/module
+  ) </dev/null >"$d/console.log" 2>&1 9>&- &   # fd 9 = our lock: the host must not hold it
+  starttime $! > "$d/start"
+  echo $! > "$d/pid"
+  debug "h$i: nspawn started"
+}
+wait_ready() {   # leader up -> kernel mask applied -> SSH answers
+  local i=$1 d t0=$SECONDS a; d=$(hdir "$i"); a=$(addr_of "$i")
+  until leader "$i" >/dev/null; do
+    running "$i" || { tail -20 "$d/console.log" >&2; die "h$i: systemd-nspawn exited"; }
+    (( SECONDS - t0 > ${HARNESS_WAIT:-60} )) && die "h$i: no systemd"
+    sleep 0.05
+  done
+  debug "h$i: systemd up"
+  if [ -s "$d/kmask" ]; then kmask_apply "$i"; fi
+  # sshd answering with its banner on the host's own address; a full login would add ~0.4 s
+  # (the first login of a fresh host starts logind's user session)
+  until ip netns exec "$(hns "$i")" timeout 2 bash -c \
+      'exec 3<>"/dev/tcp/$1/22" && read -r -t 1 l <&3 && [[ $l == SSH-2.0-* ]]' _ "$a" 2>/dev/null; do
+    running "$i" || { tail -20 "$d/console.log" >&2; die "h$i: systemd-nspawn exited"; }
+    (( SECONDS - t0 > ${HARNESS_WAIT:-60} )) && { tail -30 "$d/console.log" >&2; die "h$i: ssh not up"; }
+    sleep 0.1
+  done
+}
+parallel() {   # parallel FUNC i... ; fails if any fails
+  local f=$1 i pids=() rc=0; shift
+  for i in "$@"; do "$f" "$i" & pids+=($!); done
+  for i in "${pids[@]}"; do wait "$i" || rc=1; done
+  return $rc
+}
+start_one() { boot "$1"; wait_ready "$1"; }
+verify_login() {   # one real key login as root, from inside the host's own network namespace
+  ip netns exec "$(hns "$1")" ssh "${SSH_OPTS[@]}" -o ConnectTimeout=5 "root@$(addr_of "$1")" true \
+    </dev/null || die "h$1: sshd answers but root key login fails"
+}
+
+write_ssh_config() {   # for `ssh -F`: also applies to -J jump hosts, unlike -o options
+  cat > "$HD/ssh_config" <<EOF
+Host *
+    IdentityFile $KEY
+    IdentitiesOnly yes
+    StrictHostKeyChecking no
+    UserKnownHostsFile /dev/null
+    BatchMode yes
+    LogLevel ERROR
+    ConnectTimeout 5
+EOF
+}
+cmd_up() {
+  local n=${1:-} topo=${HARNESS_TOPOLOGY:-flat} t0=$EPOCHREALTIME i
+  [[ $n =~ ^[0-9]+$ ]] && [ "$n" -ge 1 ] && [ "$n" -le 200 ] || die "usage: up N (1..200)"
+  case $topo in flat|bastion) ;; *) die "HARNESS_TOPOLOGY must be flat or bastion";; esac
+  if [ "$(cat "$HD/base/.harness-ready" 2>/dev/null)" != "$BASE_STAMP" ]; then cmd_base; fi
+  with_lock
+  if [ -d "$HD/hosts" ] && { [ "$(topology)" != "$topo" ] || [ "$(count)" != "$n" ]; }; then
+    log "replacing $(count) $(topology) hosts by $n $topo hosts"; down_all
+  fi
+  mkdir -p "$HD/state" "$HD/hosts"
+  echo "$topo" > "$HD/state/topology"; echo "$n" > "$HD/state/n"
+  write_ssh_config
+  net_up
+  # shellcheck disable=SC2046
+  parallel prepare $(indexes)
+  # ip netns add is not safe to run in parallel (it may bind-mount /run/netns over itself)
+  for i in $(indexes); do host_net "$i"; done
+  # shellcheck disable=SC2046
+  parallel start_one $(indexes)
+  # shellcheck disable=SC2046
+  parallel verify_login $(indexes)
+  log "$n $topo hosts up in $(ms_since "$t0") ms"
+}
+
+cmd_stop() {   # graceful: nspawn turns SIGTERM into a poweroff of the host's systemd
+  local i=$1 d p k; d=$(hdir "$i")
+  if running "$i"; then
+    p=$(cat "$d/pid"); kill -TERM "$p"
+    for k in $(seq 1 150); do alive "$p" || break; sleep 0.1; done
+    alive "$p" && { log "h$i: poweroff timed out, killing"; cmd_kill "$i"; }
+  fi
+  rm -f "$d/pid"
+}
+cmd_kill() {   # hard crash: SIGKILL PID 1 of the host; its pid namespace dies with it
+  local i=$1 d p l k; d=$(hdir "$i")
+  if running "$i"; then
+    p=$(cat "$d/pid")
+    l=$(leader "$i") && kill -KILL "$l" 2>/dev/null || true
+    for k in $(seq 1 100); do alive "$p" || break; sleep 0.02; done
+  fi
+  cg_kill "$(hns "$i")"   # whatever is left in the host's cgroup (nspawn included)
+  rm -f "$d/pid"
+}
+cmd_start() { local i=$1; create "$i"; start_one "$i"; }
+cmd_reset() {
+  local i=$1 d t0=$EPOCHREALTIME; d=$(hdir "$i")
+  cmd_kill "$i"; debug "h$i: killed"
+  umount "$d/root" 2>/dev/null || umount -l "$d/root"
+  rm -rf "$d/upper" "$d/work"
+  create "$i"; start_one "$i"
+  log "h$i reset in $(ms_since "$t0") ms"
+}
+
+cmd_cut() {
+  local i=$1 v=$(pubveth "$1")
+  ip link show "$v" >/dev/null 2>&1 && ip link set "$v" down
+  [ "$(topology)" = bastion ] && ip -n "$PRIVNS" link set "$(privveth "$i")" down
+  true
+}
+cmd_heal() {
+  local i=$1 v=$(pubveth "$1")
+  ip link show "$v" >/dev/null 2>&1 && ip link set "$v" up
+  [ "$(topology)" = bastion ] && ip -n "$PRIVNS" link set "$(privveth "$i")" up
+  true
+}
+
+cmd_regen_hostkey() {
+  local i=$1 d; d=$(hdir "$i")
+  new_hostkeys "$i"
+  if mountpoint -q "$d/root"; then
+    rm -f "$d/root/etc/ssh"/ssh_host_*; cp -p "$d/id"/ssh_host_* "$d/root/etc/ssh/"
+  fi
+  if running "$i"; then
+    host_exec "$i" systemctl restart ssh.service
+    wait_ready "$i"
+  fi
+}
+
+host_exec() {   # run argv inside host i (all its namespaces, its root and cwd /)
+  local i=$1 l; shift
+  l=$(leader "$i") || die "h$i is not running"
+  nsenter -t "$l" -m -u -i -n -p -C -r -w \
+    env -i PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin HOME=/root \
+      USER=root LOGNAME=root TERM=dumb LANG=C.UTF-8 "$@"
+}
+cmd_exec() { [ $# -ge 2 ] || die "usage: exec i CMD..."; valid_index "$1"; host_exec "$@"; }
+
+# ---------------------------------------------------------------- kernel masks
+kfeature() {   # prints two lines for feature $1: config symbols (ERE pieces), module globs
+  local f=$1; f=${f#CONFIG_}; f=${f#config_}
+  local l=${f,,} u=${f^^}
+  case $l in
+    ip_set)                       echo "IP_SET IP_SET_[A-Z0-9_]* NETFILTER_XT_SET"; echo "ip_set ip_set_* xt_set";;
+    xt_set|netfilter_xt_set)      echo "NETFILTER_XT_SET"; echo "xt_set";;
+    ip_set_*)                     echo "$u"; echo "$l";;
+    vxlan)                        echo "VXLAN"; echo "vxlan";;
+    wireguard)                    echo "WIREGUARD"; echo "wireguard";;
+    overlay|overlay_fs)           echo "OVERLAY_FS"; echo "overlay";;
+    br_netfilter|bridge_netfilter) echo "BRIDGE_NETFILTER"; echo "br_netfilter";;
+    bridge)                       echo "BRIDGE BRIDGE_[A-Z0-9_]*"; echo "bridge br_netfilter";;
+    veth)                         echo "VETH"; echo "veth";;
+    nf_conntrack)                 echo "NF_CONNTRACK"; echo "nf_conntrack";;
+    xt_conntrack|netfilter_xt_match_conntrack) echo "NETFILTER_XT_MATCH_CONNTRACK"; echo "xt_conntrack";;
+    xt_comment|netfilter_xt_match_comment)     echo "NETFILTER_XT_MATCH_COMMENT"; echo "xt_comment";;
+    xt_multiport|netfilter_xt_match_multiport) echo "NETFILTER_XT_MATCH_MULTIPORT"; echo "xt_multiport";;
+    xt_mark)                      echo "NETFILTER_XT_MARK NETFILTER_XT_MATCH_MARK NETFILTER_XT_TARGET_MARK"; echo "xt_mark";;
+    ip_vs)                        echo "IP_VS IP_VS_[A-Z0-9_]*"; echo "ip_vs ip_vs_*";;
+    nf_tables)                    echo "NF_TABLES NFT_[A-Z0-9_]*"; echo "nf_tables nft_*";;
+    ip_tables|ip_nf_iptables)     echo "IP_NF_IPTABLES"; echo "ip_tables";;
+    *)                            echo "$u"; echo "$l";;
+  esac
+}
+kmask_apply() {   # apply $d/kmask (one feature a line) inside host i's mount namespace
+  local i=$1 d l f s m syms="" mods="" re gen; d=$(hdir "$i")
+  while read -r f; do
+    [ -n "$f" ] || continue
+    { read -r s; read -r m; } < <(kfeature "$f")
+    syms+=" $s"; mods+=" $m"
+  done < "$d/kmask"
+  re=$(echo $syms | tr ' ' '|')
+  gen=$d/kmask.config.gz
+  [ -r /proc/config.gz ] || die "this machine has no /proc/config.gz"
+  zcat /proc/config.gz | sed -E -e "s/^CONFIG_($re)=[ym]\$/# CONFIG_\\1 is not set/" \
+                              -e "/^CONFIG_($re)=/d" | gzip -n > "$gen"
+  l=$(leader "$i") || die "h$i is not running"
+  kmask_clear "$l"
+  nsenter -t "$l" -m -p sh -c 'mkdir -p /run/k3strap-harness && cat > /run/k3strap-harness/config.gz' < "$gen"
+  # Private mounts only: a shared /sys/module would propagate the tmpfs onto the saved view too.
+  # shellcheck disable=SC2016
+  nsenter -t "$l" -m -p bash -euc '
+    S=/run/k3strap-harness
+    mount --bind -o ro $S/config.gz /proc/config.gz
+    mkdir -p $S/sysmodule
+    mount --make-private /sys/module
+    mount --bind /sys/module $S/sysmodule
+    mount --make-private $S/sysmodule
+    mount -t tmpfs -o mode=755 k3strap-kmask /sys/module
+    shopt -s nullglob
+    for m in $S/sysmodule/*; do
+      n=${m##*/}; hide=0
+      for g in $1; do [[ $n == $g ]] && hide=1; done
+      [ $hide = 1 ] && continue
+      mkdir /sys/module/$n; mount --bind $m /sys/module/$n
+    done
+    mount -o remount,ro /sys/module
+    umount $S/sysmodule; rmdir $S/sysmodule' kmask "$mods" || die "h$i: kernel mask failed"
+}
+kmask_clear() {   # $1 = leader pid
+  # shellcheck disable=SC2016
+  nsenter -t "$1" -m -p bash -c '
+    while [ "$(stat -f -c %T /sys/module)" = tmpfs ]; do umount -R /sys/module || exit 1; done
+    while findmnt -n --mountpoint /proc/config.gz >/dev/null; do umount /proc/config.gz || exit 1; done
+    findmnt -rn -o TARGET | grep "^/run/k3strap-harness/" | sort -r | xargs -r umount -l
+    rm -rf /run/k3strap-harness' || die "kernel unmask failed"
+}
+cmd_kernel_mask() {
+  local i=$1 d f; shift; d=$(hdir "$i")
+  [ $# -ge 1 ] || die "usage: kernel-mask i FEATURE..."
+  for f in "$@"; do [[ $f =~ ^[A-Za-z0-9_]+$ ]] || die "bad feature name '$f'"; done
+  printf '%s\n' "$@" > "$d/kmask"
+  if running "$i"; then kmask_apply "$i"; fi
+}
+cmd_kernel_unmask() {
+  local i=$1 d l; d=$(hdir "$i")
+  rm -f "$d/kmask" "$d/kmask.config.gz"
+  if l=$(leader "$i"); then kmask_clear "$l"; fi
+  true
+}
+
+# ---------------------------------------------------------------- env, down, purge
+cmd_env() {
+  local i
+  echo "HARNESS_DIR=$HD"
+  echo "HARNESS_KEY=$KEY"
+  echo "HARNESS_SSH_CONFIG=$HD/ssh_config"
+  echo "HARNESS_TOPOLOGY=$(topology)"
+  echo "HARNESS_N=$(count)"
+  for i in $(indexes); do [ "$i" = 0 ] || echo "HARNESS_H$i=$(addr_of "$i")"; done
+  [ "$(topology)" = bastion ] && echo "HARNESS_BASTION=$PUB.10"
+  true
+}
+
+down_all() {   # caller holds the lock
+  local d i n m
+  if [ -d "$HD/hosts" ]; then
+    for d in "$HD"/hosts/h*; do [ -d "$d" ] && { i=${d##*/h}; cmd_kill "$i" & }; done
+    wait
+  fi
+  for d in "$(cg_path systemd)/$P"-h*; do [ -d "$d" ] && cg_kill "${d##*/}"; done
+  # mounts: our overlays (and anything below them), deepest first
+  findmnt -rn -o TARGET | { grep "^$HD/hosts/" || true; } | sort -r | while read -r m; do
+    umount "$m" 2>/dev/null || umount -l "$m" 2>/dev/null || true
+  done
+  for n in $(ls /run/netns 2>/dev/null | grep "^$P-"); do
+    ip netns del "$n" 2>/dev/null || true
+  done
+  cg_remove_all
+  for n in $(ip -o link show | awk -F': ' '{print $2}' | cut -d@ -f1 | grep "^$P"); do
+    ip link del "$n" 2>/dev/null || true
+  done
+  nft delete table inet "$P" 2>/dev/null || true
+  rm -rf "$HD/hosts" "$HD/state"
+}
+cmd_down()  { with_lock; down_all; }
+cmd_purge() {   # only what the harness made; other files in $HD stay
+  with_lock; down_all
+  rm -rf "$HD/base" "$HD/base.tmp" "$KEY" "$KEY.pub" "$HD/pwuser.password" "$HD/ssh_config" \
+         "$HD/debootstrap.log" "$HD/.script.lock" "$HD/.go-test.lock"
+  rmdir "$HD" 2>/dev/null || true
+}
+
+# ---------------------------------------------------------------- main
+c=${1:-}; shift || true
+case $c in
+  deps|base|up|env|down|purge) "cmd_$c" "$@" ;;
+  exec) cmd_exec "$@" ;;
+  stop|start|kill|reset|cut|heal|regen-hostkey|kernel-unmask)
+    [ $# -eq 1 ] || die "usage: $c i"; valid_index "$1"; "cmd_${c//-/_}" "$1" ;;
+  kernel-mask) valid_index "${1:-}"; cmd_kernel_mask "$@" ;;
+  *) sed -n '2,/^set -euo/p' "$0" | sed '$d'; exit 2 ;;
+esac
