@@ -286,7 +286,7 @@ func TestExamples(t *testing.T) {
 	}
 	if c.Metadata.Name != "demo" || c.Spec.K3s.Version != "v1.36.3+k3s1" || c.Spec.K3s.Install != Airgap ||
 		c.Spec.K3s.Airgap["amd64"].Binary != mustAbs(t, "../.artifacts/k3s") ||
-		c.Spec.SSH.KeyPath != "/var/tmp/k3strap-e2e/id_ed25519" || c.Spec.SSH.KnownHosts != "/var/tmp/k3strap-e2e/known_hosts" ||
+		c.Spec.SSH.KeyPath != "/var/tmp/k3strap-e2e/id_ed25519" || c.Spec.SSH.KnownHosts != "/var/tmp/k3strap-e2e/demo_known_hosts" ||
 		len(c.Spec.Hosts) != 1 || c.Spec.Hosts[0].Address != "10.123.0.11" || fmt.Sprint(c.Spec.K3s.Config.Disable) != "[traefik]" {
 		t.Errorf("single-server example = %+v", c.Spec)
 	}

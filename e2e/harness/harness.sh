@@ -628,6 +628,15 @@ down_all() {   # caller holds the lock
     ip link del "$n" 2>/dev/null || true
   done
   nft delete table inet "$P" 2>/dev/null || true
+  # A host that is still exiting can keep its overlay busy for a moment: retry for ~10 s.
+  local try
+  for try in $(seq 1 50); do
+    rm -rf "$HD/hosts" "$HD/state" 2>/dev/null && return 0
+    findmnt -rn -o TARGET | { grep "^$HD/hosts/" || true; } | sort -r | while read -r m; do
+      umount -l "$m" 2>/dev/null || true
+    done
+    sleep 0.2
+  done
   rm -rf "$HD/hosts" "$HD/state"
 }
 cmd_down()  { with_lock; down_all; }

@@ -94,7 +94,7 @@ func TestF1(t *testing.T) {
 	if len(waits) < 400 {
 		t.Fatalf("%d waiting lines, want ~447 (every 2 s from ~20 s to 914 s)", len(waits))
 	}
-	if d := waits[0].Sub(s.start); d < scaled(19) || d > scaled(22) {
+	if d := waits[0].Sub(s.start); d < scaled(19) || d > scaled(22)+500*time.Millisecond { // slack for a loaded machine
 		t.Errorf("first waiting line %v after start, want ~20 s scaled", d)
 	}
 	var gaps []time.Duration
