@@ -50,8 +50,9 @@ func (s *session) apply(ctx context.Context) (string, error) {
 		// the token and the API.
 		s.hosts = append([]*hostState{{host: first}}, s.hosts...)
 	}
-	s.connect(ctx)
 	planner := &Planner{Cluster: c, APIAddress: s.in.opts.APIAddress}
+	s.planner = planner
+	s.connect(ctx)
 	s.gather(ctx)
 	if err := ctx.Err(); err != nil {
 		return "", err
@@ -77,7 +78,11 @@ func (s *session) apply(ctx context.Context) (string, error) {
 	if err := s.joinAll(ctx, fs); err != nil {
 		return "", err
 	}
-	return s.kubeconfig(ctx, fs)
+	kubeconfig, err := s.kubeconfig(ctx, fs)
+	if err != nil {
+		return "", err
+	}
+	return kubeconfig, s.postInstall(ctx, fs)
 }
 
 // firstServer converges and supervises the server that initialises the cluster.

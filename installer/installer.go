@@ -173,6 +173,11 @@ type session struct {
 	in    *Installer
 	hosts []*hostState // inventory order
 	kh    *remote.KnownHosts
+	// planner is set by commands that change hosts; gather then also checksums the first
+	// server's add-on manifests.
+	planner *Planner
+	// rancherURL is set once Rancher answers (issue 5), for the summary.
+	rancherURL string
 }
 
 func (in *Installer) newSession() *session {
@@ -302,6 +307,13 @@ func (s *session) gather(ctx context.Context) {
 		// The managed paths do not depend on the architecture; plan with a placeholder to list
 		// them (airgap file names come from the inventory).
 		paths := managedPaths(s.in.cluster, hs.host)
+		if s.planner != nil && s.in.cluster.IsFirstServer(hs.host) {
+			if addons, err := s.planner.addonFiles(); err == nil {
+				for _, f := range addons {
+					paths = append(paths, f.Path)
+				}
+			}
+		}
 		script := facts.Script(facts.ScriptInput{Files: paths, SudoPasswordOnStdin: hs.client.HasSudoPassword()})
 		cmd := remote.Script("gather facts", script)
 		cmd.PasswordStdin = true
@@ -457,7 +469,8 @@ func (s *session) stats() Stats {
 
 // summary emits the run's summary event.
 func (s *session) summary(command string, start time.Time, err error, kubeconfig string) {
-	sum := events.SummaryInfo{Command: command, OK: err == nil, ExitCode: int(CodeOf(err)), Kubeconfig: kubeconfig, Seconds: time.Since(start).Seconds()}
+	sum := events.SummaryInfo{Command: command, OK: err == nil, ExitCode: int(CodeOf(err)), Kubeconfig: kubeconfig,
+		RancherURL: s.rancherURL, Seconds: time.Since(start).Seconds()}
 	var failed []string
 	for _, hs := range s.hosts {
 		hs.mu.Lock()

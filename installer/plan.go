@@ -210,6 +210,13 @@ func (pl *Planner) Plan(h *inventory.Host, arch string) (*HostPlan, error) {
 		}
 	}
 	p.Files = append(p.Files, contentFile(PathConfig, 0o600, y, true))
+	if p.First {
+		addons, err := pl.addonFiles()
+		if err != nil {
+			return nil, fmt.Errorf("host %s: %w", h.Name, err)
+		}
+		p.Files = append(p.Files, addons...)
+	}
 	return p, nil
 }
 

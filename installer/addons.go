@@ -1,0 +1,49 @@
+package installer
+
+import (
+	"fmt"
+	"os"
+	"path"
+
+	"github.com/k3strap/k3strap/inventory"
+)
+
+// ManifestPrefix starts the name of every manifest k3strap places in the first server's
+// manifests folder, where K3s's deploy controller applies it (DOMAIN.md §3).
+const ManifestPrefix = "k3strap-"
+
+// manifestFile is a manifest for DirManifests: mode 0600 (it may hold secrets), applied by K3s
+// live, so no restart.
+func manifestFile(name string, content []byte, secret bool) File {
+	f := contentFile(path.Join(DirManifests, ManifestPrefix+name), 0o600, content, false)
+	f.Secret = secret
+	return f
+}
+
+// addonFiles returns the manifests the first server gets: the external cloud controller
+// (issue 2), the CNI (issue 4) and Rancher (issue 5). Each source lives in its own file.
+func (pl *Planner) addonFiles() ([]File, error) {
+	var out []File
+	for _, src := range []func() ([]File, error){pl.cloudControllerManifests, pl.cniManifests, pl.rancherManifests} {
+		fs, err := src()
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, fs...)
+	}
+	return out, nil
+}
+
+// cloudControllerManifests places the declared external cloud controller's manifest, so it
+// runs right after the first server starts and clears the uninitialized taint (F1).
+func (pl *Planner) cloudControllerManifests() ([]File, error) {
+	k := pl.Cluster.Spec.K3s
+	if k.CloudController != inventory.CloudControllerExternal || k.ExternalCloudController == nil {
+		return nil, nil
+	}
+	b, err := os.ReadFile(pl.Cluster.ResolvePath(k.ExternalCloudController.Manifest))
+	if err != nil {
+		return nil, fmt.Errorf("external cloud controller manifest: %w", err)
+	}
+	return []File{manifestFile("cloud-controller.yaml", b, false)}, nil
+}
