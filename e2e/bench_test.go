@@ -126,3 +126,44 @@ func BenchmarkNoopApply10Hosts(b *testing.B) {
 	b.ReportMetric(ourSum.Seconds()*1000/n, "k3strap-ms")
 	b.ReportMetric(ourSum.Seconds()/floorSum.Seconds(), "x-floor")
 }
+
+// BenchmarkApply5Hosts: a fresh 3-server + 2-agent apply and a no-op re-apply (issue 3's
+// closing note), simulator time scale SimTimeScale.
+func BenchmarkApply5Hosts(b *testing.B) {
+	var fresh, noop time.Duration
+	for b.Loop() {
+		c := newCluster(b, 5)
+		c.writeInventory(clusterInv, clusterExtra(3, 2, nil))
+		r := c.k3strap(6*time.Minute, "apply", "--kubeconfig-out", c.dir+"/k")
+		if r.code != 0 {
+			b.Fatalf("apply exited %d:\n%s", r.code, r.stdout)
+		}
+		fresh += r.duration
+		r = c.k3strap(2*time.Minute, "apply", "--kubeconfig-out", c.dir+"/k")
+		if r.code != 0 {
+			b.Fatalf("no-op apply exited %d", r.code)
+		}
+		noop += r.duration
+	}
+	b.ReportMetric(fresh.Seconds()/float64(b.N), "apply-s")
+	b.ReportMetric(noop.Seconds()/float64(b.N), "noop-s")
+}
+
+// BenchmarkApplyAgents: how a fresh apply of one server plus N agents grows with N.
+func BenchmarkApplyAgents(b *testing.B) {
+	for _, n := range []int{2, 4, 6, 8, 10} {
+		b.Run(fmt.Sprintf("agents=%d", n), func(b *testing.B) {
+			var total time.Duration
+			for b.Loop() {
+				c := newCluster(b, n+1)
+				c.writeInventory(clusterInv, clusterExtra(1, n, nil))
+				r := c.k3strap(6*time.Minute, "apply", "--kubeconfig-out", c.dir+"/k")
+				if r.code != 0 {
+					b.Fatalf("apply exited %d:\n%s", r.code, r.stdout)
+				}
+				total += r.duration
+			}
+			b.ReportMetric(total.Seconds()/float64(b.N), "apply-s")
+		})
+	}
+}

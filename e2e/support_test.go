@@ -84,6 +84,13 @@ type testCluster struct {
 // time scale set, and a temporary directory for the inventory, known_hosts and kubeconfig.
 func newCluster(t testing.TB, n int) *testCluster {
 	t.Helper()
+	return newClusterTopology(t, n, harness.TopologyFlat)
+}
+
+// newClusterTopology is newCluster with a harness topology (flat, or bastion: the hosts only
+// reachable through the jump host h0).
+func newClusterTopology(t testing.TB, n int, topology string) *testCluster {
+	t.Helper()
 	h := harness.Require(t)
 	b := buildOnce()
 	if b.err != nil {
@@ -91,7 +98,7 @@ func newCluster(t testing.TB, n int) *testCluster {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	hosts, err := h.Up(ctx, n, harness.Options{})
+	hosts, err := h.Up(ctx, n, harness.Options{Topology: topology})
 	if err != nil {
 		t.Fatalf("harness up %d: %v", n, err)
 	}
@@ -128,7 +135,11 @@ type inventoryData struct {
 // writeInventory renders tmpl (text/template over inventoryData) to the test's inventory.
 func (c *testCluster) writeInventory(tmpl string, extra map[string]any) string {
 	c.t.Helper()
-	tp := template.Must(template.New("inv").Parse(tmpl))
+	tp := template.Must(template.New("inv").Funcs(template.FuncMap{
+		"inc": func(i int) int { return i + 1 },
+		"add": func(a, b int) int { return a + b },
+		"sub": func(a, b int) int { return a - b + 1 },
+	}).Parse(tmpl))
 	var buf bytes.Buffer
 	d := inventoryData{Hosts: c.hosts, Key: c.h.KeyPath(), KnownHosts: filepath.Join(c.dir, "known_hosts"), Artifacts: c.bin.artifacts, Extra: extra}
 	if err := tp.Execute(&buf, d); err != nil {
@@ -269,3 +280,93 @@ spec:
       address: {{(index .Hosts 0).Address}}
       role: server
 `
+
+// asyncRun is a k3strap invocation running in the background whose JSON events can be
+// watched as they come.
+type asyncRun struct {
+	cmd    *exec.Cmd
+	events chan events.Event
+	out    bytes.Buffer
+	errb   bytes.Buffer
+	done   chan struct{}
+	start  time.Time
+	cancel context.CancelFunc
+}
+
+// start runs k3strap with args (-f and --output json added) in the background.
+func (c *testCluster) start(timeout time.Duration, args ...string) *asyncRun {
+	c.t.Helper()
+	args = append(args, "-f", c.inv, "--output", "json")
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	a := &asyncRun{events: make(chan events.Event, 4096), done: make(chan struct{}), cancel: cancel}
+	a.cmd = exec.CommandContext(ctx, c.bin.k3strap, args...)
+	a.cmd.Dir = c.dir
+	a.cmd.Stderr = &a.errb
+	pipe, err := a.cmd.StdoutPipe()
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	a.start = time.Now()
+	if err := a.cmd.Start(); err != nil {
+		c.t.Fatal(err)
+	}
+	go func() {
+		defer close(a.events)
+		sc := bufio.NewScanner(pipe)
+		sc.Buffer(make([]byte, 1<<20), 1<<24)
+		for sc.Scan() {
+			a.out.WriteString(sc.Text() + "\n")
+			var e events.Event
+			if json.Unmarshal(sc.Bytes(), &e) == nil {
+				a.events <- e
+			}
+		}
+	}()
+	return a
+}
+
+// waitFor returns the first event matching match, or fails after timeout.
+func (a *asyncRun) waitFor(t testing.TB, timeout time.Duration, what string, match func(events.Event) bool) events.Event {
+	t.Helper()
+	deadline := time.After(timeout)
+	for {
+		select {
+		case e, ok := <-a.events:
+			if !ok {
+				t.Fatalf("k3strap ended before %s\nstdout:\n%s\nstderr:\n%s", what, a.out.String(), a.errb.String())
+			}
+			if match(e) {
+				return e
+			}
+		case <-deadline:
+			t.Fatalf("no %s within %s", what, timeout)
+		}
+	}
+}
+
+// wait drains the remaining events and returns the finished run.
+func (a *asyncRun) wait(t testing.TB) run {
+	t.Helper()
+	defer a.cancel()
+	var rest []events.Event
+	for e := range a.events {
+		rest = append(rest, e)
+	}
+	err := a.cmd.Wait()
+	r := run{stdout: a.out.String(), stderr: a.errb.String(), duration: time.Since(a.start)}
+	if ee, ok := err.(*exec.ExitError); ok {
+		r.code = ee.ExitCode()
+	} else if err != nil {
+		t.Fatalf("k3strap: %v", err)
+	}
+	sc := bufio.NewScanner(strings.NewReader(r.stdout))
+	sc.Buffer(make([]byte, 1<<20), 1<<24)
+	for sc.Scan() {
+		var e events.Event
+		if json.Unmarshal(sc.Bytes(), &e) == nil {
+			r.events = append(r.events, e)
+		}
+	}
+	_ = rest
+	return r
+}

@@ -1,8 +1,9 @@
 // Package events defines what the installer tells its front-ends: typed events (phase started
 // and finished, per-host steps, upload progress, preflight findings, bring-up milestones,
 // warnings, errors with a fix, the final summary). The installer only emits; front-ends (the
-// terminal UI, plain log lines, JSON lines) only consume. Events never carry secrets: emitters
-// pass values through Mask before they become a Message.
+// terminal UI, plain log lines, JSON lines) only consume. Events never carry secrets: secrets
+// travel as inventory.Secret values that are never formatted into a message, and remote
+// command lines never hold any.
 package events
 
 import (
@@ -64,6 +65,10 @@ type Event struct {
 	Status Status `json:"status,omitempty"`
 	// Message is one human sentence.
 	Message string `json:"message,omitempty"`
+
+	// Diff is a unified diff (apply --dry-run: a file on the host against what k3strap would
+	// write; secrets masked).
+	Diff string `json:"diff,omitempty"`
 
 	Upload    *Upload          `json:"upload,omitempty"`
 	Finding   *PreflightResult `json:"finding,omitempty"`
@@ -146,6 +151,12 @@ type SummaryInfo struct {
 	Kubeconfig string `json:"kubeconfig,omitempty"`
 	// RancherURL is the Rancher address, if installed.
 	RancherURL string `json:"rancherURL,omitempty"`
+	// RancherPasswordFile is the local file (mode 0600) holding the Rancher bootstrap password
+	// k3strap generated (issue 5). The password itself is never in an event.
+	RancherPasswordFile string `json:"rancherPasswordFile,omitempty"`
+	// RancherPasswordNew is true when this run wrote that file: a terminal front-end shows the
+	// password once (read from the file, frontend.RancherPasswordLines); others name the file.
+	RancherPasswordNew bool `json:"rancherPasswordNew,omitempty"`
 	// Next are suggested next commands.
 	Next []string `json:"next,omitempty"`
 	// Seconds is the run's wall time.
@@ -218,6 +229,9 @@ func (em Emitter) send(e Event) {
 	}
 	em.Sink.Emit(e)
 }
+
+// Emit stamps and sends a prepared event (Version, Time and, when empty, Phase are set).
+func (em Emitter) Emit(e Event) { em.send(e) }
 
 // WithPhase returns a copy of em for another phase.
 func (em Emitter) WithPhase(p string) Emitter { em.Phase = p; return em }

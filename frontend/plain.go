@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"regexp"
 	"strings"
 	"sync"
 	"time"
@@ -24,6 +25,9 @@ type Plain struct {
 	Verbose bool
 	// Quiet keeps only warnings, errors, findings and the summary.
 	Quiet bool
+	// Terminal says W is a terminal a person reads: the summary then shows a Rancher bootstrap
+	// password generated in this run, once (RancherPasswordLines); otherwise it names the file.
+	Terminal bool
 
 	mu sync.Mutex
 }
@@ -32,26 +36,59 @@ type Plain struct {
 func (p *Plain) Emit(e events.Event) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if e.Type == events.Debug && !p.Verbose {
+	if !Keep(e, p.Verbose, p.Quiet) {
 		return
 	}
-	if p.Quiet {
-		switch e.Type {
-		case events.Warning, events.Error, events.Finding, events.Summary:
-		default:
-			return
-		}
-	}
-	if e.Type == events.UploadProgress && !(e.Upload.Done || p.Verbose) {
+	if e.Type == events.UploadProgress && e.Upload != nil && !(e.Upload.Done || p.Verbose) {
 		return
 	}
 	for _, l := range PlainLines(e) {
 		fmt.Fprintln(p.W, l)
 	}
+	if e.Type == events.Summary {
+		for _, l := range RancherPasswordLines(e.Summary, p.Terminal) {
+			fmt.Fprintf(p.W, "%s - %s     %s\n", e.Time.Format(time.TimeOnly), e.Phase, l)
+		}
+	}
 }
 
-// PlainLines renders e as the lines Plain writes.
+// Keep reports whether a front-end with these settings shows e: debug events only when
+// verbose; with quiet only warnings, errors, preflight findings and the summary.
+func Keep(e events.Event, verbose, quiet bool) bool {
+	if e.Type == events.Debug && !verbose {
+		return false
+	}
+	if quiet {
+		switch e.Type {
+		case events.Warning, events.Error, events.Finding, events.Summary:
+		default:
+			return false
+		}
+	}
+	return true
+}
+
+// PlainLines renders e as the lines Plain writes. Every line starts with the
+// `HH:MM:SS host phase ` prefix (a message spanning lines is split, each part prefixed), terminal
+// control sequences from remote output are removed, and secret-looking values are masked
+// (Redact) as a second line of defence: events carry no secrets.
 func PlainLines(e events.Event) []string {
+	var out []string
+	for _, l := range plainLines(e) {
+		prefix, rest := splitPrefix(l, e)
+		for i, part := range strings.Split(Sanitize(rest), "\n") {
+			if i > 0 {
+				part = "    " + part
+			}
+			out = append(out, prefix+part)
+		}
+	}
+	return out
+}
+
+// Prefix returns the `HH:MM:SS host phase ` prefix of e's plain lines ("-" for no host or
+// phase).
+func Prefix(e events.Event) string {
 	host := e.Host
 	if host == "" {
 		host = "-"
@@ -60,7 +97,61 @@ func PlainLines(e events.Event) []string {
 	if phase == "" {
 		phase = "-"
 	}
-	prefix := fmt.Sprintf("%s %s %s ", e.Time.Format(time.TimeOnly), host, phase)
+	return fmt.Sprintf("%s %s %s ", e.Time.Format(time.TimeOnly), host, phase)
+}
+
+func splitPrefix(l string, e events.Event) (string, string) {
+	p := Prefix(e)
+	if strings.HasPrefix(l, p) {
+		return p, l[len(p):]
+	}
+	return "", l
+}
+
+var (
+	// ansiRE matches CSI and OSC escape sequences.
+	ansiRE = regexp.MustCompile(`\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(\x07|\x1b\\)|\x1b[@-Z\\-_]`)
+	// secretRE matches NAME=value pairs whose upper-case name says token, password or secret,
+	// K3s token/password flags, and full K3s tokens (K10<hash>::<user>:<password>).
+	secretRE = regexp.MustCompile(`\b([A-Z0-9_]*(?:TOKEN|PASSWORD|SECRET)[A-Z0-9_]*)=(\S+)|(--(?:agent-)?token|--password|--bootstrap-password)([ =])(\S+)|\bK10[0-9a-f]{16,}::[a-z]+:\S+`)
+)
+
+// Sanitize removes terminal escape sequences and control characters other than newline and tab
+// from s (remote output must not steer the user's terminal) and masks secrets (Redact).
+func Sanitize(s string) string {
+	s = ansiRE.ReplaceAllString(s, "")
+	s = strings.Map(func(r rune) rune {
+		if r == '\n' || r == '\t' {
+			return r
+		}
+		if r < 0x20 || r == 0x7f {
+			return -1
+		}
+		return r
+	}, s)
+	return Redact(s)
+}
+
+// Redact masks secret-looking values in s with ********: NAME=value where NAME contains TOKEN,
+// PASSWORD or SECRET, the value after --token/--agent-token/--password/--bootstrap-password,
+// and whole K3s tokens. Events never carry secrets (DESIGN.md); this is a second line of
+// defence for text that came from remote output.
+func Redact(s string) string {
+	return secretRE.ReplaceAllStringFunc(s, func(m string) string {
+		sub := secretRE.FindStringSubmatch(m)
+		switch {
+		case sub[1] != "":
+			return sub[1] + "=********"
+		case sub[3] != "":
+			return sub[3] + sub[4] + "********"
+		default:
+			return "********"
+		}
+	})
+}
+
+func plainLines(e events.Event) []string {
+	prefix := Prefix(e)
 	switch e.Type {
 	case events.PhaseStarted:
 		if e.Message == "" {
@@ -76,9 +167,15 @@ func PlainLines(e events.Event) []string {
 		return []string{prefix + fmt.Sprintf("%s: %s%s", e.Step, e.Status, suffix(e.Message))}
 	case events.UploadProgress:
 		u := e.Upload
+		if u == nil {
+			return []string{prefix + e.Message}
+		}
 		return []string{prefix + fmt.Sprintf("upload %s %s/%s", u.File, HumanBytes(u.Bytes), HumanBytes(u.Total))}
 	case events.Finding:
 		f := e.Finding
+		if f == nil {
+			return []string{prefix + e.Message}
+		}
 		tag := strings.ToUpper(f.Severity)
 		if f.Severity == "ignored" {
 			tag = "WARNING"
@@ -93,6 +190,9 @@ func PlainLines(e events.Event) []string {
 		return lines
 	case events.Milestone:
 		m := e.Milestone
+		if m == nil {
+			return []string{prefix + e.Message}
+		}
 		if m.Skipped {
 			return []string{prefix + fmt.Sprintf("milestone %s skipped: %s", m.Name, m.Detail)}
 		}
@@ -101,6 +201,9 @@ func PlainLines(e events.Event) []string {
 		return []string{prefix + "WARNING " + e.Message}
 	case events.Error:
 		info := e.Error
+		if info == nil {
+			info = &events.ErrorInfo{Message: e.Message}
+		}
 		lines := []string{prefix + "ERROR " + info.Message}
 		for _, ev := range info.Evidence {
 			lines = append(lines, prefix+"    evidence: "+ev)
@@ -116,6 +219,9 @@ func PlainLines(e events.Event) []string {
 		return lines
 	case events.Summary:
 		s := e.Summary
+		if s == nil {
+			return []string{prefix + e.Message}
+		}
 		verdict := "OK"
 		if !s.OK {
 			verdict = fmt.Sprintf("FAILED (exit %d)", s.ExitCode)
@@ -135,7 +241,13 @@ func PlainLines(e events.Event) []string {
 		}
 		return lines
 	default:
-		return []string{prefix + e.Message}
+		lines := []string{prefix + e.Message}
+		for _, d := range strings.Split(strings.TrimRight(e.Diff, "\n"), "\n") {
+			if d != "" {
+				lines = append(lines, prefix+"    | "+d)
+			}
+		}
+		return lines
 	}
 }
 
@@ -160,18 +272,32 @@ func HumanBytes(n int64) string {
 	return fmt.Sprintf("%.1f %ciB", float64(n)/float64(div), "KMGTPE"[exp])
 }
 
-// JSON writes one JSON object per event and line (the schema is events/schema.json).
+// JSON writes one JSON object per event and line (the schema is events/schema.json, version in
+// "v"). Messages and error evidence pass through Redact.
 type JSON struct {
-	W       io.Writer
+	W io.Writer
+	// Verbose adds debug events (remote command lines, secrets masked).
 	Verbose bool
+	// Quiet keeps only warnings, errors, findings and the summary, as for Plain.
+	Quiet bool
 
 	mu sync.Mutex
 }
 
 // Emit writes e.
 func (j *JSON) Emit(e events.Event) {
-	if e.Type == events.Debug && !j.Verbose {
+	if !Keep(e, j.Verbose, j.Quiet) {
 		return
+	}
+	e.Message = Redact(e.Message)
+	if e.Error != nil {
+		info := *e.Error
+		info.Message = Redact(info.Message)
+		info.Evidence = append([]string(nil), info.Evidence...)
+		for i := range info.Evidence {
+			info.Evidence[i] = Redact(info.Evidence[i])
+		}
+		e.Error = &info
 	}
 	b, err := json.Marshal(e)
 	if err != nil {

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/k3strap/k3strap/events"
+	"github.com/k3strap/k3strap/installer/kube"
 	"github.com/k3strap/k3strap/installer/remote"
 	"github.com/k3strap/k3strap/inventory"
 )
@@ -19,23 +20,49 @@ import (
 // the kubeconfig. A host whose files, unit and service already match is left alone (no
 // upload, no rewrite, no restart) and reported "unchanged".
 func (in *Installer) Apply(ctx context.Context) error {
+	return in.run(ctx, "apply")
+}
+
+// Upgrade is Apply for a new spec.k3s.version: servers one at a time, then agents in batches
+// (UpgradeBatchPercent of the agents, at least 1), each drained (unless NoDrain) and
+// uncordoned once Ready on the new version. Downgrades are refused by preflight's
+// ExistingInstall check unless Force.
+func (in *Installer) Upgrade(ctx context.Context) error {
+	return in.run(ctx, "upgrade")
+}
+
+func (in *Installer) run(ctx context.Context, command string) error {
 	start := time.Now()
 	s := in.newSession()
+	s.command = command
 	defer s.close()
 	kubeconfig, err := s.apply(ctx)
-	if err != nil && ctx.Err() != nil {
-		err = &Failure{Code: ExitCancelled, Phase: "apply", Info: events.ErrorInfo{
+	err = s.finish(ctx, err)
+	s.summary(s.command, start, err, kubeconfig)
+	return err
+}
+
+// finish turns a run's error into what the user sees: cancellation becomes ExitCancelled,
+// every failure but preflight's (already reported as findings) is emitted with its fix.
+func (s *session) finish(ctx context.Context, err error) error {
+	if err == nil {
+		return nil
+	}
+	if ctx.Err() != nil {
+		err = &Failure{Code: ExitCancelled, Phase: s.command, Info: events.ErrorInfo{
 			Message: "cancelled; the step that was running finished or was stopped before anything was half-written",
-			Resume:  "re-run `k3strap apply` to continue",
+			Resume:  "re-run `k3strap " + s.command + "` to continue",
 		}}
 	}
 	var f *Failure
-	if errors.As(err, &f) && f.Code != ExitPreflight {
-		in.emitter(f.Phase).Fail(f.Host, f.Phase, f.Info)
-	} else if err != nil && !errors.As(err, &f) {
-		in.emitter("apply").Fail("", "apply", events.ErrorInfo{Message: err.Error(), Resume: "re-run `k3strap apply`"})
+	switch {
+	case errors.As(err, &f):
+		if f.Code != ExitPreflight {
+			s.in.emitter(f.Phase).Fail(f.Host, f.Phase, f.Info)
+		}
+	default:
+		s.in.emitter(s.command).Fail("", s.command, events.ErrorInfo{Message: err.Error(), Resume: "re-run `k3strap " + s.command + "`"})
 	}
-	s.summary("apply", start, err, kubeconfig)
 	return err
 }
 
@@ -60,8 +87,17 @@ func (s *session) apply(ctx context.Context) (string, error) {
 	if _, err := s.preflight(); err != nil {
 		return "", err
 	}
+	fs := s.state(first.Name)
+	if fs.facts == nil {
+		return "", s.hostFailure(fs, "connect", ExitInstall, fmt.Errorf("the first server is unreachable: %w", fs.connErr))
+	}
 	em := s.in.emitter("plan")
 	for _, hs := range s.hosts {
+		if hs.facts == nil {
+			// Unreachable, with the SSH check ignored: reported, not planned.
+			hs.setResult(events.StatusFailed, "unreachable: "+errText(hs.connErr))
+			continue
+		}
 		p, err := planner.Plan(hs.host, hs.facts.Arch)
 		if err != nil {
 			hs.setResult(events.StatusFailed, err.Error())
@@ -71,7 +107,15 @@ func (s *session) apply(ctx context.Context) (string, error) {
 	}
 	em.Finished(events.StatusOK, "")
 
-	fs := s.state(first.Name)
+	if s.in.opts.DryRun {
+		return "", s.dryRunAll(ctx, fs)
+	}
+	lk, err := s.lock(ctx, fs, s.command)
+	if err != nil {
+		return "", err
+	}
+	defer lk.unlock()
+
 	if err := s.firstServer(ctx, fs); err != nil {
 		return "", err
 	}
@@ -85,12 +129,70 @@ func (s *session) apply(ctx context.Context) (string, error) {
 	return kubeconfig, s.postInstall(ctx, fs)
 }
 
-// firstServer converges and supervises the server that initialises the cluster.
+func errText(err error) string {
+	if err == nil {
+		return "unknown"
+	}
+	return err.Error()
+}
+
+// dryRunAll reports, per host, what apply would change; it reads (token, current files) but
+// writes nothing.
+func (s *session) dryRunAll(ctx context.Context, first *hostState) error {
+	if err := s.firstServerToken(ctx, first); err != nil {
+		return err
+	}
+	if _, err := s.converge(ctx, first); err != nil {
+		return err
+	}
+	var token inventory.Secret
+	if first.facts.K3s.TokenPresent {
+		b, err := first.c().ReadFile(ctx, PathServerToken)
+		if err != nil {
+			return s.hostFailure(first, "token", ExitInstall, err)
+		}
+		token = inventory.Secret(strings.TrimSpace(string(b)))
+	}
+	for _, hs := range s.hosts {
+		if hs == first || hs.plan == nil {
+			continue
+		}
+		if token != "" {
+			hs.plan.SetToken(token, false)
+		} else {
+			// The first server does not exist yet: its token will be new.
+			hs.plan.SetToken("(the first server's new token)", false)
+		}
+		if _, err := s.converge(ctx, hs); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// upgrading reports whether apply changes the K3s version of an installed host.
+func (s *session) upgrading(hs *hostState) bool {
+	want := s.in.cluster.Spec.K3s.Version
+	have := hs.facts.K3s.BinaryVersion
+	return want != "" && have != "" && have != want
+}
+
+// firstServer converges and supervises the server that initialises the cluster. When its
+// K3s version changes and other nodes can take its pods, it is drained first and uncordoned
+// once it is Ready on the new version.
 func (s *session) firstServer(ctx context.Context, hs *hostState) error {
 	em := s.in.emitter("init-server")
 	em.Started("first server " + hs.host.Name)
 	if err := s.firstServerToken(ctx, hs); err != nil {
 		return err
+	}
+	upgrade := s.upgrading(hs)
+	drained := false
+	if upgrade && len(s.in.cluster.Spec.Hosts) > 1 {
+		if err := s.drain(ctx, hs, hs); err != nil {
+			return err
+		}
+		drained = !s.in.opts.NoDrain
 	}
 	res, err := s.converge(ctx, hs)
 	if err != nil {
@@ -100,6 +202,18 @@ func (s *session) firstServer(ctx context.Context, hs *hostState) error {
 	if err := sup.run(ctx, res); err != nil {
 		hs.setResult(events.StatusFailed, "bring-up: "+firstLine(err))
 		return err
+	}
+	if upgrade {
+		view := &nodeView{kc: kube.Kubectl{R: hs.c()}, interval: 500 * time.Millisecond}
+		if err := s.waitNode(ctx, hs, view, s.in.cluster.Spec.K3s.Version); err != nil {
+			return s.hostFailure(hs, "upgrade", ExitBringUp, err)
+		}
+		if drained {
+			if err := s.uncordon(ctx, hs, hs); err != nil {
+				return err
+			}
+		}
+		res.upgradedFrom = hs.facts.K3s.BinaryVersion
 	}
 	hs.setResult(res.status(), res.describe())
 	em.Finished(events.StatusOK, "")
@@ -127,7 +241,7 @@ func (s *session) firstServerToken(ctx context.Context, hs *hostState) error {
 		return nil
 	}
 	if hs.facts.K3s.TokenPresent {
-		b, err := hs.client.ReadFile(ctx, PathServerToken)
+		b, err := hs.c().ReadFile(ctx, PathServerToken)
 		if err != nil {
 			return s.hostFailure(hs, "token", ExitInstall, fmt.Errorf("reading the existing K3s token: %w", err))
 		}
@@ -152,161 +266,6 @@ func TokenPassword(token string) string {
 		return p
 	}
 	return token
-}
-
-// convergeResult says what converge changed on a host.
-type convergeResult struct {
-	uploaded  []string
-	installed bool
-	restarted bool
-	started   time.Time // when the service was (re)started; zero when left running
-}
-
-func (r convergeResult) changed() bool { return len(r.uploaded) > 0 || r.installed || r.restarted }
-
-func (r convergeResult) status() events.Status {
-	if r.changed() {
-		return events.StatusChanged
-	}
-	return events.StatusUnchanged
-}
-
-func (r convergeResult) describe() string {
-	if !r.changed() {
-		return "files, unit and service already match the inventory"
-	}
-	var parts []string
-	if len(r.uploaded) > 0 {
-		parts = append(parts, "wrote "+strings.Join(r.uploaded, ", "))
-	}
-	if r.installed {
-		parts = append(parts, "ran the install script")
-	}
-	if r.restarted {
-		parts = append(parts, "restarted the service")
-	}
-	return strings.Join(parts, "; ")
-}
-
-// converge makes one host match its plan: files whose checksum differs are uploaded
-// (atomically), the install script runs when the unit is missing or the binary/script changed,
-// and the service is (re)started when a file that needs it changed or it is not running.
-func (s *session) converge(ctx context.Context, hs *hostState) (convergeResult, error) {
-	var res convergeResult
-	p, f := hs.plan, hs.facts
-	em := s.in.emitter("upload")
-	restart := false
-	needInstall := f.K3s.Service != p.Service || f.K3s.ServiceEnabled != "enabled"
-	for i := range p.Files {
-		file := &p.Files[i]
-		have := f.K3s.Files[file.Path]
-		if have == file.SHA256 || (file.Keep && have != "") {
-			continue
-		}
-		if err := s.upload(ctx, hs, file, em); err != nil {
-			return res, s.hostFailure(hs, "upload", ExitInstall, err)
-		}
-		res.uploaded = append(res.uploaded, file.Path)
-		if file.Restart {
-			restart = true
-		}
-		if file.Path == PathBinary || file.Path == PathInstallScript {
-			needInstall = true
-		}
-	}
-	if !p.Airgap && s.in.cluster.Spec.K3s.Version != "" && f.K3s.BinaryVersion != s.in.cluster.Spec.K3s.Version {
-		needInstall = true
-		restart = true
-	}
-	if !p.Airgap && f.K3s.BinaryVersion == "" {
-		needInstall = true
-	}
-	if needInstall {
-		unitChanged, err := s.install(ctx, hs)
-		if err != nil {
-			return res, s.hostFailure(hs, "install", ExitInstall, err)
-		}
-		res.installed = true
-		restart = restart || unitChanged
-	}
-	active := f.K3s.ServiceActive == "active" && f.K3s.Service == p.Service
-	if restart || !active {
-		verb := "restart"
-		if !active {
-			verb = "start"
-		}
-		res.started = time.Now()
-		if _, err := hs.client.Check(ctx, startCommand(hs, verb)); err != nil {
-			return res, s.hostFailure(hs, "start", ExitInstall, err)
-		}
-		res.restarted = true
-		s.in.emitter("install").Step(hs.host.Name, "start", events.StatusChanged, fmt.Sprintf("%sed %s", verb, p.Service))
-	}
-	st := res.status()
-	s.in.emitter("configure").Step(hs.host.Name, "converge", st, res.describe())
-	return res, nil
-}
-
-// startCommand (re)starts the unit without waiting for it to become ready (the supervisor
-// watches): systemd `--no-block`, OpenRC's rc-service in the background.
-func startCommand(hs *hostState, verb string) remote.Cmd {
-	if hs.facts.InitSystem == "openrc" {
-		return remote.Script("start "+hs.plan.Service, `rc-service "$1" "$2" >/dev/null 2>&1 &`, hs.plan.Service, verb).AsRoot()
-	}
-	return remote.Command("systemctl", verb, "--no-block", hs.plan.Service).AsRoot()
-}
-
-func (s *session) upload(ctx context.Context, hs *hostState, f *File, em events.Emitter) error {
-	r, err := f.Open()
-	if err != nil {
-		return err
-	}
-	defer r.Close()
-	last := time.Time{}
-	progress := func(sent int64) {
-		if now := time.Now(); now.Sub(last) > 200*time.Millisecond || sent == f.Size {
-			last = now
-			em.Progress(hs.host.Name, events.Upload{File: f.Path, Bytes: sent, Total: f.Size})
-		}
-	}
-	if err := hs.client.WriteFile(ctx, f.Path, f.Mode, r, f.Size, progress); err != nil {
-		return err
-	}
-	em.Progress(hs.host.Name, events.Upload{File: f.Path, Bytes: f.Size, Total: f.Size, Done: true})
-	return nil
-}
-
-// installCmd verifies uploaded artifacts on the host, runs the install script, and says whether
-// the unit or env file changed.
-const installCmd = `set -e
-script=$1; shift
-if [ "$#" -gt 0 ]; then
-  for line in "$@"; do printf '%s\n' "$line"; done | sha256sum -c --quiet --strict - \
-    || { echo "uploaded file does not match its checksum (corrupted in transit?)" >&2; exit 3; }
-fi
-units() { cat /etc/systemd/system/k3s.service /etc/systemd/system/k3s.service.env \
-  /etc/systemd/system/k3s-agent.service /etc/systemd/system/k3s-agent.service.env /etc/init.d/k3s /etc/init.d/k3s-agent 2>/dev/null || true; }
-before=$(units | sha256sum)
-sh "$script"
-after=$(units | sha256sum)
-if [ "$before" = "$after" ]; then echo "@k3strap unit-unchanged"; else echo "@k3strap unit-changed"; fi`
-
-func (s *session) install(ctx context.Context, hs *hostState) (unitChanged bool, err error) {
-	args := []string{PathInstallScript}
-	for _, f := range hs.plan.Files {
-		if f.LocalPath != "" {
-			args = append(args, f.SHA256+"  "+f.Path)
-		}
-	}
-	cmd := remote.Script("install K3s", installCmd, args...).AsRoot().WithEnv(hs.plan.InstallEnv...)
-	s.in.emitter("install").Debug(hs.host.Name, cmd.String()+" with "+strings.Join(hs.plan.InstallEnv, " "))
-	res, err := hs.client.Check(ctx, cmd)
-	if err != nil {
-		return false, err
-	}
-	changed := strings.Contains(string(res.Stdout), "@k3strap unit-changed")
-	s.in.emitter("install").Step(hs.host.Name, "install", events.StatusChanged, "install script ran ("+map[bool]string{true: "unit written", false: "unit unchanged"}[changed]+")")
-	return changed, nil
 }
 
 // hostFailure records err as hs's failure in step and returns the Failure.

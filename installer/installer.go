@@ -9,7 +9,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
 	"sort"
 	"strings"
 	"sync"
@@ -98,6 +97,28 @@ type Options struct {
 	SudoPassword inventory.Secret
 	// Hosts limits the run to these host names (empty = all).
 	Hosts []string
+	// DryRun gathers facts and runs preflight, then reports what apply would upload, write
+	// (diffed), run and restart, and changes nothing.
+	DryRun bool
+	// ConcurrentUploads bounds large artifact uploads in flight across hosts (default 5).
+	ConcurrentUploads int
+	// KeepaliveInterval is the SSH keepalive period; a link is declared dead after 3 missed
+	// (default 10 s).
+	KeepaliveInterval time.Duration
+	// SSHConfig is the OpenSSH client config consulted for what the inventory leaves unset
+	// ("" = ~/.ssh/config, "none" = none).
+	SSHConfig string
+	// NoDrain skips draining nodes before upgrading them.
+	NoDrain bool
+	// UpgradeBatchPercent is the share of agents upgraded at once (default 10, at least one
+	// agent per batch).
+	UpgradeBatchPercent int
+	// Retries is how often an idempotent step is retried after a transient transport failure
+	// (default 3).
+	Retries int
+	// ReconcileTaints makes apply repair node taint and label drift (issue 4); without it
+	// drift is only reported.
+	ReconcileTaints bool
 }
 
 func (o *Options) defaults() {
@@ -112,6 +133,18 @@ func (o *Options) defaults() {
 	}
 	if o.Concurrency <= 0 {
 		o.Concurrency = 10
+	}
+	if o.ConcurrentUploads <= 0 {
+		o.ConcurrentUploads = 5
+	}
+	if o.KeepaliveInterval <= 0 {
+		o.KeepaliveInterval = remote.DefaultKeepaliveInterval
+	}
+	if o.Retries <= 0 {
+		o.Retries = 3
+	}
+	if o.UpgradeBatchPercent <= 0 {
+		o.UpgradeBatchPercent = 10
 	}
 }
 
@@ -137,7 +170,8 @@ func (in *Installer) emitter(phase string) events.Emitter {
 
 // hostState is one host during a run.
 type hostState struct {
-	host   *inventory.Host
+	host *inventory.Host
+	// client is the host's connection; read it through c() (a retry may replace it).
 	client *remote.Client
 	facts  *facts.Host
 	plan   *HostPlan
@@ -147,6 +181,23 @@ type hostState struct {
 	mu      sync.Mutex
 	status  events.Status
 	message string
+}
+
+// c returns the host's current connection.
+func (hs *hostState) c() *remote.Client {
+	hs.mu.Lock()
+	defer hs.mu.Unlock()
+	return hs.client
+}
+
+func (hs *hostState) setClient(c *remote.Client) {
+	hs.mu.Lock()
+	old := hs.client
+	hs.client = c
+	hs.mu.Unlock()
+	if old != nil && old != c {
+		_ = old.Close()
+	}
 }
 
 func (hs *hostState) setResult(st events.Status, msg string) {
@@ -172,16 +223,31 @@ func (hs *hostState) setResultIfUnset(st events.Status, msg string) {
 type session struct {
 	in    *Installer
 	hosts []*hostState // inventory order
-	kh    *remote.KnownHosts
+
+	khMu sync.Mutex
+	kh   map[string]*remote.KnownHosts
+
+	sshcfg    sshConfigFile
+	bastionMu sync.Mutex
+	bastions  map[string]*remote.Client
+
 	// planner is set by commands that change hosts; gather then also checksums the first
 	// server's add-on manifests.
 	planner *Planner
 	// rancherURL is set once Rancher answers (issue 5), for the summary.
 	rancherURL string
+	// rancherPasswordFile is the local 0600 file holding a generated Rancher bootstrap
+	// password; rancherPasswordNew says this run wrote it (issue 5, summary).
+	rancherPasswordFile string
+	rancherPasswordNew  bool
+	// uploadSlots bounds artifact uploads in flight (ConcurrentUploads).
+	uploadSlots chan struct{}
+	// command is the k3strap command running (apply, upgrade, reset, ...), for messages.
+	command string
 }
 
 func (in *Installer) newSession() *session {
-	s := &session{in: in}
+	s := &session{in: in, uploadSlots: make(chan struct{}, in.opts.ConcurrentUploads), command: "apply"}
 	sel := map[string]bool{}
 	for _, n := range in.opts.Hosts {
 		sel[n] = true
@@ -198,9 +264,14 @@ func (in *Installer) newSession() *session {
 
 func (s *session) close() {
 	for _, hs := range s.hosts {
-		if hs.client != nil {
-			_ = hs.client.Close()
+		if c := hs.c(); c != nil {
+			_ = c.Close()
 		}
+	}
+	s.bastionMu.Lock()
+	defer s.bastionMu.Unlock()
+	for _, b := range s.bastions {
+		_ = b.Close()
 	}
 }
 
@@ -226,14 +297,20 @@ func (s *session) each(ctx context.Context, hosts []*hostState, fn func(ctx cont
 
 // knownHosts returns the shared known_hosts verifier for path.
 func (s *session) knownHosts(path string) *remote.KnownHosts {
-	if s.kh != nil && s.kh.Path == path {
-		return s.kh
+	s.khMu.Lock()
+	defer s.khMu.Unlock()
+	if kh, ok := s.kh[path]; ok {
+		return kh
 	}
 	em := s.in.emitter("connect")
-	s.kh = &remote.KnownHosts{Path: path, OnRecord: func(addr, fp string) {
+	kh := &remote.KnownHosts{Path: path, OnRecord: func(addr, fp string) {
 		em.Warn(hostForAddress(s, addr), fmt.Sprintf("recorded new host key %s for %s in %s (trust on first use)", fp, addr, path))
 	}}
-	return s.kh
+	if s.kh == nil {
+		s.kh = map[string]*remote.KnownHosts{}
+	}
+	s.kh[path] = kh
+	return kh
 }
 
 func hostForAddress(s *session, addr string) string {
@@ -251,52 +328,26 @@ func (s *session) connect(ctx context.Context) {
 	em := s.in.emitter("connect")
 	em.Started(fmt.Sprintf("connecting to %d hosts", len(s.hosts)))
 	s.each(ctx, s.hosts, func(ctx context.Context, hs *hostState) {
-		cfg, err := s.remoteConfig(hs.host)
+		cfg, err := s.remoteConfig(ctx, hs.host)
 		if err != nil {
 			hs.connErr = err
 			em.Step(hs.host.Name, "connect", events.StatusFailed, err.Error())
 			return
 		}
-		c, err := remote.Dial(ctx, cfg)
+		c, err := s.dial(ctx, hs, cfg)
 		if err != nil {
 			hs.connErr = err
 			em.Step(hs.host.Name, "connect", events.StatusFailed, err.Error())
 			return
 		}
-		hs.client = c
-		em.Step(hs.host.Name, "connect", events.StatusOK, fmt.Sprintf("connected to %s as %s", c.Address(), s.in.cluster.HostSSH(hs.host).User))
+		hs.setClient(c)
+		via := ""
+		if cfg.Via != nil {
+			via = " via " + cfg.Via.Address()
+		}
+		em.Step(hs.host.Name, "connect", events.StatusOK, fmt.Sprintf("connected to %s as %s%s", c.Address(), cfg.User, via))
 	})
 	em.Finished(events.StatusOK, "")
-}
-
-func (s *session) remoteConfig(h *inventory.Host) (remote.Config, error) {
-	sc := s.in.cluster.HostSSH(h)
-	cfg := remote.Config{
-		Host:           h.Name,
-		Address:        h.Address,
-		Port:           sc.Port,
-		User:           sc.User,
-		KeyPath:        sc.KeyPath,
-		ConnectTimeout: sc.ConnectTimeout.D(),
-		SudoPassword:   s.in.opts.SudoPassword,
-	}
-	if sc.Agent != nil {
-		cfg.UseAgent = *sc.Agent
-	} else {
-		cfg.UseAgent = os.Getenv("SSH_AUTH_SOCK") != ""
-	}
-	if s.in.opts.InsecureIgnoreHostKey {
-		cfg.InsecureIgnoreHostKey = true
-		s.in.emitter("connect").Warn(h.Name, "host key NOT verified (--insecure-ignore-host-key): anyone on the path can impersonate this host")
-	} else {
-		kh := sc.KnownHosts
-		if kh == "" {
-			home, _ := os.UserHomeDir()
-			kh = home + "/.ssh/known_hosts"
-		}
-		cfg.KnownHosts = s.knownHosts(kh)
-	}
-	return cfg, nil
 }
 
 // gather runs the facts script on every reachable host: one command per host.
@@ -314,11 +365,11 @@ func (s *session) gather(ctx context.Context) {
 				}
 			}
 		}
-		script := facts.Script(facts.ScriptInput{Files: paths, SudoPasswordOnStdin: hs.client.HasSudoPassword()})
+		script := facts.Script(facts.ScriptInput{Files: paths, SudoPasswordOnStdin: hs.c().HasSudoPassword()})
 		cmd := remote.Script("gather facts", script)
 		cmd.PasswordStdin = true
 		sent := time.Now()
-		res, err := hs.client.Run(ctx, cmd)
+		res, err := hs.c().Run(ctx, cmd)
 		received := time.Now()
 		if err == nil && res.ExitCode != 0 {
 			err = &remote.CommandError{Host: hs.host.Name, Command: cmd.String(), ExitCode: res.ExitCode, Stderr: strings.TrimSpace(string(res.Stderr))}
@@ -385,7 +436,7 @@ func baseName(p string) string {
 func (s *session) reachable() []*hostState {
 	var out []*hostState
 	for _, hs := range s.hosts {
-		if hs.client != nil && hs.connErr == nil {
+		if hs.c() != nil && hs.connErr == nil {
 			out = append(out, hs)
 		}
 	}
@@ -442,35 +493,27 @@ func (s *session) preflight() (*preflight.Report, error) {
 
 // Preflight connects, gathers facts and runs the checks; it changes nothing.
 func (in *Installer) Preflight(ctx context.Context) (*preflight.Report, error) {
+	start := time.Now()
 	s := in.newSession()
+	s.command = "preflight"
 	defer s.close()
 	s.connect(ctx)
 	s.gather(ctx)
-	if err := ctx.Err(); err != nil {
-		return nil, err
+	var rep *preflight.Report
+	err := ctx.Err()
+	if err == nil {
+		rep, err = s.preflight()
 	}
-	rep, err := s.preflight()
-	s.summary("preflight", time.Now(), err, "")
+	err = s.finish(ctx, err)
+	s.summary("preflight", start, err, "")
 	return rep, err
-}
-
-// Stats returns per-host transport counters of the last run's connections (for benchmarks).
-type Stats map[string]remote.Stats
-
-func (s *session) stats() Stats {
-	out := Stats{}
-	for _, hs := range s.hosts {
-		if hs.client != nil {
-			out[hs.host.Name] = hs.client.Stats()
-		}
-	}
-	return out
 }
 
 // summary emits the run's summary event.
 func (s *session) summary(command string, start time.Time, err error, kubeconfig string) {
 	sum := events.SummaryInfo{Command: command, OK: err == nil, ExitCode: int(CodeOf(err)), Kubeconfig: kubeconfig,
-		RancherURL: s.rancherURL, Seconds: time.Since(start).Seconds()}
+		RancherURL: s.rancherURL, RancherPasswordFile: s.rancherPasswordFile, RancherPasswordNew: s.rancherPasswordNew,
+		Seconds: time.Since(start).Seconds()}
 	var failed []string
 	for _, hs := range s.hosts {
 		hs.mu.Lock()
@@ -489,8 +532,8 @@ func (s *session) summary(command string, start time.Time, err error, kubeconfig
 			failed = append(failed, hs.host.Name)
 		}
 		hr := events.HostResult{Host: hs.host.Name, Role: string(hs.host.Role), Status: st, Message: msg}
-		if hs.client != nil {
-			cs := hs.client.Stats()
+		if c := hs.c(); c != nil {
+			cs := c.Stats()
 			hr.SSHCommands, hr.FileTransfers = cs.Commands, cs.FileTransfers
 		}
 		sum.Hosts = append(sum.Hosts, hr)

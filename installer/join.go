@@ -15,35 +15,45 @@ import (
 	"github.com/k3strap/k3strap/inventory"
 )
 
-// joinAll brings further servers up one at a time (etcd quorum), then agents in parallel
-// bounded by Concurrency. Every host's result is reported; a failure of one host does not
-// stop the others, but makes the run fail listing them.
+// joinAll brings further servers up one at a time (etcd quorum), each Ready and an etcd member
+// before the next starts; then agents in parallel bounded by Concurrency — or, for agents
+// whose K3s version changes, in batches of UpgradeBatchPercent, each drained and uncordoned.
+// Every host's result is reported; one host failing does not stop the agents, but makes the
+// run fail listing the hosts to look at.
 func (s *session) joinAll(ctx context.Context, first *hostState) error {
-	var servers, agents []*hostState
+	var servers, agents, upgrades []*hostState
 	for _, hs := range s.hosts {
 		if hs == first || hs.plan == nil {
 			continue
 		}
-		if hs.host.Role == inventory.RoleServer {
+		switch {
+		case hs.host.Role == inventory.RoleServer:
 			servers = append(servers, hs)
-		} else {
+		case s.upgrading(hs):
+			upgrades = append(upgrades, hs)
+		default:
 			agents = append(agents, hs)
 		}
 	}
-	if len(servers)+len(agents) == 0 {
-		return nil
+	var failed []string
+	for _, hs := range s.hosts {
+		if hs.plan == nil && hs != first {
+			failed = append(failed, hs.host.Name)
+		}
 	}
-	b, err := first.client.ReadFile(ctx, PathServerToken)
+	if len(servers)+len(agents)+len(upgrades) == 0 {
+		return joinFailure(failed)
+	}
+	b, err := first.c().ReadFile(ctx, PathServerToken)
 	if err != nil {
 		return s.hostFailure(first, "token", ExitInstall, fmt.Errorf("reading the join token: %w", err))
 	}
 	token := inventory.Secret(strings.TrimSpace(string(b)))
-	kc := &nodeView{kc: kube.Kubectl{R: first.client}, interval: 500 * time.Millisecond}
+	view := &nodeView{kc: kube.Kubectl{R: first.c()}, interval: 500 * time.Millisecond}
 	em := s.in.emitter("join")
-	var failed []string
 	for _, hs := range servers {
-		em.Step(hs.host.Name, "join", events.StatusRunning, "joining server "+hs.host.Name)
-		if err := s.joinOne(ctx, hs, token, kc); err != nil {
+		em.Step(hs.host.Name, "join", events.StatusRunning, "server "+hs.host.Name+": one at a time")
+		if err := s.joinOne(ctx, first, hs, token, view); err != nil {
 			failed = append(failed, hs.host.Name)
 			if ctx.Err() != nil {
 				return err
@@ -56,54 +66,123 @@ func (s *session) joinAll(ctx context.Context, first *hostState) error {
 		}
 	}
 	var mu sync.Mutex
-	s.each(ctx, agents, func(ctx context.Context, hs *hostState) {
-		if err := s.joinOne(ctx, hs, token, kc); err != nil {
+	join := func(ctx context.Context, hs *hostState) {
+		if err := s.joinOne(ctx, first, hs, token, view); err != nil {
 			mu.Lock()
 			failed = append(failed, hs.host.Name)
 			mu.Unlock()
 		}
-	})
+	}
+	s.each(ctx, agents, join)
+	if n := len(upgrades); n > 0 {
+		size := max(1, n*s.in.opts.UpgradeBatchPercent/100)
+		for i := 0; i < n && ctx.Err() == nil; i += size {
+			batch := upgrades[i:min(n, i+size)]
+			var names []string
+			for _, hs := range batch {
+				names = append(names, hs.host.Name)
+			}
+			em.Info("", fmt.Sprintf("upgrading agents %s (batch %d of %d)", strings.Join(names, ", "), i/size+1, (n+size-1)/size))
+			s.each(ctx, batch, join)
+		}
+	}
 	if ctx.Err() != nil {
 		return ctx.Err()
 	}
-	if len(failed) > 0 {
-		sort.Strings(failed)
-		return &Failure{Code: ExitInstall, Phase: "join", Info: events.ErrorInfo{
-			Message: fmt.Sprintf("%d hosts did not join: %s", len(failed), strings.Join(failed, ", ")),
-			Fix:     "see each host's error above",
-			Resume:  "re-run `k3strap apply`: hosts that joined are left unchanged",
-		}}
-	}
-	return nil
+	return joinFailure(failed)
 }
 
-func (s *session) joinOne(ctx context.Context, hs *hostState, token inventory.Secret, kc *nodeView) error {
+func joinFailure(failed []string) error {
+	if len(failed) == 0 {
+		return nil
+	}
+	sort.Strings(failed)
+	return &Failure{Code: ExitInstall, Phase: "join", Info: events.ErrorInfo{
+		Message: fmt.Sprintf("%d hosts did not join: %s", len(failed), strings.Join(failed, ", ")),
+		Fix:     "see each host's error above",
+		Resume:  "re-run `k3strap apply`: hosts that joined are left unchanged",
+	}}
+}
+
+// joinOne converges a joining host and waits for its node (drained before and uncordoned after
+// when its K3s version changes).
+func (s *session) joinOne(ctx context.Context, first, hs *hostState, token inventory.Secret, view *nodeView) error {
 	hs.plan.SetToken(token, false)
+	upgrade := s.upgrading(hs)
+	want := ""
+	if upgrade {
+		want = s.in.cluster.Spec.K3s.Version
+		if err := s.drain(ctx, first, hs); err != nil {
+			return err
+		}
+	}
 	res, err := s.converge(ctx, hs)
 	if err != nil {
 		return err
 	}
-	if err := s.waitNode(ctx, hs, kc); err != nil {
+	if err := s.waitNode(ctx, hs, view, want); err != nil {
 		hs.setResult(events.StatusFailed, err.Error())
 		s.in.emitter("join").Fail(hs.host.Name, "join", events.ErrorInfo{Message: err.Error(), Resume: "re-run `k3strap apply`"})
 		return err
+	}
+	if upgrade {
+		if !s.in.opts.NoDrain {
+			if err := s.uncordon(ctx, first, hs); err != nil {
+				return err
+			}
+		}
+		res.upgradedFrom = hs.facts.K3s.BinaryVersion
 	}
 	hs.setResult(res.status(), res.describe())
 	return nil
 }
 
-// waitNode polls the node through the first server until it is Ready and carries its declared
-// labels and taints (servers of an HA cluster: also the etcd role).
-func (s *session) waitNode(ctx context.Context, hs *hostState, kc *nodeView) error {
+// drain cordons and drains hs's node through the first server before an upgrade (unless
+// NoDrain). A node that does not exist yet needs nothing.
+func (s *session) drain(ctx context.Context, first, hs *hostState) error {
+	em := s.in.emitter("upgrade")
+	if s.in.opts.NoDrain {
+		em.Step(hs.host.Name, "drain", events.StatusSkipped, "--no-drain")
+		return nil
+	}
+	kc := kube.Kubectl{R: first.c()}
+	_, err := kc.Run(ctx, nil, "drain", hs.host.Name, "--ignore-daemonsets", "--delete-emptydir-data", "--force", "--timeout=300s")
+	if err != nil {
+		if strings.Contains(err.Error(), "not found") {
+			return nil
+		}
+		return s.hostFailure(hs, "drain", ExitInstall, fmt.Errorf("draining before the upgrade: %w (use --no-drain to skip)", err))
+	}
+	em.Step(hs.host.Name, "drain", events.StatusOK, "cordoned and drained for the upgrade to "+s.in.cluster.Spec.K3s.Version)
+	return nil
+}
+
+// uncordon makes hs's node schedulable again after its upgrade.
+func (s *session) uncordon(ctx context.Context, first, hs *hostState) error {
+	kc := kube.Kubectl{R: first.c()}
+	if _, err := kc.Run(ctx, nil, "uncordon", hs.host.Name); err != nil {
+		return s.hostFailure(hs, "uncordon", ExitInstall, err)
+	}
+	s.in.emitter("upgrade").Step(hs.host.Name, "uncordon", events.StatusOK, "Ready on "+s.in.cluster.Spec.K3s.Version+", uncordoned")
+	return nil
+}
+
+// waitNode polls the node through the first server until it is Ready, carries its declared
+// labels and taints, runs version (when not ""), and — for servers of an HA cluster — is an
+// etcd member.
+func (s *session) waitNode(ctx context.Context, hs *hostState, kc *nodeView, version string) error {
 	deadline := time.Now().Add(s.in.opts.Timeout)
 	wantEtcd := hs.host.Role == inventory.RoleServer && len(s.in.cluster.Servers()) > 1
 	lastWhy := "not registered yet"
 	for {
 		n, err := kc.get(ctx, hs.host.Name)
 		if err == nil && n != nil {
-			why := nodeNotDone(n, hs.host, wantEtcd)
+			// Labels and taints are K3s's to set at registration: required of a node this run
+			// created; drift on an existing node is the reconcile step's (node-taint alone
+			// never changes a registered node, DOMAIN.md F5).
+			why := nodeNotDone(n, hs.host, wantEtcd, version, !hs.facts.K3s.Installed())
 			if why == "" {
-				s.in.emitter("join").Step(hs.host.Name, "node", events.StatusOK, "node Ready")
+				s.in.emitter("join").Step(hs.host.Name, "node", events.StatusOK, "node Ready"+map[bool]string{true: " on " + version, false: ""}[version != ""])
 				return nil
 			}
 			lastWhy = why
@@ -157,7 +236,7 @@ func (v *nodeView) get(ctx context.Context, name string) (*corev1.Node, error) {
 }
 
 // nodeNotDone says what the node still lacks, "" when it is done.
-func nodeNotDone(n *corev1.Node, h *inventory.Host, wantEtcd bool) string {
+func nodeNotDone(n *corev1.Node, h *inventory.Host, wantEtcd bool, version string, declared bool) string {
 	ready := false
 	for _, c := range n.Status.Conditions {
 		if c.Type == corev1.NodeReady && c.Status == corev1.ConditionTrue {
@@ -167,12 +246,21 @@ func nodeNotDone(n *corev1.Node, h *inventory.Host, wantEtcd bool) string {
 	if !ready {
 		return "not Ready"
 	}
+	if version != "" && n.Status.NodeInfo.KubeletVersion != version {
+		return fmt.Sprintf("still on %s, not %s", n.Status.NodeInfo.KubeletVersion, version)
+	}
 	for k, v := range h.Labels {
+		if !declared {
+			break
+		}
 		if n.Labels[k] != v {
 			return fmt.Sprintf("label %s=%s missing", k, v)
 		}
 	}
 	for _, t := range h.Taints {
+		if !declared {
+			break
+		}
 		found := false
 		for _, nt := range n.Spec.Taints {
 			if nt.Key == t.Key && nt.Value == t.Value && nt.Effect == t.Effect {

@@ -7,6 +7,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"time"
 
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
@@ -20,7 +21,7 @@ import (
 // left alone.
 func (s *session) kubeconfig(ctx context.Context, first *hostState) (string, error) {
 	em := s.in.emitter("kubeconfig")
-	raw, err := first.client.ReadFile(ctx, PathKubeconfig)
+	raw, err := first.c().ReadFile(ctx, PathKubeconfig)
 	if err != nil {
 		return "", s.hostFailure(first, "kubeconfig", ExitInstall, fmt.Errorf("reading %s: %w", PathKubeconfig, err))
 	}
@@ -103,4 +104,115 @@ func writeFileAtomic(path string, data []byte, mode os.FileMode) error {
 		return err
 	}
 	return os.Rename(tmp, path)
+}
+
+// KubeconfigRequest says where `k3strap kubeconfig` puts the cluster's credentials.
+type KubeconfigRequest struct {
+	// Path is the file to write or merge into. Empty: ./<cluster>.kubeconfig, or with Merge
+	// the first file of $KUBECONFIG, else ~/.kube/config.
+	Path string
+	// Merge adds (or replaces) the cluster, user and context in an existing kubeconfig and
+	// makes the context current, keeping everything else in the file.
+	Merge bool
+	// Context names the cluster, user and context (default: the cluster's name).
+	Context string
+}
+
+// Kubeconfig fetches the first server's kubeconfig and writes or merges it (client-go's
+// clientcmd does the merging). It returns the path written.
+func (in *Installer) Kubeconfig(ctx context.Context, req KubeconfigRequest) (string, error) {
+	start := time.Now()
+	s := in.newSession()
+	s.command = "kubeconfig"
+	defer s.close()
+	path, err := s.kubeconfigCmd(ctx, req)
+	err = s.finish(ctx, err)
+	s.summary("kubeconfig", start, err, path)
+	return path, err
+}
+
+func (s *session) kubeconfigCmd(ctx context.Context, req KubeconfigRequest) (string, error) {
+	first := s.in.cluster.FirstServer()
+	if first == nil {
+		return "", &Failure{Code: ExitInvalid, Phase: "kubeconfig", Info: events.ErrorInfo{Message: "the inventory has no server"}}
+	}
+	s.hosts = []*hostState{{host: first}}
+	s.connect(ctx)
+	fs := s.hosts[0]
+	if fs.connErr != nil {
+		return "", s.hostFailure(fs, "connect", ExitInstall, fs.connErr)
+	}
+	raw, err := fs.c().ReadFile(ctx, PathKubeconfig)
+	if err != nil {
+		return "", s.hostFailure(fs, "kubeconfig", ExitInstall, fmt.Errorf("reading %s (is K3s installed? run `k3strap apply` first): %w", PathKubeconfig, err))
+	}
+	name := req.Context
+	if name == "" {
+		name = s.in.cluster.Metadata.Name
+	}
+	addr := s.in.opts.APIAddress
+	if addr == "" {
+		addr = first.Address
+	}
+	out, err := RewriteKubeconfig(raw, name, "https://"+net.JoinHostPort(addr, "6443"))
+	if err != nil {
+		return "", s.hostFailure(fs, "kubeconfig", ExitInstall, err)
+	}
+	em := s.in.emitter("kubeconfig")
+	if !req.Merge {
+		path := req.Path
+		if path == "" {
+			path = s.in.cluster.Metadata.Name + ".kubeconfig"
+		}
+		if err := writeFileAtomic(path, out, 0o600); err != nil {
+			return "", &Failure{Code: ExitInstall, Phase: "kubeconfig", Info: events.ErrorInfo{Message: err.Error()}}
+		}
+		fs.setResult(events.StatusChanged, "wrote "+path)
+		em.Step(first.Name, "kubeconfig", events.StatusChanged, "wrote "+path)
+		return path, nil
+	}
+	path := req.Path
+	if path == "" {
+		path = clientcmd.NewDefaultPathOptions().GetDefaultFilename()
+	}
+	if err := MergeKubeconfig(path, out, name); err != nil {
+		return "", &Failure{Code: ExitInstall, Phase: "kubeconfig", Info: events.ErrorInfo{Message: "merging into " + path + ": " + err.Error()}}
+	}
+	fs.setResult(events.StatusChanged, fmt.Sprintf("merged context %s into %s", name, path))
+	em.Step(first.Name, "kubeconfig", events.StatusChanged, fmt.Sprintf("merged context %s into %s and made it current", name, path))
+	return path, nil
+}
+
+// MergeKubeconfig adds the cluster, user and context of the kubeconfig in add (all named name)
+// to the kubeconfig file at path — replacing entries of that name, keeping every other entry —
+// and makes name the current context. A missing file is created (0600).
+func MergeKubeconfig(path string, add []byte, name string) error {
+	in, err := clientcmd.Load(add)
+	if err != nil {
+		return err
+	}
+	cfg := clientcmdapi.NewConfig()
+	if _, err := os.Stat(path); err == nil {
+		if cfg, err = clientcmd.LoadFromFile(path); err != nil {
+			return err
+		}
+	}
+	for k, v := range in.Clusters {
+		cfg.Clusters[k] = v
+	}
+	for k, v := range in.AuthInfos {
+		cfg.AuthInfos[k] = v
+	}
+	for k, v := range in.Contexts {
+		cfg.Contexts[k] = v
+	}
+	cfg.CurrentContext = name
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		return err
+	}
+	b, err := clientcmd.Write(*cfg)
+	if err != nil {
+		return err
+	}
+	return writeFileAtomic(path, b, 0o600)
 }

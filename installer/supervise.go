@@ -129,7 +129,7 @@ func (sup *supervisor) run(ctx context.Context, res convergeResult) error {
 	st := &probeState{}
 	interval := strconv.FormatFloat(opts.PollInterval.Seconds(), 'f', 2, 64)
 	cmd := remote.Script("bring-up probe", probeScript, sup.hs.plan.Service, sup.hs.host.Name, interval).AsRoot()
-	err := sup.hs.client.Stream(wctx, cmd, func(line string) {
+	err := sup.hs.c().Stream(wctx, cmd, func(line string) {
 		if done || verdict != nil {
 			return
 		}
@@ -324,7 +324,7 @@ func (sup *supervisor) evidence(ctx context.Context, st *probeState) diagnose.Ev
 	}
 	ectx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 	defer cancel()
-	res, err := sup.hs.client.Run(ectx, remote.Script("gather evidence", evidenceScript, sup.hs.plan.Service, sup.hs.host.Name).AsRoot())
+	res, err := sup.hs.c().Run(ectx, remote.Script("gather evidence", evidenceScript, sup.hs.plan.Service, sup.hs.host.Name).AsRoot())
 	if err != nil || res.ExitCode != 0 {
 		return ev
 	}

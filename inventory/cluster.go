@@ -67,8 +67,29 @@ func (c *Cluster) IsFirstServer(h *Host) bool {
 	return f != nil && h != nil && f.Name == h.Name
 }
 
-// HostSSH returns the SSH settings for h: the host's own fields over the cluster defaults.
+// HostSSH returns the SSH settings for h: the host's own fields over the cluster's, with
+// k3strap's defaults for what neither sets (user root, port 22, connect timeout 10 s,
+// known_hosts ~/.ssh/known_hosts).
 func (c *Cluster) HostSSH(h *Host) SSH {
+	s := c.HostSSHExplicit(h)
+	if s.Port == 0 {
+		s.Port = DefaultSSHPort
+	}
+	if s.User == "" {
+		s.User = "root"
+	}
+	if s.ConnectTimeout == 0 {
+		s.ConnectTimeout = DefaultConnectTimeout
+	}
+	if s.KnownHosts == "" {
+		s.KnownHosts = resolveFrom("", DefaultKnownHosts)
+	}
+	return s
+}
+
+// HostSSHExplicit returns only what the inventory (and overrides) set for h's SSH: the host's
+// own fields over the cluster's, no defaults — so that ~/.ssh/config can fill the rest.
+func (c *Cluster) HostSSHExplicit(h *Host) SSH {
 	s := c.Spec.SSH
 	o := h.SSH
 	if o.User != "" {
@@ -97,15 +118,6 @@ func (c *Cluster) HostSSH(h *Host) SSH {
 	}
 	if o.SudoPasswordFile != "" {
 		s.SudoPasswordFile = o.SudoPasswordFile
-	}
-	if s.Port == 0 {
-		s.Port = DefaultSSHPort
-	}
-	if s.User == "" {
-		s.User = "root"
-	}
-	if s.ConnectTimeout == 0 {
-		s.ConnectTimeout = DefaultConnectTimeout
 	}
 	return s
 }

@@ -205,18 +205,13 @@ func (c *Cluster) hostOf(path string) string {
 // it back from the first server or generates one). Load calls it; call it on clusters built in
 // code.
 func (c *Cluster) ApplyDefaults() {
+	// SSH user, port and known_hosts stay unset here when the file leaves them out: the
+	// installer first consults ~/.ssh/config for them (HostName, User, Port, IdentityFile,
+	// UserKnownHostsFile, ProxyJump), then HostSSH's defaults (root, 22,
+	// ~/.ssh/known_hosts) apply.
 	s := &c.Spec.SSH
-	if s.User == "" {
-		s.User = "root"
-	}
-	if s.Port == 0 {
-		s.Port = DefaultSSHPort
-	}
 	if s.ConnectTimeout == 0 {
 		s.ConnectTimeout = DefaultConnectTimeout
-	}
-	if s.KnownHosts == "" {
-		s.KnownHosts = resolveFrom("", DefaultKnownHosts)
 	}
 	k := &c.Spec.K3s
 	if k.Install == "" {

@@ -45,10 +45,10 @@ func TestLoadFull(t *testing.T) {
 		{"cni type", c.Spec.CNI.Type, CNIFlannel},
 		{"kernelPolicy default", c.Spec.CNI.KernelPolicy, KernelPolicyStrict},
 		{"ssh user", c.Spec.SSH.User, "ubuntu"},
-		{"ssh port default", c.Spec.SSH.Port, 22},
+		{"ssh port default", c.HostSSH(&c.Spec.Hosts[0]).Port, 22},
 		{"connectTimeout", c.Spec.SSH.ConnectTimeout.D(), 15 * time.Second},
 		{"keyPath ~", c.Spec.SSH.KeyPath, filepath.Join(home, ".ssh/id_ed25519")},
-		{"knownHosts default", c.Spec.SSH.KnownHosts, filepath.Join(home, ".ssh/known_hosts")},
+		{"knownHosts default", c.HostSSH(&c.Spec.Hosts[0]).KnownHosts, filepath.Join(home, ".ssh/known_hosts")},
 		{"amd64 binary", c.Spec.K3s.Airgap["amd64"].Binary, filepath.Join(dir, "artifacts/k3s")},
 		{"amd64 images", c.Spec.K3s.Airgap["amd64"].Images, filepath.Join(dir, "artifacts/k3s-airgap-images-amd64.tar.zst")},
 		{"amd64 checksums", c.Spec.K3s.Airgap["amd64"].Checksums, filepath.Join(dir, "artifacts/sha256sum-amd64.txt")},
@@ -89,7 +89,12 @@ func TestLoadMinimalDefaults(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := c.Spec.SSH
+	// User, port and known_hosts stay unset in the document (~/.ssh/config may fill them);
+	// HostSSH applies the defaults.
+	if s := c.Spec.SSH; s.User != "" || s.Port != 0 || s.ConnectTimeout.D() != 10*time.Second || s.KnownHosts != "" {
+		t.Errorf("ssh as loaded = %+v", s)
+	}
+	s := c.HostSSH(&c.Spec.Hosts[0])
 	if s.User != "root" || s.Port != 22 || s.ConnectTimeout.D() != 10*time.Second || s.KnownHosts != "/home/tester/.ssh/known_hosts" || s.KeyPath != "" {
 		t.Errorf("ssh defaults = %+v", s)
 	}

@@ -8,6 +8,10 @@
 package inventory
 
 import (
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+
 	"github.com/k3strap/k3strap/inventory/k3sflags"
 )
 
@@ -240,31 +244,190 @@ type FlannelSpec struct {
 	Version string `yaml:"version,omitempty"`
 }
 
-// Rancher is the optional Rancher section (issue 5): install Rancher or register with one.
+// Rancher is the optional Rancher section (issue 5): install Rancher on the new cluster, or
+// register the cluster with a Rancher that runs elsewhere. Exactly one of Install and Register.
 type Rancher struct {
 	Install  *RancherInstall  `yaml:"install,omitempty"`
 	Register *RancherRegister `yaml:"register,omitempty"`
+	// Timeout bounds the supervision after the cluster is up (chart installs, deployment
+	// available, URL answering; or the cluster agent available), e.g. "15m". Zero means
+	// DefaultRancherTimeout.
+	Timeout Duration `yaml:"timeout,omitempty"`
 }
 
-// RancherInstall installs Rancher on the new cluster through K3s's helm-controller.
+// Rancher defaults (issue 5; DOMAIN.md §3).
+const (
+	// DefaultRancherTimeout is how long k3strap waits for Rancher after the cluster is up.
+	DefaultRancherTimeout = Duration(15 * time.Minute)
+	// DefaultRancherRepo is Rancher's stable Helm chart repository.
+	DefaultRancherRepo = "https://releases.rancher.com/server-charts/stable"
+	// DefaultCertManagerRepo is Jetstack's Helm chart repository (chart cert-manager).
+	DefaultCertManagerRepo = "https://charts.jetstack.io"
+	// MaxRancherReplicas caps the default replica count (Rancher's chart default is 3).
+	MaxRancherReplicas = 3
+)
+
+// RancherTLSSource is the Rancher chart's ingress.tls.source (DOMAIN.md §3).
+type RancherTLSSource string
+
+// TLS sources of Rancher's ingress certificate.
+const (
+	// TLSRancher: Rancher's own CA issues the certificate through cert-manager (default).
+	TLSRancher RancherTLSSource = "rancher"
+	// TLSLetsEncrypt: cert-manager gets a Let's Encrypt certificate (needs LetsEncrypt.Email and a
+	// hostname reachable from the internet).
+	TLSLetsEncrypt RancherTLSSource = "letsEncrypt"
+	// TLSSecret: the certificate comes from the Secret cattle-system/tls-rancher-ingress, made by
+	// k3strap from TLSSecret's files or by the user; cert-manager is not installed.
+	TLSSecret RancherTLSSource = "secret"
+)
+
+// NeedsCertManager reports whether the TLS source needs cert-manager (rancher and letsEncrypt
+// do; secret does not). The empty source means rancher.
+func (s RancherTLSSource) NeedsCertManager() bool { return s != TLSSecret }
+
+// RancherInstall installs Rancher on the new cluster through K3s's helm-controller: HelmChart
+// objects (helm.cattle.io/v1) for cert-manager (when the TLS source needs it) and rancher
+// (release rancher, namespace cattle-system) in the first server's manifests folder.
 type RancherInstall struct {
+	// Version is the rancher chart version (= the Rancher version), e.g. "2.11.3"; default
+	// DefaultRancherVersion.
 	Version string `yaml:"version,omitempty"`
-	// Hostname defaults to <first server address>.sslip.io.
+	// Repo is the chart repository; default DefaultRancherRepo.
+	Repo string `yaml:"repo,omitempty"`
+	// Hostname is the Rancher URL's host; default <first server address>.sslip.io.
 	Hostname string `yaml:"hostname,omitempty"`
-	// Replicas defaults to the number of servers, at most 3.
+	// Replicas defaults to the number of servers, at most MaxRancherReplicas.
 	Replicas int `yaml:"replicas,omitempty"`
-	// BootstrapPassword; generated with crypto/rand when empty. Never logged.
+	// BootstrapPassword is the first admin login; generated with crypto/rand when empty and then
+	// stored 0600 next to the kubeconfig. Never logged, never in `render` output.
 	BootstrapPassword Secret `yaml:"bootstrapPassword,omitempty"`
-	// Extra holds fields issue 5 adds (TLS source, private CA, registry, values, chart files).
-	Extra map[string]any `yaml:",inline"`
+	// TLSSource is the chart's ingress.tls.source: rancher (default), letsEncrypt or secret.
+	TLSSource RancherTLSSource `yaml:"tlsSource,omitempty"`
+	// LetsEncrypt configures tlsSource letsEncrypt.
+	LetsEncrypt *LetsEncrypt `yaml:"letsEncrypt,omitempty"`
+	// TLSSecret names local PEM files for tlsSource secret; k3strap creates the Secret
+	// cattle-system/tls-rancher-ingress from them. Without it the user creates that Secret.
+	TLSSecret *RancherTLSFiles `yaml:"tlsSecret,omitempty"`
+	// PrivateCA tells Rancher its certificate is signed by a private CA (chart value privateCA).
+	PrivateCA bool `yaml:"privateCA,omitempty"`
+	// PrivateCAFile is a local PEM file with that CA; k3strap creates the Secret
+	// cattle-system/tls-ca (key cacerts.pem) from it. Only with PrivateCA.
+	PrivateCAFile string `yaml:"privateCAFile,omitempty"`
+	// SystemDefaultRegistry is the registry Rancher pulls its system images from (airgap),
+	// e.g. "registry.example.com:5000".
+	SystemDefaultRegistry string `yaml:"systemDefaultRegistry,omitempty"`
+	// Values are further rancher chart values, merged over the ones k3strap sets (a key set
+	// here wins). bootstrapPassword is refused here: use BootstrapPassword.
+	Values map[string]any `yaml:"values,omitempty"`
+	// Tolerations are added to the Rancher and cert-manager pods (chart values tolerations),
+	// e.g. to tolerate the first server's custom taints (DOMAIN.md F3).
+	Tolerations []Toleration `yaml:"tolerations,omitempty"`
+	// CertManager pins the cert-manager chart (installed for tlsSource rancher and letsEncrypt).
+	CertManager *CertManager `yaml:"certManager,omitempty"`
+	// Airgap gives the chart archives as local files; they are sent in the HelmChart's
+	// chartContent (base64) and Rancher gets useBundledSystemChart: true.
+	Airgap *RancherAirgap `yaml:"airgap,omitempty"`
 }
 
-// RancherRegister registers the cluster with an existing Rancher.
+// LetsEncrypt configures Rancher's Let's Encrypt issuer.
+type LetsEncrypt struct {
+	// Email is the ACME account address. Required.
+	Email string `yaml:"email"`
+	// Environment is production (default) or staging.
+	Environment string `yaml:"environment,omitempty"`
+}
+
+// RancherTLSFiles are local PEM files for the ingress certificate.
+type RancherTLSFiles struct {
+	// CertFile is the certificate chain (PEM); KeyFile its private key (PEM, kept secret).
+	CertFile string `yaml:"certFile"`
+	KeyFile  string `yaml:"keyFile"`
+}
+
+// CertManager pins the cert-manager chart from the jetstack repository.
+type CertManager struct {
+	// Version is the chart version, e.g. "v1.17.2"; default DefaultCertManagerVersion.
+	Version string `yaml:"version,omitempty"`
+	// Repo is the chart repository; default DefaultCertManagerRepo.
+	Repo string `yaml:"repo,omitempty"`
+}
+
+// RancherAirgap names the local chart archives (.tgz) of an airgap install.
+type RancherAirgap struct {
+	// RancherChart is rancher-<version>.tgz. Required.
+	RancherChart string `yaml:"rancherChart"`
+	// CertManagerChart is cert-manager-<version>.tgz; required when cert-manager is needed.
+	CertManagerChart string `yaml:"certManagerChart,omitempty"`
+}
+
+// RancherRegister registers the cluster with an existing Rancher: either an import manifest
+// URL, or the Rancher URL with an API token (the cluster object is then created through
+// Rancher's v3 API, carrying the agent tolerations the first server's taints need, F3).
 type RancherRegister struct {
-	// ImportURL is https://RANCHER/v3/import/TOKEN_CLUSTERID.yaml.
-	ImportURL string `yaml:"importURL,omitempty"`
-	// Insecure accepts a self-signed Rancher certificate.
+	// ImportURL is https://RANCHER/v3/import/TOKEN_CLUSTERID.yaml. It embeds the registration
+	// token, so it is a Secret (never logged; errors show only its host).
+	ImportURL Secret `yaml:"importURL,omitempty"`
+	// URL is the Rancher server URL (https://rancher.example.com) for API mode.
+	URL string `yaml:"url,omitempty"`
+	// APIToken is a Rancher API bearer token (token-xxxxx:yyyy) for API mode; APITokenEnv
+	// names an environment variable holding it instead.
+	APIToken    Secret `yaml:"apiToken,omitempty"`
+	APITokenEnv string `yaml:"apiTokenEnv,omitempty"`
+	// ClusterName is the cluster's name in Rancher (API mode); default metadata.name.
+	ClusterName string `yaml:"clusterName,omitempty"`
+	// Insecure accepts a self-signed Rancher certificate (curl --insecure in Rancher's own
+	// instructions).
 	Insecure bool `yaml:"insecure,omitempty"`
-	// Extra holds fields issue 5 adds (API URL, token, cluster name).
-	Extra map[string]any `yaml:",inline"`
+	// CACertFile is a local PEM CA bundle to verify Rancher's certificate with.
+	CACertFile string `yaml:"caCertFile,omitempty"`
+	// RancherVersion is the version of that Rancher (e.g. v2.11.3), for preflight's
+	// RancherVersion check in import-URL mode; API mode asks Rancher.
+	RancherVersion string `yaml:"rancherVersion,omitempty"`
+	// ClusterAgentTolerations and FleetAgentTolerations are what the cluster object in Rancher
+	// carries in clusterAgentDeploymentCustomization.appendTolerations and
+	// fleetAgentDeploymentCustomization.appendTolerations (import-URL mode: declare what you
+	// set in Rancher; API mode: added to the tolerations k3strap sets for the first server's
+	// taints). Preflight's RancherAgentTolerations compares them with the first server's
+	// taints (DOMAIN.md F3).
+	ClusterAgentTolerations []Toleration `yaml:"clusterAgentTolerations,omitempty"`
+	FleetAgentTolerations   []Toleration `yaml:"fleetAgentTolerations,omitempty"`
+}
+
+// APIMode reports whether the cluster object is created through Rancher's API (URL and a
+// token) rather than an import URL.
+func (r *RancherRegister) APIMode() bool { return r != nil && r.ImportURL == "" && r.URL != "" }
+
+// Toleration is a Kubernetes pod toleration as written in the inventory.
+type Toleration struct {
+	// Key is the taint key; empty with operator Exists tolerates every taint.
+	Key string `yaml:"key,omitempty"`
+	// Operator is Equal (default) or Exists.
+	Operator string `yaml:"operator,omitempty"`
+	Value    string `yaml:"value,omitempty"`
+	// Effect is NoSchedule, PreferNoSchedule or NoExecute; empty matches every effect.
+	Effect string `yaml:"effect,omitempty"`
+	// TolerationSeconds bounds how long a NoExecute taint is tolerated (seconds).
+	TolerationSeconds *int64 `yaml:"tolerationSeconds,omitempty"`
+}
+
+// Core returns the Kubernetes form of t.
+func (t Toleration) Core() corev1.Toleration {
+	return corev1.Toleration{Key: t.Key, Operator: corev1.TolerationOperator(t.Operator), Value: t.Value,
+		Effect: corev1.TaintEffect(t.Effect), TolerationSeconds: t.TolerationSeconds}
+}
+
+// CoreTolerations converts inventory tolerations to Kubernetes ones.
+func CoreTolerations(ts []Toleration) []corev1.Toleration {
+	var out []corev1.Toleration
+	for _, t := range ts {
+		out = append(out, t.Core())
+	}
+	return out
+}
+
+// TolerationFor returns the inventory toleration that tolerates exactly taint t.
+func TolerationFor(t Taint) Toleration {
+	c := t.Toleration()
+	return Toleration{Key: c.Key, Operator: string(c.Operator), Value: c.Value, Effect: string(c.Effect)}
 }

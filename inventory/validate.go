@@ -60,6 +60,7 @@ func (c *Cluster) ValidateWith(o ValidateOptions) ErrorList {
 	v.airgap()
 	v.cloudController()
 	v.cni()
+	v.rancher()
 	v.ssh(&c.Spec.SSH, "spec.ssh", "")
 	v.hosts()
 	v.k3sConfig(c.Spec.K3s.Config, "spec.k3s.config", nil)

@@ -187,8 +187,70 @@ func TestCNIKernel(t *testing.T) {
 		{"host-gw needs nothing", input(hostgw, noVXLAN), nil},
 		{"cni none needs nothing", input(none, noVXLAN), nil},
 		{"standalone flannel defaults to vxlan", input(standalone, noVXLAN), []want{errW("w1", "flannel-standalone (backend vxlan) needs vxlan")}},
-		{"unknown requirements", input(calico, nil), []want{warnW("cp1, w1", "does not know the kernel requirements of calico (backend VXLAN)")}},
+		{"calico VXLAN present", input(calico, nil), nil},
 	})
+}
+
+// TestCNIKernelPolicy: Calico's kernel needs under kernelPolicy strict (an error naming host,
+// missing features and where they were looked for) and exclude (a warning per host, one
+// summary, and CNIExcludedHosts for the installer) — DOMAIN.md F2, issue 4.
+func TestCNIKernelPolicy(t *testing.T) {
+	noIPSet := only("w1", func(f *facts.Host) {
+		delete(f.Kernel.Config, "CONFIG_IP_SET")
+		delete(f.Kernel.Config, "CONFIG_NETFILTER_XT_SET")
+	})
+	calico := func(backend string, policy inventory.KernelPolicy) *inventory.Cluster {
+		c := cp1w1()
+		c.Spec.CNI = inventory.CNI{Type: inventory.CNICalico, Backend: backend, KernelPolicy: policy}
+		return c
+	}
+	oldKernel := only("w1", func(f *facts.Host) { f.KernelRelease = "5.4.0-150-generic" })
+	noIPIP := only("cp1", func(f *facts.Host) { delete(f.Kernel.Config, "CONFIG_NET_IPIP") })
+	flannelExclude := cp1w1()
+	flannelExclude.Spec.CNI.KernelPolicy = inventory.KernelPolicyExclude
+	standaloneExclude := cp1w1()
+	standaloneExclude.Spec.CNI = inventory.CNI{Type: inventory.CNIFlannelStandalone, KernelPolicy: inventory.KernelPolicyExclude}
+	noVXLAN := only("w1", func(f *facts.Host) { delete(f.Kernel.Config, "CONFIG_VXLAN") })
+	bothNoIPSet := func(_ string, f *facts.Host) { delete(f.Kernel.Config, "CONFIG_IP_SET") }
+
+	runCases(t, "CNIKernel", []checkCase{
+		{"strict: host without ip_set fails", input(calico("", ""), noIPSet), []want{
+			errW("w1", "calico (encapsulation VXLANCrossSubnet) needs ip_set, xt_set", "kernel 6.1.0-28-amd64 lacks",
+				"ip_set (not in /boot/config-6.1.0-28-amd64 (CONFIG_IP_SET not set)", "xt_set (", "not in /sys/module").
+				withFix("kernelPolicy: exclude"),
+		}},
+		{"strict explicitly", input(calico("VXLAN", inventory.KernelPolicyStrict), noIPSet), []want{errW("w1", "lacks: ip_set")}},
+		{"exclude: host without ip_set is excluded, loudly", input(calico("", inventory.KernelPolicyExclude), noIPSet), []want{
+			warnW("w1", "EXCLUDED from calico", "lacks ip_set (not in /boot/config-6.1.0-28-amd64", "k3strap.io/cni-excluded=true"),
+			warnW("w1", "1 host(s) EXCLUDED from calico", ": w1"),
+		}},
+		{"exclude: every host lacking is an error", input(calico("", inventory.KernelPolicyExclude), bothNoIPSet), []want{
+			warnW("cp1", "EXCLUDED"), warnW("w1", "EXCLUDED"), errW("cp1, w1", "would exclude every host"),
+		}},
+		{"kernel older than 5.10", input(calico("VXLAN", ""), oldKernel), []want{errW("w1", "kernel >= 5.10 (uname -r says 5.4.0-150-generic)")}},
+		{"IPIP needs ipip", input(calico("IPIP", ""), noIPIP), []want{errW("cp1", "ipip (not in", "CONFIG_NET_IPIP not set")}},
+		{"VXLAN does not need ipip", input(calico("VXLAN", ""), noIPIP), nil},
+		{"embedded flannel cannot exclude", input(flannelExclude, noVXLAN), []want{
+			errW("w1", "flannel backend vxlan needs vxlan").withFix("embedded flannel runs inside K3s on every node"),
+		}},
+		{"flannel-standalone can exclude", input(standaloneExclude, noVXLAN), []want{
+			warnW("w1", "EXCLUDED from flannel-standalone (backend vxlan)"), warnW("w1", "1 host(s) EXCLUDED"),
+		}},
+	})
+
+	if got := CNIExcludedHosts(input(calico("", inventory.KernelPolicyExclude), noIPSet)); len(got) != 1 || got[0].Host != "w1" ||
+		!strings.Contains(strings.Join(got[0].Missing, ";"), "CONFIG_IP_SET not set") {
+		t.Errorf("CNIExcludedHosts = %+v, want w1 missing ip_set", got)
+	}
+	for name, in := range map[string]*Input{
+		"strict":            input(calico("", ""), noIPSet),
+		"embedded flannel":  input(flannelExclude, noVXLAN),
+		"kernel unreadable": input(calico("", inventory.KernelPolicyExclude), only("w1", func(f *facts.Host) { f.Kernel = facts.Kernel{} })),
+	} {
+		if got := CNIExcludedHosts(in); len(got) != 0 {
+			t.Errorf("%s: CNIExcludedHosts = %+v, want none", name, got)
+		}
+	}
 }
 
 func TestCgroups(t *testing.T) {
@@ -395,6 +457,10 @@ func TestExistingInstall(t *testing.T) {
 			errW("w1", "an agent", "k3s unit of a K3s server", "k3s.service inactive").withFix("k3s-uninstall.sh"),
 		}},
 		{"binary only", input(cp1w1(), only("w1", func(f *facts.Host) { f.K3s.BinaryVersion = "v1.36.3+k3s1" })), []want{warnW("w1", "binary v1.36.3+k3s1")}},
+		{"re-run of k3strap", input(cp1w1(), only("cp1", func(f *facts.Host) {
+			installed("v1.36.3+k3s1", "k3s", "active")(f)
+			f.K3s.Files = map[string]string{facts.ManagedMarker: "abc"}
+		})), nil},
 	})
 }
 
@@ -523,5 +589,86 @@ func TestFirstNodeTaints(t *testing.T) {
 				"coredns tolerates only CriticalAddonsOnly, node-role.kubernetes.io/control-plane:NoSchedule, node.kubernetes.io/not-ready:NoExecute, node.kubernetes.io/unreachable:NoExecute, a=1:NoExecute, not b:NoSchedule",
 				"; local-path-provisioner, metrics-server, traefik tolerate only", "not a=1:NoExecute, b:NoSchedule"),
 		}},
+	})
+}
+
+// TestFirstNodeTaintsCNI: the CNI's workloads are components too (issue 4): the Calico
+// operator's bootstrap install job does not tolerate a custom taint, the DaemonSets get
+// k3strap's rendered tolerations, and a DaemonSet that must run everywhere is judged per node.
+func TestFirstNodeTaintsCNI(t *testing.T) {
+	taint := func(s string) inventory.Taint {
+		tt, err := inventory.ParseTaint(s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return tt
+	}
+	edge := func(cni inventory.CNI) *inventory.Cluster {
+		c := newCluster(host("cp1", inventory.RoleServer), host("w1", inventory.RoleAgent))
+		c.Spec.K3s.Config.Disable = inventory.StringList{"traefik", "metrics-server", "local-storage", "coredns"}
+		c.Spec.Hosts[0].Taints = []inventory.Taint{taint("dedicated=edge:NoExecute")}
+		c.Spec.Hosts[1].Taints = []inventory.Taint{taint("dedicated=edge:NoExecute"), taint("node-role.kubernetes.io/master:NoSchedule")}
+		c.Spec.CNI = cni
+		return c
+	}
+	local := edge(inventory.CNI{Type: inventory.CNICalico, Calico: &inventory.CalicoSpec{Manifest: "tigera-operator.yaml"}})
+	chart := edge(inventory.CNI{Type: inventory.CNICalico, Calico: &inventory.CalicoSpec{Manifest: "tigera-operator.tgz"}})
+	runCases(t, "FirstNodeTaints", []checkCase{
+		{"calico by HelmChart: the install job stays Pending", input(edge(inventory.CNI{Type: inventory.CNICalico}), nil), []want{
+			errW("cp1, w1", "helm-install-tigera-operator stay Pending", "not dedicated=edge:NoExecute"),
+		}},
+		{"calico chart archive is a HelmChart too", input(chart, nil), []want{errW("cp1, w1", "helm-install-tigera-operator")}},
+		{"calico local manifest: operator, calico-node and kube-controllers tolerate", input(local, nil), nil},
+		{"flannel-standalone tolerates every declared taint", input(edge(inventory.CNI{Type: inventory.CNIFlannelStandalone}), nil), nil},
+	})
+
+	// Per-node judgement of a DaemonSet that only has upstream flannel's tolerations (what
+	// k3strap's rendering prevents): w1's NoExecute taint keeps it off w1, the master
+	// NoSchedule one does not (upstream tolerates every NoSchedule).
+	c := edge(inventory.CNI{Type: inventory.CNIFlannelStandalone})
+	upstream := Component{Name: "kube-flannel-ds", Namespace: "kube-flannel", Kind: "DaemonSet", Source: "upstream",
+		Tolerations: []corev1.Toleration{{Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoSchedule}},
+		EveryNode:   true, Deployed: func(*inventory.Cluster) bool { return true }}
+	got := everyNodeFindings(input(c, nil), []Component{upstream})
+	if len(got) != 2 || got[0].Host != "cp1" || got[1].Host != "w1" {
+		t.Fatalf("findings %v, want one for cp1 and one for w1", got)
+	}
+	for _, f := range got {
+		if f.Severity != SeverityError || !strings.Contains(f.Message, "not dedicated=edge:NoExecute") ||
+			strings.Contains(f.Message, "master") || !strings.Contains(f.Message, "gets no pod network") {
+			t.Errorf("finding %s", f)
+		}
+	}
+	// A host excluded by kernelPolicy exclude is not judged.
+	c.Spec.CNI.KernelPolicy = inventory.KernelPolicyExclude
+	in := input(c, only("w1", func(f *facts.Host) { delete(f.Kernel.Config, "CONFIG_VXLAN") }))
+	if got := everyNodeFindings(in, []Component{upstream}); len(got) != 1 || got[0].Host != "cp1" {
+		t.Errorf("with w1 excluded: %v", got)
+	}
+}
+
+// TestCalicoPorts: Calico's ports are checked only with Calico, per encapsulation.
+func TestCalicoPorts(t *testing.T) {
+	busy := func(proto string, port int) func(string, *facts.Host) {
+		return only("w1", func(f *facts.Host) {
+			f.Listening = append(f.Listening, facts.Port{Proto: proto, Port: port, Addr: "0.0.0.0"})
+		})
+	}
+	calico := func(backend string) *inventory.Cluster {
+		c := cp1w1()
+		c.Spec.CNI = inventory.CNI{Type: inventory.CNICalico, Backend: backend}
+		return c
+	}
+	runCases(t, "Port-4789", []checkCase{
+		{"VXLAN needs 4789", input(calico("VXLAN"), busy("udp", 4789)), []want{errW("w1", "UDP port 4789 (Calico VXLAN) is already in use")}},
+		{"IPIP does not", input(calico("IPIP"), busy("udp", 4789)), nil},
+		{"flannel does not", input(cp1w1(), busy("udp", 4789)), nil},
+	})
+	runCases(t, "Port-179", []checkCase{
+		{"IPIP needs BGP", input(calico("IPIP"), busy("tcp", 179)), []want{errW("w1", "TCP port 179 (Calico BGP)")}},
+		{"default VXLANCrossSubnet has BGP off", input(calico(""), busy("tcp", 179)), nil},
+	})
+	runCases(t, "Port-5473", []checkCase{
+		{"Typha", input(calico(""), busy("tcp", 5473)), []want{errW("w1", "Calico Typha")}},
 	})
 }

@@ -14,11 +14,14 @@ import (
 // requiredConfig is a kernel config with every option RequiredKernelFeatures and the flannel
 // backends need, all =y.
 func requiredConfig() map[string]string {
-	cfg := map[string]string{"CONFIG_VXLAN": "y", "CONFIG_WIREGUARD": "y"}
+	cfg := map[string]string{"CONFIG_VXLAN": "y", "CONFIG_WIREGUARD": "y", "CONFIG_NET_IPIP": "y"}
 	for _, v := range []int{1, 2} {
 		for _, f := range RequiredKernelFeatures(v) {
 			cfg[f.Config[0]] = "y"
 		}
+	}
+	for _, f := range calicoFeatures() {
+		cfg[f.Config[0]] = "y"
 	}
 	return cfg
 }

@@ -42,8 +42,24 @@ func flannelBackend(backends ...string) func(c *inventory.Cluster, h *inventory.
 	}
 }
 
-// portSpecs lists the ports in check order. Calico's (TCP 179, UDP 4789, TCP 5473) are added
-// with Calico support.
+// calicoEncap reports whether the cluster runs Calico with one of the encapsulations.
+func calicoEncap(encaps ...string) func(c *inventory.Cluster, h *inventory.Host) bool {
+	return func(c *inventory.Cluster, _ *inventory.Host) bool {
+		t, b := cniChoice(c)
+		if t != inventory.CNICalico {
+			return false
+		}
+		for _, want := range encaps {
+			if strings.EqualFold(b, want) {
+				return true
+			}
+		}
+		return len(encaps) == 0
+	}
+}
+
+// portSpecs lists the ports in check order: K3s's, flannel's, then Calico's (DOMAIN.md §3:
+// TCP 179 BGP with IPIP / None, UDP 4789 VXLAN, TCP 5473 Typha).
 func portSpecs() []portSpec {
 	wg := flannelBackend("wireguard-native", "wireguard")
 	return []portSpec{
@@ -57,6 +73,9 @@ func portSpecs() []portSpec {
 			_, v6 := clusterFamilies(c)
 			return v6 && wg(c, h)
 		}},
+		{179, "tcp", "Calico BGP", "", calicoEncap("IPIP", "IPIPCrossSubnet", "None")},
+		{4789, "udp", "Calico VXLAN", "", calicoEncap("VXLAN", "VXLANCrossSubnet", "WireGuard")},
+		{5473, "tcp", "Calico Typha", "", calicoEncap()},
 	}
 }
 

@@ -118,8 +118,12 @@ func Checks() []Check {
 		check{"ClockSkew", checkClockSkew},
 		check{"DefaultRoute", checkDefaultRoute},
 		check{"ExistingInstall", checkExistingInstall},
+		check{"ServerCount", checkServerCount},
+		check{"CriticalConfig", checkCriticalConfig},
 		check{"CloudController", checkCloudController},
 		check{"FirstNodeTaints", checkFirstNodeTaints},
+		check{"RancherAgentTolerations", checkRancherAgentTolerations},
+		check{"RancherVersion", checkRancherVersion},
 	)
 }
 

@@ -7,6 +7,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/k3strap/k3strap/inventory"
+	"github.com/k3strap/k3strap/templates/cni"
 )
 
 // Component is a workload that k3strap or K3s deploys and that must find a node whose taints it
@@ -21,8 +22,25 @@ type Component struct {
 	Source string
 	// Tolerations are the component's own tolerations, as deployed.
 	Tolerations []corev1.Toleration
+	// Rendered returns the tolerations k3strap renders into the component for cluster c (on
+	// top of Tolerations); nil when it renders none.
+	Rendered func(c *inventory.Cluster) []corev1.Toleration
+	// EveryNode is true for a DaemonSet that must run on every node (the CNI): any node whose
+	// blocking taints it does not tolerate is reported, not only the first server. Nodes that
+	// kernelPolicy exclude keeps out of the CNI are skipped.
+	EveryNode bool
 	// Deployed reports whether the cluster deploys the component.
 	Deployed func(c *inventory.Cluster) bool
+}
+
+// tolerations returns everything comp tolerates in cluster c: its own, the rendered ones and
+// those the installer declares in extra.
+func (comp Component) tolerations(c *inventory.Cluster, extra map[string][]corev1.Toleration) []corev1.Toleration {
+	tol := append([]corev1.Toleration{}, comp.Tolerations...)
+	if comp.Rendered != nil {
+		tol = append(tol, comp.Rendered(c)...)
+	}
+	return append(tol, extra[comp.Name]...)
 }
 
 // k3sAddonTolerations are the tolerations of K3s's packaged add-ons since the master toleration
@@ -48,8 +66,84 @@ func packagedAddon(disableName string) func(c *inventory.Cluster) bool {
 	}
 }
 
-// Components returns the workloads FirstNodeTaints checks, in message order.
+// cniIs reports whether the cluster's pod network is t.
+func cniIs(t inventory.CNIType) func(c *inventory.Cluster) bool {
+	return func(c *inventory.Cluster) bool { return c.Spec.CNI.Type == t }
+}
+
+// calicoByHelmChart reports whether the tigera operator is deployed through K3s's
+// helm-controller (by version, or a local chart archive), whose install job then has to be
+// scheduled too; a local tigera-operator.yaml is applied directly.
+func calicoByHelmChart(c *inventory.Cluster) bool {
+	if c.Spec.CNI.Type != inventory.CNICalico {
+		return false
+	}
+	n := c.Spec.CNI.Calico
+	return n == nil || n.Manifest == "" || cni.IsChartArchive(n.Manifest)
+}
+
+// helmBootstrapJobTolerations are the tolerations K3s's helm-controller gives the install job
+// of a HelmChart with bootstrap: true (k3s-io/helm-controller pkg/controllers/chart/chart.go
+// job()): CriticalAddonsOnly, the etcd NoExecute and control-plane / master NoSchedule roles,
+// and the not-ready and uninitialized NoSchedule taints. A custom taint is not among them.
+func helmBootstrapJobTolerations() []corev1.Toleration {
+	exists := corev1.TolerationOpExists
+	return []corev1.Toleration{
+		{Key: "CriticalAddonsOnly", Operator: exists},
+		{Key: "node-role.kubernetes.io/etcd", Operator: exists, Effect: corev1.TaintEffectNoExecute},
+		{Key: inventory.TaintControlPlane, Operator: exists, Effect: corev1.TaintEffectNoSchedule},
+		{Key: inventory.TaintMaster, Operator: exists, Effect: corev1.TaintEffectNoSchedule},
+		{Key: "node.kubernetes.io/not-ready", Effect: corev1.TaintEffectNoSchedule},
+		{Key: inventory.TaintUninitialized, Operator: corev1.TolerationOpEqual, Value: "true", Effect: corev1.TaintEffectNoSchedule},
+	}
+}
+
+// Components returns the workloads FirstNodeTaints checks, in message order: K3s's packaged
+// add-ons, then the CNI's workloads (issue 4), then Rancher's (issue 5).
 func Components() []Component {
+	return append(append(packagedComponents(), cniComponents()...), rancherComponents()...)
+}
+
+// cniComponents are the workloads of the pod networks k3strap deploys (issue 4): their
+// upstream tolerations plus what templates/cni renders.
+func cniComponents() []Component {
+	exists := corev1.TolerationOpExists
+	return []Component{
+		{
+			Name: "helm-install-tigera-operator", Namespace: "kube-system", Kind: "Job",
+			Source:      "K3s helm-controller install job of HelmChart tigera-operator (bootstrap)",
+			Tolerations: helmBootstrapJobTolerations(), Deployed: calicoByHelmChart,
+		},
+		{
+			Name: "tigera-operator", Namespace: "tigera-operator", Kind: "Deployment",
+			Source:      "projectcalico tigera-operator manifest / chart values.tolerations",
+			Tolerations: cni.OperatorDefaultTolerations(), Rendered: cni.DeclaredTolerations, Deployed: cniIs(inventory.CNICalico),
+		},
+		{
+			Name: "calico-node", Namespace: "calico-system", Kind: "DaemonSet",
+			Source:      "tigera operator defaults (DOMAIN.md §3) + Installation.spec.calicoNodeDaemonSet",
+			Tolerations: cni.CalicoDefaultTolerations(), Rendered: cni.CalicoNodeTolerations, EveryNode: true, Deployed: cniIs(inventory.CNICalico),
+		},
+		{
+			Name: "calico-kube-controllers", Namespace: "calico-system", Kind: "Deployment",
+			Source: "tigera operator defaults + Installation.spec.controlPlaneTolerations",
+			Tolerations: []corev1.Toleration{
+				{Key: "CriticalAddonsOnly", Operator: exists},
+				{Key: inventory.TaintMaster, Operator: exists, Effect: corev1.TaintEffectNoSchedule},
+				{Key: inventory.TaintControlPlane, Operator: exists, Effect: corev1.TaintEffectNoSchedule},
+			},
+			Rendered: cni.CalicoControlPlaneTolerations, Deployed: cniIs(inventory.CNICalico),
+		},
+		{
+			Name: "kube-flannel-ds", Namespace: "kube-flannel", Kind: "DaemonSet",
+			Source:      "flannel-io/flannel kube-flannel.yml (DOMAIN.md §3, F4) + templates/cni",
+			Tolerations: cni.FlannelDefaultTolerations(), Rendered: cni.FlannelTolerations, EveryNode: true, Deployed: cniIs(inventory.CNIFlannelStandalone),
+		},
+	}
+}
+
+// packagedComponents are K3s's packaged add-ons.
+func packagedComponents() []Component {
 	return []Component{
 		{
 			Name: "coredns", Namespace: "kube-system", Kind: "Deployment",
@@ -125,11 +219,51 @@ func describeTolerations(tol []corev1.Toleration) string {
 	return strings.Join(out, ", ")
 }
 
-// checkFirstNodeTaints implements DOMAIN.md F3: a NoSchedule / NoExecute taint on the first
-// server is an error when a deployed component tolerates it on no node: neither on the first
-// server nor on any agent or other server (with their own taints). Tolerations the installer
+// checkFirstNodeTaints implements DOMAIN.md F3 for every component the plan deploys: a
+// NoSchedule / NoExecute taint on the first server is an error when a deployed component
+// tolerates it on no node: neither on the first server nor on any agent or other server (with
+// their own taints); and a CNI DaemonSet that must run on every node is an error for each node
+// whose taints it does not tolerate (F4). Tolerations k3strap renders and those the installer
 // adds (Input.Tolerations) count.
 func checkFirstNodeTaints(in *Input) []Finding {
+	return append(firstNodeFindings(in), everyNodeFindings(in, Components())...)
+}
+
+// everyNodeFindings reports, per node, the CNI DaemonSets that would stay Pending there and on
+// which taints. Hosts excluded by kernelPolicy exclude are skipped: the DaemonSet is not meant
+// to run there.
+func everyNodeFindings(in *Input, comps []Component) []Finding {
+	c := in.Cluster
+	skip := map[string]bool{}
+	for _, e := range CNIExcludedHosts(in) {
+		skip[e.Host] = true
+	}
+	var out []Finding
+	for i := range c.Spec.Hosts {
+		h := &c.Spec.Hosts[i]
+		if skip[h.Name] {
+			continue
+		}
+		taints := blockingTaints(c, h)
+		for _, comp := range comps {
+			if !comp.EveryNode || !comp.Deployed(c) {
+				continue
+			}
+			tol := comp.tolerations(c, in.Tolerations)
+			missing := untolerated(taints, tol)
+			if len(missing) == 0 {
+				continue
+			}
+			out = append(out, errorf(h.Name,
+				fmt.Sprintf("let k3strap render %s's tolerations (it tolerates every taint declared in the inventory), or remove the taint from %s", comp.Name, h.Name),
+				"%s (%s %s/%s, %s) tolerates only %s, not %s: its pod on %s stays Pending and %s gets no pod network",
+				comp.Name, comp.Kind, comp.Namespace, comp.Name, comp.Source, describeTolerations(tol), strings.Join(missing, ", "), h.Name, h.Name))
+		}
+	}
+	return out
+}
+
+func firstNodeFindings(in *Input) []Finding {
 	c := in.Cluster
 	fs := c.FirstServer()
 	if fs == nil {
@@ -161,10 +295,10 @@ func checkFirstNodeTaints(in *Input) []Finding {
 	}
 	var groups []*group
 	for _, comp := range Components() {
-		if !comp.Deployed(c) {
+		if !comp.Deployed(c) || comp.EveryNode {
 			continue
 		}
-		tol := append(append([]corev1.Toleration{}, comp.Tolerations...), in.Tolerations[comp.Name]...)
+		tol := comp.tolerations(c, in.Tolerations)
 		missing := untolerated(fsTaints, tol)
 		if len(missing) == 0 {
 			continue

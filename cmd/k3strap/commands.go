@@ -61,6 +61,7 @@ func (a *app) preflightCmd() *cobra.Command {
 
 func (a *app) applyCmd() *cobra.Command {
 	rf := &runFlags{}
+	var reconcileTaints bool
 	cmd := &cobra.Command{
 		Use:   "apply -f FILE",
 		Short: "Install or converge the cluster: preflight, install, supervised bring-up, joins, kubeconfig",
@@ -74,6 +75,7 @@ func (a *app) applyCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
+			opts.ReconcileTaints = reconcileTaints
 			sink, err := a.sink()
 			if err != nil {
 				return err
@@ -82,6 +84,7 @@ func (a *app) applyCmd() *cobra.Command {
 		},
 	}
 	rf.register(cmd, true)
+	cmd.Flags().BoolVar(&reconcileTaints, "reconcile-taints", false, "repair node taint and label drift (read-modify-write, retried on conflict; K3s's own taints are never removed)")
 	return cmd
 }
 
@@ -160,6 +163,12 @@ func (a *app) renderHost(pl *installer.Planner, c *inventory.Cluster, h *invento
 			fmt.Fprintf(w, "  %s  mode %04o  %s  sha256 %s  from %s\n", f.Path, f.Mode, sizeOf(f.Size), f.SHA256, src)
 		}
 		if i == 0 {
+			// Add-on manifests (CNI, issue 4) in full, unless secret or large (a local operator manifest).
+			for _, f := range p.Files {
+				if strings.HasPrefix(f.Path, installer.DirManifests+"/") && !f.Secret && f.Content != nil && f.Size <= 64<<10 {
+					fmt.Fprintf(w, "--- %s (mode %04o)\n%s", f.Path, f.Mode, f.Content)
+				}
+			}
 			fmt.Fprintf(w, "--- install: %s %s\n", strings.Join(templates.MaskEnv(p.InstallEnv), " "), installer.PathInstallScript)
 			fmt.Fprintf(w, "--- service: %s\n\n", p.Service)
 		}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"strings"
 	"time"
 
@@ -37,11 +38,15 @@ type app struct {
 	logFile string
 
 	closers []func()
+	// cancel cancels the context of the command that runs (the terminal UI's q key).
+	cancel context.CancelFunc
 }
 
 // run executes k3strap with args and returns the process exit code.
 func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
-	a := &app{ctx: ctx, stdin: stdin, stdout: stdout, stderr: stderr, v: inventory.NewViper()}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	a := &app{ctx: ctx, stdin: stdin, stdout: stdout, stderr: stderr, v: inventory.NewViper(), cancel: cancel}
 	defer a.close()
 	root := a.rootCmd()
 	root.SetArgs(args)
@@ -49,6 +54,7 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	root.SetOut(stdout)
 	root.SetErr(stderr)
 	err := root.ExecuteContext(ctx)
+	a.close() // front-ends finish (the terminal UI draws its last frame) before errors print
 	if err == nil {
 		return 0
 	}
@@ -77,6 +83,7 @@ func (a *app) close() {
 	for i := len(a.closers) - 1; i >= 0; i-- {
 		a.closers[i]()
 	}
+	a.closers = nil
 }
 
 func (a *app) rootCmd() *cobra.Command {
@@ -104,7 +111,7 @@ func (a *app) rootCmd() *cobra.Command {
 		pf.String(name, "", o.Usage+" (env "+o.Env+")")
 		_ = a.v.BindPFlag(o.Key, pf.Lookup(name))
 	}
-	root.AddCommand(a.validateCmd(), a.preflightCmd(), a.renderCmd(), a.applyCmd(), a.versionCmd())
+	root.AddCommand(a.validateCmd(), a.preflightCmd(), a.renderCmd(), a.applyCmd(), a.upgradeCmd(), a.resetCmd(), a.kubeconfigCmd(), a.checkCmd(), a.versionCmd(), a.initCmd())
 	return root
 }
 
@@ -144,9 +151,11 @@ func (a *app) sink() (events.Sink, error) {
 	var sinks []events.Sink
 	switch a.output {
 	case "json":
-		sinks = append(sinks, &frontend.JSON{W: a.stdout, Verbose: a.verbose})
-	case "plain", "auto":
-		sinks = append(sinks, &frontend.Plain{W: a.stdout, Verbose: a.verbose, Quiet: a.quiet})
+		sinks = append(sinks, &frontend.JSON{W: a.stdout, Verbose: a.verbose, Quiet: a.quiet})
+	case "auto":
+		sinks = append(sinks, a.autoSink()) // ui.go
+	case "plain":
+		sinks = append(sinks, &frontend.Plain{W: a.stdout, Verbose: a.verbose, Quiet: a.quiet, Terminal: isTerminal(a.stdout)})
 	default:
 		return nil, usageError{fmt.Errorf("--output %q: want auto, plain or json", a.output)}
 	}
@@ -169,21 +178,29 @@ func isTerminal(w io.Writer) bool {
 
 // runFlags are the flags of commands that connect to hosts.
 type runFlags struct {
-	ignore         []string
-	insecure       bool
-	kubeconfigOut  string
-	apiAddress     string
-	stallGrace     time.Duration
-	timeout        time.Duration
-	concurrency    int
-	hosts          []string
-	askSudo        bool
-	pollInterval   time.Duration
-	withKubeconfig bool
+	dryRun            bool
+	concurrentUploads int
+	keepalive         time.Duration
+	noDrain           bool
+	force             bool
+	upgradeBatch      int
+	sshConfig         string
+	ignore            []string
+	insecure          bool
+	kubeconfigOut     string
+	apiAddress        string
+	stallGrace        time.Duration
+	timeout           time.Duration
+	concurrency       int
+	hosts             []string
+	askSudo           bool
+	pollInterval      time.Duration
 }
 
 func (rf *runFlags) register(cmd *cobra.Command, apply bool) {
 	f := cmd.Flags()
+	f.DurationVar(&rf.keepalive, "ssh-keepalive", 10*time.Second, "SSH keepalive period; a link is declared dead after 3 unanswered")
+	f.StringVar(&rf.sshConfig, "ssh-config", "", "OpenSSH client config consulted for what the inventory leaves unset (default ~/.ssh/config; none to skip)")
 	f.StringSliceVar(&rf.ignore, "ignore-preflight-errors", nil, "preflight checks whose errors become warnings: ID,ID,... or all")
 	f.BoolVar(&rf.insecure, "insecure-ignore-host-key", false, "do not verify SSH host keys (dangerous; prints a warning per host)")
 	f.IntVar(&rf.concurrency, "concurrency", 10, "hosts worked on at once")
@@ -195,11 +212,20 @@ func (rf *runFlags) register(cmd *cobra.Command, apply bool) {
 		f.DurationVar(&rf.stallGrace, "stall-grace", 60*time.Second, "how long the uninitialized taint may stay before the stall is diagnosed")
 		f.DurationVar(&rf.timeout, "timeout", 10*time.Minute, "bring-up timeout of a server or agent")
 		f.DurationVar(&rf.pollInterval, "poll-interval", 400*time.Millisecond, "how often the bring-up supervisor looks")
+		f.BoolVar(&rf.dryRun, "dry-run", false, "connect, gather facts, run preflight and show what would change (diffs included); change nothing")
+		f.IntVar(&rf.concurrentUploads, "concurrent-uploads", 5, "large uploads (binary, images) in flight at once across hosts")
+		f.BoolVar(&rf.noDrain, "no-drain", false, "do not drain nodes before upgrading them")
+		f.BoolVar(&rf.force, "force", false, "allow a K3s downgrade (turns the ExistingInstall check's downgrade error into a warning)")
+		f.IntVar(&rf.upgradeBatch, "upgrade-batch", 10, "percentage of agents upgraded at once (at least one)")
 	}
 }
 
 func (a *app) installerOptions(c *inventory.Cluster, rf *runFlags) (installer.Options, error) {
-	ign, err := preflight.ParseIgnore(rf.ignore)
+	ignore := rf.ignore
+	if rf.force && !slices.ContainsFunc(ignore, func(s string) bool { return strings.EqualFold(strings.TrimSpace(s), "all") }) {
+		ignore = append(append([]string(nil), ignore...), "ExistingInstall")
+	}
+	ign, err := preflight.ParseIgnore(ignore)
 	if err != nil {
 		return installer.Options{}, usageError{fmt.Errorf("--ignore-preflight-errors: %w", err)}
 	}
@@ -218,6 +244,12 @@ func (a *app) installerOptions(c *inventory.Cluster, rf *runFlags) (installer.Op
 		Concurrency:           rf.concurrency,
 		SudoPassword:          pw,
 		Hosts:                 rf.hosts,
+		DryRun:                rf.dryRun,
+		ConcurrentUploads:     rf.concurrentUploads,
+		KeepaliveInterval:     rf.keepalive,
+		NoDrain:               rf.noDrain,
+		UpgradeBatchPercent:   rf.upgradeBatch,
+		SSHConfig:             rf.sshConfig,
 	}, nil
 }
 

@@ -317,6 +317,16 @@ func (c *Client) Close() error {
 	return err
 }
 
+// closed reports whether the connection was closed (by Close or by the keepalive).
+func (c *Client) closed() bool {
+	select {
+	case <-c.stop:
+		return true
+	default:
+		return false
+	}
+}
+
 // SSH returns the underlying connection, for dialing through this host as a bastion.
 func (c *Client) SSH() *ssh.Client { return c.conn }
 
@@ -344,6 +354,39 @@ func (e *CommandError) Error() string {
 		msg += ": " + e.Stderr
 	}
 	return msg
+}
+
+// TransportError is a failure of the connection itself (it dropped, or a channel could not be
+// opened), as opposed to a command that ran and failed. Idempotent steps may be retried after
+// reconnecting.
+type TransportError struct {
+	Host string
+	Op   string
+	Err  error
+}
+
+func (e *TransportError) Error() string { return fmt.Sprintf("%s: %s: %v", e.Host, e.Op, e.Err) }
+
+func (e *TransportError) Unwrap() error { return e.Err }
+
+// IsTransient reports whether err is a transport failure worth a retry after reconnecting:
+// a *TransportError, or a connect error that was refused or reset (not a timeout, not a host
+// key or authentication failure).
+func IsTransient(err error) bool {
+	var te *TransportError
+	if errors.As(err, &te) {
+		return true
+	}
+	var ce *ConnectError
+	if errors.As(err, &ce) {
+		if ce.Step == "host key" || ce.Step == "auth" {
+			return false
+		}
+		msg := ce.Err.Error()
+		return strings.Contains(msg, "connection refused") || strings.Contains(msg, "connection reset") ||
+			strings.Contains(msg, "EOF") || strings.Contains(msg, "no route to host")
+	}
+	return false
 }
 
 // ErrSudoPassword is wrapped by errors of commands that needed root when sudo asked for a
@@ -434,12 +477,15 @@ func (c *Client) Stream(ctx context.Context, cmd Cmd, onLine func(string)) error
 
 func (c *Client) run(ctx context.Context, cmd Cmd, stdout, stderr io.Writer) (int, error) {
 	if err := c.acquire(ctx); err != nil {
-		return 0, fmt.Errorf("%s: %s: %w", c.cfg.Host, cmd.name(), err)
+		if ctx.Err() != nil {
+			return 0, fmt.Errorf("%s: %s: %w", c.cfg.Host, cmd.name(), err)
+		}
+		return 0, &TransportError{Host: c.cfg.Host, Op: cmd.name(), Err: err}
 	}
 	defer c.release()
 	sess, err := c.conn.NewSession()
 	if err != nil {
-		return 0, fmt.Errorf("%s: opening a channel: %w (connection lost?)", c.cfg.Host, err)
+		return 0, &TransportError{Host: c.cfg.Host, Op: "opening a channel for " + cmd.name(), Err: err}
 	}
 	c.commands.Add(1)
 	defer sess.Close()
@@ -462,7 +508,7 @@ func (c *Client) run(ctx context.Context, cmd Cmd, stdout, stderr io.Writer) (in
 	case <-c.stop:
 		_ = sess.Close()
 		<-waited
-		return 0, fmt.Errorf("%s: %s: connection closed (link down or keepalives unanswered)", c.cfg.Host, cmd.name())
+		return 0, &TransportError{Host: c.cfg.Host, Op: cmd.name(), Err: errors.New("connection closed (link down or keepalives unanswered)")}
 	}
 	if err == nil {
 		return 0, nil
@@ -475,10 +521,10 @@ func (c *Client) run(ctx context.Context, cmd Cmd, stdout, stderr io.Writer) (in
 		return ee.ExitStatus(), nil
 	}
 	var em *ssh.ExitMissingError
-	if errors.As(err, &em) {
-		return 0, fmt.Errorf("%s: %s: connection lost before the command finished", c.cfg.Host, cmd.name())
+	if errors.As(err, &em) || errors.Is(err, io.EOF) {
+		return 0, &TransportError{Host: c.cfg.Host, Op: cmd.name(), Err: errors.New("connection lost before the command finished")}
 	}
-	return 0, fmt.Errorf("%s: %s: %w", c.cfg.Host, cmd.name(), err)
+	return 0, &TransportError{Host: c.cfg.Host, Op: cmd.name(), Err: err}
 }
 
 // acquire takes a channel slot, waiting while MaxSessions channels are open.

@@ -70,6 +70,9 @@ func (c *Client) WriteFile(ctx context.Context, dst string, mode os.FileMode, r 
 	}
 	if err := c.upload(ctx, sc, tmp, r, progress); err != nil {
 		_ = sc.Remove(tmp)
+		if c.closed() {
+			return &TransportError{Host: c.cfg.Host, Op: "upload " + dst, Err: err}
+		}
 		return err
 	}
 	if c.isRoot {

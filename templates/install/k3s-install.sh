@@ -133,7 +133,9 @@ done
 for service in /etc/init.d/k3s*; do
     [ -x "$service" ] && "$service" stop
 done
-for p in $(pgrep -f 'containerd-shim|/usr/local/bin/k3s' 2>/dev/null); do
+# K3s itself and the container shims it started (never this script or its callers, whose
+# command lines may mention the k3s paths too).
+for p in $(pgrep -f '^(/usr/local/bin/)?k3s (server|agent)|containerd-shim' 2>/dev/null); do
     [ "$p" != "$$" ] && kill -9 "$p" 2>/dev/null
 done
 for m in $(awk '$2 ~ "^/run/k3s|^/var/lib/rancher/k3s|^/var/lib/kubelet|^/run/netns/cni-" {print $2}' /proc/self/mounts | sort -r); do

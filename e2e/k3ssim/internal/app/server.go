@@ -81,6 +81,10 @@ func ensureNamespaces(st *store.Store) {
 	}
 }
 
+// ConcurrentWriteAnnotation counts the concurrent writes the conflictOnNextReplace knob made
+// to a node (each one bumps its resourceVersion, so the PUT that follows gets 409 Conflict).
+const ConcurrentWriteAnnotation = "k3ssim.k3strap.io/concurrent-writes"
+
 // conflictHook implements the conflictOnNextReplace knob for PUTs on nodes.
 func (e *runtimeEnv) conflictHook(st *store.Store) func(string) {
 	src := knobs.ConflictSource{Path: e.opts.Root.Path(paths.KnobsFile), Getenv: e.opts.Getenv}
@@ -97,7 +101,22 @@ func (e *runtimeEnv) conflictHook(st *store.Store) func(string) {
 			return
 		}
 		if take {
-			_ = st.Bump(store.Nodes, "", name)
+			// A concurrent writer: it changes the node (an annotation counting such writes),
+			// so a client that retries without re-reading loses that change.
+			_, _ = st.Mutate(store.Nodes, "", name, func(obj map[string]any) (bool, error) {
+				md, _ := obj["metadata"].(map[string]any)
+				if md == nil {
+					return false, nil
+				}
+				ann, _ := md["annotations"].(map[string]any)
+				if ann == nil {
+					ann = map[string]any{}
+					md["annotations"] = ann
+				}
+				n, _ := strconv.Atoi(fmt.Sprint(ann[ConcurrentWriteAnnotation]))
+				ann[ConcurrentWriteAnnotation] = strconv.Itoa(n + 1)
+				return true, nil
+			})
 		}
 	}
 }
@@ -232,6 +251,9 @@ func (e *runtimeEnv) runFirstServer(parent context.Context) int {
 			ctrl.Run(ctx)
 		}
 	})
+	if !disabled(s.Disable, "traefik") && !disabled(s.Disable, "servicelb") && embeddedCCM {
+		spawn(func() { e.runIngress(ctx, st, deps.serverCA) }) // ingress.go
+	}
 
 	nodeErr := make(chan error, 1)
 	if !s.DisableAgent {

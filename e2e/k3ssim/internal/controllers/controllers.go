@@ -141,6 +141,7 @@ func (c *Controller) reconcile() {
 	if !c.cfg.DisableHelmController {
 		c.helmCharts()
 	}
+	c.tigera()
 	c.deployments()
 	c.daemonSets()
 	c.jobs(now)

@@ -237,6 +237,9 @@ func (c *Controller) installRelease(hc *helmChart, hash string) {
 	for _, r := range rels {
 		c.applyReleaseDeployment(hc, target, r, nodeSelector)
 	}
+	if hc.Name == "rancher" || strings.HasSuffix(chart, "rancher") {
+		c.applyRancherIngress(hc, target, vals)
+	}
 	if hc.Name == "traefik" && !c.disabled("servicelb") && c.cfg.EmbeddedCCM {
 		c.ensureSvclb(target)
 	}

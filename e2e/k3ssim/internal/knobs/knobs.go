@@ -35,10 +35,14 @@ type Knobs struct {
 	DeploymentDelay time.Duration `yaml:"-"`
 	// FailHelmCharts names HelmCharts whose install job fails with a log tail.
 	FailHelmCharts []string `yaml:"failHelmCharts"`
+	// IngressPort is the TCP port of the ingress stand-in (Traefik + ServiceLB's svclb on a
+	// real K3s): it listens once an Ingress exists and answers for its hosts. Default 443; 0
+	// turns it off.
+	IngressPort int `yaml:"ingressPort"`
 }
 
 // Names lists every knob key as written in sim.yaml, in documentation order.
-var Names = []string{"timeScale", "subnetEnvWaitsForTaint", "conflictOnNextReplace", "crdStall", "deploymentDelay", "failHelmCharts"}
+var Names = []string{"timeScale", "subnetEnvWaitsForTaint", "conflictOnNextReplace", "crdStall", "deploymentDelay", "failHelmCharts", "ingressPort"}
 
 // EnvName returns the environment variable for a knob key: K3SSIM_ + UPPER_SNAKE
 // (timeScale -> K3SSIM_TIME_SCALE).
@@ -56,7 +60,7 @@ func EnvName(key string) string {
 
 // Defaults returns the knobs with nothing configured.
 func Defaults() Knobs {
-	return Knobs{TimeScale: 1, DeploymentDelay: 5 * time.Second}
+	return Knobs{TimeScale: 1, DeploymentDelay: 5 * time.Second, IngressPort: 443}
 }
 
 // Load reads the knobs file at path (a missing file is fine) and applies the K3SSIM_*
@@ -108,6 +112,8 @@ func (k *Knobs) set(name string, v any) error {
 		k.CRDStall, err = strconv.ParseBool(s)
 	case "deploymentDelay":
 		k.DeploymentDelay, err = parseDuration(s)
+	case "ingressPort":
+		k.IngressPort, err = strconv.Atoi(s)
 	case "failHelmCharts":
 		k.FailHelmCharts = nil
 		switch l := v.(type) {

@@ -104,6 +104,7 @@ var (
 	Jobs        = GR{"batch", "jobs"}
 	HelmCharts  = GR{"helm.cattle.io", "helmcharts"}
 	Addons      = GR{"k3s.cattle.io", "addons"}
+	Ingresses   = GR{"networking.k8s.io", "ingresses"}
 	CRDs        = GR{"apiextensions.k8s.io", "customresourcedefinitions"}
 )
 

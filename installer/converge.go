@@ -1,0 +1,311 @@
+package installer
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/pmezard/go-difflib/difflib"
+
+	"github.com/k3strap/k3strap/events"
+	"github.com/k3strap/k3strap/installer/remote"
+)
+
+// changes is what converging a host takes, decided from its facts (checksums, unit, service
+// state) before anything is touched. Every state-changing step goes through it, so
+// `apply --dry-run` shows exactly what apply would do.
+type changes struct {
+	uploads []*File
+	install bool
+	// verb is "start" or "restart" when the service must be (re)started, else "".
+	verb string
+	why  []string
+}
+
+func (c changes) any() bool { return len(c.uploads) > 0 || c.install || c.verb != "" }
+
+// changesFor compares hs's plan with its facts.
+func (s *session) changesFor(hs *hostState) changes {
+	var ch changes
+	p, f := hs.plan, hs.facts
+	restart := false
+	if f.K3s.Service != p.Service || f.K3s.ServiceEnabled != "enabled" {
+		ch.install = true
+		ch.why = append(ch.why, fmt.Sprintf("%s.service is not installed and enabled", p.Service))
+	}
+	for i := range p.Files {
+		file := &p.Files[i]
+		have := f.K3s.Files[file.Path]
+		if have == file.SHA256 || (file.Keep && have != "") {
+			continue
+		}
+		ch.uploads = append(ch.uploads, file)
+		if file.Restart {
+			restart = true
+		}
+		if file.Path == PathBinary || file.Path == PathInstallScript {
+			ch.install = true
+		}
+	}
+	want := s.in.cluster.Spec.K3s.Version
+	if !p.Airgap && want != "" && f.K3s.BinaryVersion != want {
+		ch.install, restart = true, true
+		ch.why = append(ch.why, fmt.Sprintf("K3s %s installed, %s wanted", orNone(f.K3s.BinaryVersion), want))
+	}
+	if !p.Airgap && f.K3s.BinaryVersion == "" {
+		ch.install = true
+	}
+	active := f.K3s.ServiceActive == "active" && f.K3s.Service == p.Service
+	switch {
+	case !active:
+		ch.verb = "start"
+	case restart || ch.install:
+		// The install script may rewrite the unit; restart decides after it ran.
+		if restart {
+			ch.verb = "restart"
+		}
+	}
+	return ch
+}
+
+func orNone(s string) string {
+	if s == "" {
+		return "none"
+	}
+	return s
+}
+
+// convergeResult says what converge changed on a host.
+type convergeResult struct {
+	// upgradedFrom is the K3s version before an upgrade, "" otherwise.
+	upgradedFrom string
+	uploaded     []string
+	installed    bool
+	restarted    bool
+	started      time.Time // when the service was (re)started; zero when left running
+}
+
+func (r convergeResult) changed() bool { return len(r.uploaded) > 0 || r.installed || r.restarted }
+
+func (r convergeResult) status() events.Status {
+	if r.changed() {
+		return events.StatusChanged
+	}
+	return events.StatusUnchanged
+}
+
+func (r convergeResult) describe() string {
+	if !r.changed() {
+		return "files, unit and service already match the inventory"
+	}
+	var parts []string
+	if r.upgradedFrom != "" {
+		parts = append(parts, "upgraded from "+r.upgradedFrom)
+	}
+	if len(r.uploaded) > 0 {
+		parts = append(parts, "wrote "+strings.Join(r.uploaded, ", "))
+	}
+	if r.installed {
+		parts = append(parts, "ran the install script")
+	}
+	if r.restarted {
+		parts = append(parts, "restarted the service")
+	}
+	return strings.Join(parts, "; ")
+}
+
+// converge makes one host match its plan: files whose checksum differs are uploaded
+// (atomically), the install script runs when the unit is missing or the binary/script changed,
+// and the service is (re)started when a file that needs it changed or it is not running.
+// With --dry-run it reports instead (dryRun) and changes nothing.
+func (s *session) converge(ctx context.Context, hs *hostState) (convergeResult, error) {
+	ch := s.changesFor(hs)
+	if s.in.opts.DryRun {
+		return convergeResult{}, s.dryRun(ctx, hs, ch)
+	}
+	var res convergeResult
+	p := hs.plan
+	for _, file := range ch.uploads {
+		if err := s.retry(ctx, hs, "upload "+file.Path, func(ctx context.Context) error { return s.upload(ctx, hs, file) }); err != nil {
+			return res, s.hostFailure(hs, "upload", ExitInstall, err)
+		}
+		res.uploaded = append(res.uploaded, file.Path)
+	}
+	verb := ch.verb
+	if ch.install {
+		var unitChanged bool
+		// The install script is idempotent (it compares before it writes): safe to retry.
+		err := s.retry(ctx, hs, "install", func(ctx context.Context) error {
+			var err error
+			unitChanged, err = s.install(ctx, hs)
+			return err
+		})
+		if err != nil {
+			return res, s.hostFailure(hs, "install", ExitInstall, err)
+		}
+		res.installed = true
+		if unitChanged && verb == "" {
+			verb = "restart"
+		}
+	}
+	if verb != "" {
+		res.started = time.Now()
+		// (Re)starting is not retried blindly: after a lost connection the next run's facts
+		// show whether it happened.
+		if _, err := hs.c().Check(ctx, startCommand(hs, verb)); err != nil {
+			return res, s.hostFailure(hs, "start", ExitInstall, err)
+		}
+		res.restarted = true
+		s.in.emitter("install").Step(hs.host.Name, "start", events.StatusChanged, fmt.Sprintf("%sed %s", verb, p.Service))
+	}
+	s.in.emitter("configure").Step(hs.host.Name, "converge", res.status(), res.describe())
+	return res, nil
+}
+
+// dryRun reports what converge would do: uploads (with a diff against the host's current file
+// for text files that are not secret), the install script, the service (re)start.
+func (s *session) dryRun(ctx context.Context, hs *hostState, ch changes) error {
+	em := s.in.emitter("dry-run")
+	name := hs.host.Name
+	if !ch.any() {
+		hs.setResult(events.StatusUnchanged, "nothing to do")
+		em.Step(name, "plan", events.StatusUnchanged, "nothing to do: files, unit and service match the inventory")
+		return nil
+	}
+	var summary []string
+	for _, f := range ch.uploads {
+		verb := "upload"
+		if hs.facts.K3s.Files[f.Path] != "" {
+			verb = "replace"
+		}
+		msg := fmt.Sprintf("would %s %s (mode %04o, %d bytes, sha256 %.12s)", verb, f.Path, f.Mode, f.Size, f.SHA256)
+		e := events.Event{Type: events.Info, Host: name, Message: msg}
+		switch {
+		case f.Secret:
+			e.Message += " — secret, not shown"
+		case f.LocalPath == "":
+			old := ""
+			if hs.facts.K3s.Files[f.Path] != "" {
+				b, err := hs.c().ReadFile(ctx, f.Path)
+				if err != nil {
+					return s.hostFailure(hs, "dry-run", ExitInstall, err)
+				}
+				old = maskSecrets(string(b))
+			}
+			e.Diff = unifiedDiff(f.Path, old, maskSecrets(string(f.Content)))
+		}
+		em.Emit(e)
+		summary = append(summary, verb+" "+f.Path)
+	}
+	if ch.install {
+		em.Info(name, fmt.Sprintf("would run %s with %s", PathInstallScript, strings.Join(hs.plan.InstallEnv, " ")))
+		summary = append(summary, "run the install script")
+	}
+	if ch.verb != "" {
+		em.Info(name, fmt.Sprintf("would %s %s", ch.verb, hs.plan.Service))
+		summary = append(summary, ch.verb+" "+hs.plan.Service)
+	}
+	hs.setResult(events.StatusChanged, "would "+strings.Join(summary, ", "))
+	em.Step(name, "plan", events.StatusChanged, "would "+strings.Join(summary, ", "))
+	return nil
+}
+
+// maskSecrets hides the values of secret-looking keys in YAML text (a config.yaml written by
+// someone else may hold a token).
+func maskSecrets(text string) string {
+	lines := strings.Split(text, "\n")
+	for i, l := range lines {
+		k, _, ok := strings.Cut(l, ":")
+		key := strings.ToLower(strings.TrimSpace(k))
+		if ok && (strings.Contains(key, "token") && !strings.HasSuffix(key, "-file") || strings.Contains(key, "password") || strings.Contains(key, "secret-key")) {
+			lines[i] = k + ": ********"
+		}
+	}
+	return strings.Join(lines, "\n")
+}
+
+func unifiedDiff(path, old, new string) string {
+	d, _ := difflib.GetUnifiedDiffString(difflib.UnifiedDiff{
+		A: difflib.SplitLines(old), B: difflib.SplitLines(new),
+		FromFile: path + " (on the host)", ToFile: path + " (k3strap)", Context: 3,
+	})
+	return d
+}
+
+// startCommand (re)starts the unit without waiting for it to become ready (the supervisor
+// watches): systemd `--no-block`, OpenRC's rc-service in the background.
+func startCommand(hs *hostState, verb string) remote.Cmd {
+	if hs.facts.InitSystem == "openrc" {
+		return remote.Script("start "+hs.plan.Service, `rc-service "$1" "$2" >/dev/null 2>&1 &`, hs.plan.Service, verb).AsRoot()
+	}
+	return remote.Command("systemctl", verb, "--no-block", hs.plan.Service).AsRoot()
+}
+
+// upload writes one planned file, reporting progress. Concurrent uploads across hosts are
+// bounded by --concurrent-uploads.
+func (s *session) upload(ctx context.Context, hs *hostState, f *File) error {
+	if f.LocalPath != "" {
+		select {
+		case s.uploadSlots <- struct{}{}:
+			defer func() { <-s.uploadSlots }()
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	em := s.in.emitter("upload")
+	r, err := f.Open()
+	if err != nil {
+		return err
+	}
+	defer r.Close()
+	last := time.Time{}
+	progress := func(sent int64) {
+		if now := time.Now(); now.Sub(last) > 200*time.Millisecond || sent == f.Size {
+			last = now
+			em.Progress(hs.host.Name, events.Upload{File: f.Path, Bytes: sent, Total: f.Size})
+		}
+	}
+	if err := hs.c().WriteFile(ctx, f.Path, f.Mode, r, f.Size, progress); err != nil {
+		return err
+	}
+	em.Progress(hs.host.Name, events.Upload{File: f.Path, Bytes: f.Size, Total: f.Size, Done: true})
+	return nil
+}
+
+// installCmd verifies uploaded artifacts on the host, runs the install script, and says whether
+// the unit or env file changed.
+const installCmd = `set -e
+script=$1; shift
+if [ "$#" -gt 0 ]; then
+  for line in "$@"; do printf '%s\n' "$line"; done | sha256sum -c --quiet --strict - \
+    || { echo "uploaded file does not match its checksum (corrupted in transit?)" >&2; exit 3; }
+fi
+units() { cat /etc/systemd/system/k3s.service /etc/systemd/system/k3s.service.env \
+  /etc/systemd/system/k3s-agent.service /etc/systemd/system/k3s-agent.service.env /etc/init.d/k3s /etc/init.d/k3s-agent 2>/dev/null || true; }
+before=$(units | sha256sum)
+sh "$script"
+after=$(units | sha256sum)
+if [ "$before" = "$after" ]; then echo "@k3strap unit-unchanged"; else echo "@k3strap unit-changed"; fi`
+
+func (s *session) install(ctx context.Context, hs *hostState) (unitChanged bool, err error) {
+	args := []string{PathInstallScript}
+	for _, f := range hs.plan.Files {
+		if f.LocalPath != "" {
+			args = append(args, f.SHA256+"  "+f.Path)
+		}
+	}
+	cmd := remote.Script("install K3s", installCmd, args...).AsRoot().WithEnv(hs.plan.InstallEnv...)
+	s.in.emitter("install").Debug(hs.host.Name, cmd.String()+" with "+strings.Join(hs.plan.InstallEnv, " "))
+	res, err := hs.c().Check(ctx, cmd)
+	if err != nil {
+		return false, err
+	}
+	changed := strings.Contains(string(res.Stdout), "@k3strap unit-changed")
+	msg := "install script ran (unit unchanged)"
+	if changed {
+		msg = "install script ran (unit written)"
+	}
+	s.in.emitter("install").Step(hs.host.Name, "install", events.StatusChanged, msg)
+	return changed, nil
+}
