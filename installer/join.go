@@ -173,9 +173,16 @@ func (s *session) uncordon(ctx context.Context, first, hs *hostState) error {
 func (s *session) waitNode(ctx context.Context, hs *hostState, kc *nodeView, version string) error {
 	deadline := time.Now().Add(s.in.opts.Timeout)
 	wantEtcd := hs.host.Role == inventory.RoleServer && len(s.in.cluster.Servers()) > 1
+	// A host kept out of the CNI (kernelPolicy exclude) has no pod network on a cluster
+	// whose CNI k3strap deploys: its node may stay NotReady, so registering is enough.
+	_, excluded := s.cniExcluded()[hs.host.Name]
 	lastWhy := "not registered yet"
 	for {
 		n, err := kc.get(ctx, hs.host.Name)
+		if err == nil && n != nil && excluded {
+			s.in.emitter("join").Step(hs.host.Name, "node", events.StatusOK, "node registered (excluded from the CNI: Ready not required)")
+			return nil
+		}
 		if err == nil && n != nil {
 			// Labels and taints are K3s's to set at registration: required of a node this run
 			// created; drift on an existing node is the reconcile step's (node-taint alone

@@ -33,10 +33,7 @@ func (s *session) kubeconfig(ctx context.Context, first *hostState) (string, err
 	if err != nil {
 		return "", s.hostFailure(first, "kubeconfig", ExitInstall, err)
 	}
-	path := s.in.opts.KubeconfigOut
-	if path == "" {
-		path = s.in.cluster.Metadata.Name + ".kubeconfig"
-	}
+	path := s.kubeconfigPath()
 	if old, err := os.ReadFile(path); err == nil && bytes.Equal(old, out) {
 		em.Step(first.host.Name, "kubeconfig", events.StatusUnchanged, path+" is up to date")
 		return path, nil

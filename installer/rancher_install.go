@@ -140,7 +140,7 @@ func (w *rancherWatch) sleep(ctx context.Context) error {
 	}
 }
 
-// kubeconfigPath is where the kubeconfig step wrote the kubeconfig (--kubeconfig-out, default
+// kubeconfigPath is where the kubeconfig step writes the kubeconfig (--kubeconfig-out, default
 // ./<cluster name>.kubeconfig).
 func (s *session) kubeconfigPath() string {
 	if p := s.in.opts.KubeconfigOut; p != "" {

@@ -233,3 +233,21 @@ func (s *session) bastion(ctx context.Context, e *endpoint) (*remote.Client, err
 	s.in.emitter("connect").Info("", "connected to jump host "+key)
 	return c, nil
 }
+
+// Dial connects to h exactly as apply does — the inventory, then ~/.ssh/config, the bastion,
+// known_hosts with trust on first use (reported as a warning event) — for callers such as the
+// init wizard's connection test. closeAll closes the connection and any jump host.
+func (in *Installer) Dial(ctx context.Context, h *inventory.Host) (c *remote.Client, closeAll func(), err error) {
+	s := in.newSession()
+	cfg, err := s.remoteConfig(ctx, h)
+	if err != nil {
+		s.close()
+		return nil, nil, err
+	}
+	c, err = s.dial(ctx, &hostState{host: h}, cfg)
+	if err != nil {
+		s.close()
+		return nil, nil, err
+	}
+	return c, func() { _ = c.Close(); s.close() }, nil
+}

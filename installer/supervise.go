@@ -114,7 +114,15 @@ func (sup *supervisor) run(ctx context.Context, res convergeResult) error {
 		sup.started = time.Now()
 	}
 	if sup.flannelOff() {
-		reason := "flannel-backend: none — no subnet.env is ever written; the CNI you bring configures pod networking"
+		reason := "flannel-backend: none — no subnet.env is ever written; "
+		switch sup.s.in.cluster.Spec.CNI.Type {
+		case inventory.CNICalico:
+			reason += "Calico, deployed by k3strap, configures pod networking"
+		case inventory.CNIFlannelStandalone:
+			reason += "the standalone flannel DaemonSet deployed by k3strap configures pod networking"
+		default:
+			reason += "the CNI you bring configures pod networking"
+		}
 		sup.em.Milestone(sup.hs.host.Name, events.MilestoneInfo{Name: MilestoneSubnetEnv, Skipped: true, Detail: reason})
 		sup.reached[MilestoneSubnetEnv] = 0
 	}

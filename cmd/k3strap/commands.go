@@ -160,7 +160,11 @@ func (a *app) renderHost(pl *installer.Planner, c *inventory.Cluster, h *invento
 			if f.LocalPath != "" {
 				src = f.LocalPath
 			}
-			fmt.Fprintf(w, "  %s  mode %04o  %s  sha256 %s  from %s\n", f.Path, f.Mode, sizeOf(f.Size), f.SHA256, src)
+			sum := "sha256 " + f.SHA256
+			if f.Secret {
+				sum = "secret: content and checksum not shown"
+			}
+			fmt.Fprintf(w, "  %s  mode %04o  %s  %s  from %s\n", f.Path, f.Mode, sizeOf(f.Size), sum, src)
 		}
 		if i == 0 {
 			// Add-on manifests (CNI, issue 4) in full, unless secret or large (a local operator manifest).

@@ -80,6 +80,9 @@ type Host struct {
 type Harness struct {
 	script string
 	dir    string
+	// lock is the cross-process file lock; it must stay referenced for the life of the
+	// process (a collected *flock.Flock closes its file, which releases the lock).
+	lock *flock.Flock
 
 	mu      sync.Mutex
 	hosts   []Host
@@ -162,8 +165,9 @@ func open(ctx context.Context) (*Harness, error) {
 	if err != nil || !ok {
 		return nil, fmt.Errorf("lock %s (another test process is using the harness): %v", lock.Path(), err)
 	}
-	// The lock is held until the process exits: the OS releases it.
-	h := &Harness{script: script, dir: dir}
+	// The lock is held until the process exits: the OS releases it then. The Harness keeps
+	// the Flock referenced so that its file is not closed (and the lock lost) by the GC.
+	h := &Harness{script: script, dir: dir, lock: lock}
 	bctx, bcancel := context.WithTimeout(ctx, baseTimeout)
 	defer bcancel()
 	if _, err := h.run(bctx, nil, nil, "base"); err != nil {

@@ -4,10 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
 	"strings"
 	"time"
 
+	"github.com/k3strap/k3strap/events"
+	"github.com/k3strap/k3strap/installer"
 	"github.com/k3strap/k3strap/installer/remote"
 	"github.com/k3strap/k3strap/inventory"
 )
@@ -32,44 +33,27 @@ type SSHTester func(ctx context.Context, c *inventory.Cluster, h *inventory.Host
 // sshTestTimeout bounds one connection test (connect, handshake, two commands).
 const sshTestTimeout = 20 * time.Second
 
-// TestSSH connects to h the way the installer does (installer/remote.Dial; the host's SSH
-// settings over the cluster's; key paths resolved against c.Source; ssh-agent when
-// SSH_AUTH_SOCK is set and the inventory does not say otherwise), verifying the host key
-// against known_hosts and recording an unknown one (trust on first use, reported in HostKey).
-// It runs `uname -srm` and, for a user other than root, `sudo -n true`. ctx and a 20 s timeout
-// bound it. It changes nothing on the host.
+// TestSSH connects to h exactly as apply does (installer.Installer.Dial: the inventory, then
+// ~/.ssh/config, the bastion, known_hosts with an unknown key recorded — trust on first use,
+// reported in HostKey). It runs `uname -srm` and, for a user other than root, `sudo -n true`.
+// ctx and a 20 s timeout bound it. It changes nothing on the host.
 func TestSSH(ctx context.Context, c *inventory.Cluster, h *inventory.Host) SSHResult {
 	start := time.Now()
 	ctx, cancel := context.WithTimeout(ctx, sshTestTimeout)
 	defer cancel()
-	sc := c.HostSSH(h)
-	kh := c.ResolvePath(sc.KnownHosts)
-	if kh == "" {
-		kh = c.ResolvePath(inventory.DefaultKnownHosts)
-	}
 	res := SSHResult{}
-	known := &remote.KnownHosts{Path: kh, OnRecord: func(_, fp string) {
-		res.HostKey = fmt.Sprintf("recorded host key %s in %s (trust on first use)", fp, kh)
-	}}
-	cfg := remote.Config{
-		Host:           h.Name,
-		Address:        h.Address,
-		Port:           sc.Port,
-		User:           sc.User,
-		KeyPath:        c.ResolvePath(sc.KeyPath),
-		KnownHosts:     known,
-		ConnectTimeout: sc.ConnectTimeout.D(),
-	}
-	if sc.Agent != nil {
-		cfg.UseAgent = *sc.Agent
-	} else {
-		cfg.UseAgent = os.Getenv("SSH_AUTH_SOCK") != ""
-	}
 	done := func(ok bool, detail string) SSHResult {
 		res.OK, res.Detail, res.Seconds = ok, detail, time.Since(start).Seconds()
 		return res
 	}
-	cl, err := remote.Dial(ctx, cfg)
+	// Dial exactly as apply does (~/.ssh/config, bastion, known_hosts); a recorded host key
+	// arrives as a warning event.
+	in := installer.New(c, installer.Options{}, events.SinkFunc(func(e events.Event) {
+		if e.Type == events.Warning && strings.Contains(e.Message, "trust on first use") {
+			res.HostKey = e.Message
+		}
+	}))
+	cl, closeAll, err := in.Dial(ctx, h)
 	if err != nil {
 		var ce *remote.ConnectError
 		if errors.As(err, &ce) {
@@ -77,12 +61,12 @@ func TestSSH(ctx context.Context, c *inventory.Cluster, h *inventory.Host) SSHRe
 		}
 		return done(false, err.Error())
 	}
-	defer cl.Close()
+	defer closeAll()
 	out, err := cl.Check(ctx, remote.Command("uname", "-srm"))
 	if err != nil {
 		return done(false, "logged in, but running a command failed: "+err.Error())
 	}
-	detail := fmt.Sprintf("%s@%s · %s", sc.User, cl.Address(), strings.TrimSpace(string(out.Stdout)))
+	detail := fmt.Sprintf("%s@%s · %s", cl.User(), cl.Address(), strings.TrimSpace(string(out.Stdout)))
 	if !cl.IsRoot() {
 		r, err := cl.Run(ctx, remote.Command("true").AsRoot())
 		switch {

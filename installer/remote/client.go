@@ -287,6 +287,9 @@ func (c *Client) keepalive() {
 // Host returns the inventory name of the host.
 func (c *Client) Host() string { return c.cfg.Host }
 
+// User returns the login user.
+func (c *Client) User() string { return c.cfg.User }
+
 // Address returns host:port.
 func (c *Client) Address() string { return c.cfg.addr() }
 
