@@ -304,7 +304,7 @@ func (s *session) knownHosts(path string) *remote.KnownHosts {
 	}
 	em := s.in.emitter("connect")
 	kh := &remote.KnownHosts{Path: path, OnRecord: func(addr, fp string) {
-		em.Warn(hostForAddress(s, addr), fmt.Sprintf("recorded new host key %s for %s in %s (trust on first use)", fp, addr, path))
+		em.Warn(hostForAddress(s, addr), fmt.Sprintf("recorded host key %s for %s in %s (trust on first use)", fp, addr, path))
 	}}
 	if s.kh == nil {
 		s.kh = map[string]*remote.KnownHosts{}

@@ -171,7 +171,16 @@ func (s *session) resolveEndpoint(alias string, exp inventory.SSH, depth int) (*
 // remoteConfig returns how to connect to h: inventory, ~/.ssh/config, defaults; through the
 // bastion when there is one (dialed once per run and shared).
 func (s *session) remoteConfig(ctx context.Context, h *inventory.Host) (remote.Config, error) {
-	exp := s.in.cluster.HostSSHExplicit(h)
+	c := s.in.cluster
+	exp := c.HostSSHExplicit(h)
+	// Local paths as the inventory means them ("~", relative to the inventory file); the
+	// loader already resolved them for a file, a cluster built in code (the wizard) may not.
+	exp.KeyPath, exp.KnownHosts = c.ResolvePath(exp.KeyPath), c.ResolvePath(exp.KnownHosts)
+	if b := exp.Bastion; b != nil {
+		bb := *b
+		bb.KeyPath = c.ResolvePath(bb.KeyPath)
+		exp.Bastion = &bb
+	}
 	e, err := s.resolveEndpoint(h.Address, exp, 0)
 	if err != nil {
 		return remote.Config{}, err

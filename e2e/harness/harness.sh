@@ -338,12 +338,16 @@ cg_kill() {   # SIGKILL every process in host cgroup $1 (systemd hierarchy) unti
   done
   log "$n: processes survive SIGKILL: $pids"
 }
-cg_remove_all() {   # rmdir every (empty, hosts are down) k3st-h* cgroup tree
-  local c p
+cg_remove_all() {   # remove every k3st-h* cgroup tree: ours, and any an earlier run made from another cgroup
+  local c p pids
   for c in $CG_CTRLS; do
     [ -d "/sys/fs/cgroup/$c" ] || continue
-    for p in "$(cg_path "$c")/$P"-h*; do
-      [ -d "$p" ] && find "$p" -depth -type d -exec rmdir {} \; 2>/dev/null
+    for p in $(find "/sys/fs/cgroup/$c" -maxdepth 5 -type d -name "$P-h*" 2>/dev/null); do
+      [ -d "$p" ] || continue
+      pids=$(find "$p" -name cgroup.procs -exec cat {} + 2>/dev/null)
+      # shellcheck disable=SC2086
+      [ -n "$pids" ] && kill -KILL $pids 2>/dev/null
+      find "$p" -depth -type d -exec rmdir {} \; 2>/dev/null
     done
   done; true
 }

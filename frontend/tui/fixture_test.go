@@ -37,7 +37,7 @@ func applyStart() *recorder {
 	c.Step("cp1", "connect", events.StatusOK, "connected to 192.0.2.10:22 as root")
 	c.Step("cp2", "connect", events.StatusOK, "connected to 192.0.2.11:22 as root")
 	c.Step("edge-1", "connect", events.StatusOK, "connected to 192.0.2.20:22 as pi")
-	c.Warn("edge-1", "recorded new host key SHA256:Yx3lqkYV0b9oS1ZsA2X for 192.0.2.20:22 in known_hosts (trust on first use)")
+	c.Warn("edge-1", "recorded host key SHA256:Yx3lqkYV0b9oS1ZsA2X for 192.0.2.20:22 in known_hosts (trust on first use)")
 	c.Finished(events.StatusOK, "")
 	f := r.after(400 * time.Millisecond).em("facts")
 	f.Started("gathering facts")
