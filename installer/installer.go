@@ -548,7 +548,11 @@ func (s *session) summary(command string, start time.Time, err error, kubeconfig
 			sum.Next = append(sum.Next, "export KUBECONFIG="+kubeconfig, "kubectl get nodes")
 		}
 	case err != nil && len(failed) > 0:
-		sum.Next = append(sum.Next, "look at: "+strings.Join(failed, ", "), fmt.Sprintf("k3strap %s -f %s   # re-running resumes where it stopped", command, file))
+		again := "re-running resumes where it stopped"
+		if command == "preflight" {
+			again = "again once the findings are fixed"
+		}
+		sum.Next = append(sum.Next, "look at: "+strings.Join(failed, ", "), fmt.Sprintf("k3strap %s -f %s   # %s", command, file, again))
 	}
 	s.in.emitter(command).Summary(sum)
 }
