@@ -20,13 +20,7 @@ metadata:
   name: bench
 spec:
   k3s:
-    version: v1.36.3+k3s1
-    install: airgap
-    airgap:
-      amd64:
-        binary: {{.Artifacts}}/k3s
-        images: {{.Artifacts}}/k3s-airgap-images-amd64.tar.zst
-        checksums: {{.Artifacts}}/sha256sum-amd64.txt
+{{template "k3s-airgap" .}}
     config:
       kubelet-arg: [fail-cgroupv1=false]
   ssh:

@@ -21,12 +21,7 @@ metadata:
   name: ha
 spec:
   k3s:
-    version: {{or .Extra.version "v1.36.3+k3s1"}}
-    install: airgap
-    airgap:
-      amd64:
-        binary: {{or .Extra.artifacts .Artifacts}}/k3s
-        checksums: {{or .Extra.artifacts .Artifacts}}/sha256sum-amd64.txt
+{{template "k3s-airgap" .}}
     config:
       kubelet-arg: [fail-cgroupv1=false]
 {{- if .Extra.config}}

@@ -34,12 +34,7 @@ metadata:
   name: e2e
 spec:
   k3s:
-    version: v1.36.3+k3s1
-    install: airgap
-    airgap:
-      amd64:
-        binary: {{.Artifacts}}/k3s
-        checksums: {{.Artifacts}}/sha256sum-amd64.txt
+{{template "k3s-airgap" .}}
     config:
       kubelet-arg: [fail-cgroupv1=false]   # the harness machine boots with cgroup v1
 {{- if .Extra.config}}

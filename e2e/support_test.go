@@ -135,11 +135,11 @@ type inventoryData struct {
 // writeInventory renders tmpl (text/template over inventoryData) to the test's inventory.
 func (c *testCluster) writeInventory(tmpl string, extra map[string]any) string {
 	c.t.Helper()
-	tp := template.Must(template.New("inv").Funcs(template.FuncMap{
+	tp := template.Must(template.Must(template.New("inv").Funcs(template.FuncMap{
 		"inc": func(i int) int { return i + 1 },
 		"add": func(a, b int) int { return a + b },
 		"sub": func(a, b int) int { return a - b + 1 },
-	}).Parse(tmpl))
+	}).Parse(inventoryParts)).Parse(tmpl))
 	var buf bytes.Buffer
 	d := inventoryData{Hosts: c.hosts, Key: c.h.KeyPath(), KnownHosts: filepath.Join(c.dir, "known_hosts"), Artifacts: c.bin.artifacts, Extra: extra}
 	if err := tp.Execute(&buf, d); err != nil {
@@ -247,6 +247,19 @@ func (c *testCluster) exec(i int, args ...string) string {
 	return strings.TrimSpace(string(out))
 }
 
+// inventoryParts are pieces the tests' inventories share: {{template "k3s-airgap" .}} is the
+// K3s release and airgap artifacts under spec.k3s — the simulator built for the test run
+// (Extra.version and Extra.artifacts pick another build, e.g. the next version for upgrades).
+const inventoryParts = `{{define "k3s-airgap"}}    version: {{or .Extra.version "v1.36.3+k3s1"}}
+    install: airgap
+    airgap:
+      amd64:
+        binary: {{or .Extra.artifacts .Artifacts}}/k3s
+        checksums: {{or .Extra.artifacts .Artifacts}}/sha256sum-amd64.txt
+{{- if not .Extra.artifacts}}
+        images: {{.Artifacts}}/k3s-airgap-images-amd64.tar.zst
+{{- end}}{{end}}`
+
 // singleServer is the inventory of one airgap server with the simulator.
 const singleServer = `apiVersion: k3strap.io/v1alpha1
 kind: Cluster
@@ -254,13 +267,7 @@ metadata:
   name: e2e
 spec:
   k3s:
-    version: v1.36.3+k3s1
-    install: airgap
-    airgap:
-      amd64:
-        binary: {{.Artifacts}}/k3s
-        images: {{.Artifacts}}/k3s-airgap-images-amd64.tar.zst
-        checksums: {{.Artifacts}}/sha256sum-amd64.txt
+{{template "k3s-airgap" .}}
     config:
       kubelet-arg:
         - fail-cgroupv1=false   # the harness machine boots with cgroup v1

@@ -1,36 +1,16 @@
 package templates
 
 import (
-	"flag"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/k3strap/k3strap/internal/golden"
 
 	"go.yaml.in/yaml/v3"
 
 	"github.com/k3strap/k3strap/inventory"
 	"github.com/k3strap/k3strap/inventory/k3sflags"
 )
-
-var update = flag.Bool("update", false, "rewrite golden files")
-
-func golden(t *testing.T, name string, got []byte) {
-	t.Helper()
-	p := filepath.Join("testdata", name)
-	if *update {
-		if err := os.WriteFile(p, got, 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	want, err := os.ReadFile(p)
-	if err != nil {
-		t.Fatalf("%v (run go test ./templates -update to create it)", err)
-	}
-	if string(want) != string(got) {
-		t.Fatalf("%s differs from the golden file:\n--- got\n%s\n--- want\n%s", name, got, want)
-	}
-}
 
 func serverConfig() inventory.K3sConfig {
 	return inventory.K3sConfig{
@@ -52,7 +32,7 @@ func TestK3sConfigGolden(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	golden(t, "config-server.yaml", got)
+	golden.Assert(t, "config-server.yaml", got)
 	// Stable across renders (Extra is a map).
 	for i := 0; i < 20; i++ {
 		again, _ := K3sConfig(inventory.RoleServer, serverConfig())

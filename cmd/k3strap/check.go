@@ -3,7 +3,6 @@ package main
 import (
 	"github.com/spf13/cobra"
 
-	"github.com/k3strap/k3strap/installer"
 )
 
 // checkCmd is `k3strap check -f FILE` (issue 4): it reads every node through the first server
@@ -21,19 +20,11 @@ func (a *app) checkCmd() *cobra.Command {
 			"controller added never do. `k3strap apply --reconcile-taints` repairs the drift.",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			c, err := a.load()
+			in, err := a.loadInstaller(rf, nil)
 			if err != nil {
 				return err
 			}
-			opts, err := a.installerOptions(c, rf)
-			if err != nil {
-				return err
-			}
-			sink, err := a.sink()
-			if err != nil {
-				return err
-			}
-			return installer.New(c, opts, sink).Check(cmd.Context())
+			return in.Check(cmd.Context())
 		},
 	}
 	rf.register(cmd, false)

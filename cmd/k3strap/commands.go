@@ -39,19 +39,11 @@ func (a *app) preflightCmd() *cobra.Command {
 		Short: "Connect to every host, gather facts and run the preflight checks; change nothing",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			c, err := a.load()
+			in, err := a.loadInstaller(rf, nil)
 			if err != nil {
 				return err
 			}
-			opts, err := a.installerOptions(c, rf)
-			if err != nil {
-				return err
-			}
-			sink, err := a.sink()
-			if err != nil {
-				return err
-			}
-			_, err = installer.New(c, opts, sink).Preflight(cmd.Context())
+			_, err = in.Preflight(cmd.Context())
 			return err
 		},
 	}
@@ -67,20 +59,11 @@ func (a *app) applyCmd() *cobra.Command {
 		Short: "Install or converge the cluster: preflight, install, supervised bring-up, joins, kubeconfig",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			c, err := a.load()
+			in, err := a.loadInstaller(rf, func(o *installer.Options) { o.ReconcileTaints = reconcileTaints })
 			if err != nil {
 				return err
 			}
-			opts, err := a.installerOptions(c, rf)
-			if err != nil {
-				return err
-			}
-			opts.ReconcileTaints = reconcileTaints
-			sink, err := a.sink()
-			if err != nil {
-				return err
-			}
-			return installer.New(c, opts, sink).Apply(cmd.Context())
+			return in.Apply(cmd.Context())
 		},
 	}
 	rf.register(cmd, true)

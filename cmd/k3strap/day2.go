@@ -22,19 +22,11 @@ func (a *app) upgradeCmd() *cobra.Command {
 			"once Ready on the new version. A downgrade is refused unless --force.",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			c, err := a.load()
+			in, err := a.loadInstaller(rf, nil)
 			if err != nil {
 				return err
 			}
-			opts, err := a.installerOptions(c, rf)
-			if err != nil {
-				return err
-			}
-			sink, err := a.sink()
-			if err != nil {
-				return err
-			}
-			return installer.New(c, opts, sink).Upgrade(cmd.Context())
+			return in.Upgrade(cmd.Context())
 		},
 	}
 	rf.register(cmd, true)
@@ -77,15 +69,11 @@ func (a *app) resetCmd() *cobra.Command {
 					return nil
 				}
 			}
-			opts, err := a.installerOptions(c, rf)
+			in, err := a.installerFor(c, rf, nil)
 			if err != nil {
 				return err
 			}
-			sink, err := a.sink()
-			if err != nil {
-				return err
-			}
-			return installer.New(c, opts, sink).Reset(cmd.Context())
+			return in.Reset(cmd.Context())
 		},
 	}
 	rf.register(cmd, false)
@@ -118,20 +106,11 @@ func (a *app) kubeconfigCmd() *cobra.Command {
 		Short: "Write the cluster's kubeconfig, or merge it into an existing one",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			c, err := a.load()
+			in, err := a.loadInstaller(rf, func(o *installer.Options) { o.APIAddress = apiAddress })
 			if err != nil {
 				return err
 			}
-			opts, err := a.installerOptions(c, rf)
-			if err != nil {
-				return err
-			}
-			opts.APIAddress = apiAddress
-			sink, err := a.sink()
-			if err != nil {
-				return err
-			}
-			_, err = installer.New(c, opts, sink).Kubeconfig(cmd.Context(), req)
+			_, err = in.Kubeconfig(cmd.Context(), req)
 			return err
 		},
 	}

@@ -7,7 +7,6 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/k3strap/k3strap/frontend/tui"
-	"github.com/k3strap/k3strap/installer"
 )
 
 // initCmd is `k3strap init`: the terminal wizard that builds an inventory (issue 6), writes it
@@ -62,15 +61,10 @@ func (a *app) runAfterInit(cmd *cobra.Command, res tui.WizardResult) error {
 	// The flags' defaults, as `k3strap preflight` and `k3strap apply` have them.
 	rf := &runFlags{}
 	rf.register(&cobra.Command{}, true)
-	opts, err := a.installerOptions(c, rf)
+	in, err := a.installerFor(c, rf, nil)
 	if err != nil {
 		return err
 	}
-	sink, err := a.sink()
-	if err != nil {
-		return err
-	}
-	in := installer.New(c, opts, sink)
 	if res.Next == tui.NextApply {
 		err = in.Apply(cmd.Context())
 	} else {

@@ -220,6 +220,32 @@ func (rf *runFlags) register(cmd *cobra.Command, apply bool) {
 	}
 }
 
+// installerFor builds the installer for c with the command's run flags (tweak adjusts the
+// options a command adds) and the chosen front-end.
+func (a *app) installerFor(c *inventory.Cluster, rf *runFlags, tweak func(*installer.Options)) (*installer.Installer, error) {
+	opts, err := a.installerOptions(c, rf)
+	if err != nil {
+		return nil, err
+	}
+	if tweak != nil {
+		tweak(&opts)
+	}
+	sink, err := a.sink()
+	if err != nil {
+		return nil, err
+	}
+	return installer.New(c, opts, sink), nil
+}
+
+// loadInstaller loads the inventory and builds its installer (installerFor).
+func (a *app) loadInstaller(rf *runFlags, tweak func(*installer.Options)) (*installer.Installer, error) {
+	c, err := a.load()
+	if err != nil {
+		return nil, err
+	}
+	return a.installerFor(c, rf, tweak)
+}
+
 func (a *app) installerOptions(c *inventory.Cluster, rf *runFlags) (installer.Options, error) {
 	ignore := rf.ignore
 	if rf.force && !slices.ContainsFunc(ignore, func(s string) bool { return strings.EqualFold(strings.TrimSpace(s), "all") }) {

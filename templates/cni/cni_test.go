@@ -3,11 +3,10 @@ package cni
 import (
 	"encoding/base64"
 	"errors"
-	"flag"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/k3strap/k3strap/internal/golden"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -15,25 +14,6 @@ import (
 
 	"github.com/k3strap/k3strap/inventory"
 )
-
-var update = flag.Bool("update", false, "rewrite golden files")
-
-func golden(t *testing.T, name string, got []byte) {
-	t.Helper()
-	p := filepath.Join("testdata", name)
-	if *update {
-		if err := os.WriteFile(p, got, 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	want, err := os.ReadFile(p)
-	if err != nil {
-		t.Fatalf("%v (run go test ./templates/cni -update to create it)", err)
-	}
-	if string(want) != string(got) {
-		t.Fatalf("%s differs from the golden file:\n--- got\n%s\n--- want\n%s", name, got, want)
-	}
-}
 
 func taint(t *testing.T, s string) inventory.Taint {
 	t.Helper()
@@ -130,7 +110,7 @@ func TestGolden(t *testing.T) {
 				if !ok {
 					t.Fatalf("no manifest %s", name)
 				}
-				golden(t, file, b)
+				golden.Assert(t, file, b)
 				again := render(t, c, read)[name]
 				if string(again) != string(b) {
 					t.Fatalf("%s: rendering is not stable", name)

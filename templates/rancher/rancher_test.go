@@ -2,34 +2,14 @@ package rancher
 
 import (
 	"encoding/base64"
-	"flag"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/k3strap/k3strap/internal/golden"
 
 	"go.yaml.in/yaml/v3"
 	corev1 "k8s.io/api/core/v1"
 )
-
-var update = flag.Bool("update", false, "rewrite golden files")
-
-func golden(t *testing.T, name string, got []byte) {
-	t.Helper()
-	p := filepath.Join("testdata", name)
-	if *update {
-		if err := os.WriteFile(p, got, 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	want, err := os.ReadFile(p)
-	if err != nil {
-		t.Fatalf("%v (run go test ./templates/rancher -update to create it)", err)
-	}
-	if string(want) != string(got) {
-		t.Fatalf("%s differs from the golden file:\n--- got\n%s\n--- want\n%s", name, got, want)
-	}
-}
 
 // helmChartDoc is the part of a HelmChart the tests read back.
 type helmChartDoc struct {
@@ -77,7 +57,7 @@ func TestRancherHelmChartOnlineGolden(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	golden(t, "rancher-online.yaml", got)
+	golden.Assert(t, "rancher-online.yaml", got)
 	d, vals := parseChart(t, got)
 	if d.APIVersion != "helm.cattle.io/v1" || d.Kind != "HelmChart" || d.Metadata.Name != "rancher" || d.Metadata.Namespace != "kube-system" ||
 		d.Spec.TargetNamespace != "cattle-system" || !d.Spec.CreateNamespace || d.Spec.Version != "2.11.3" || d.Spec.ChartContent != "" {
@@ -103,7 +83,7 @@ func TestRancherHelmChartOptionsGolden(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	golden(t, "rancher-options.yaml", got)
+	golden.Assert(t, "rancher-options.yaml", got)
 	_, vals := parseChart(t, got)
 	ing := vals["ingress"].(map[string]any)
 	if ing["tls"].(map[string]any)["source"] != "letsEncrypt" || ing["extraAnnotations"].(map[string]any)["a"] != "b" {
@@ -133,7 +113,7 @@ func TestHelmChartsAirgapGolden(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	golden(t, "rancher-airgap.yaml", got)
+	golden.Assert(t, "rancher-airgap.yaml", got)
 	d, vals := parseChart(t, got)
 	content, err := base64.StdEncoding.DecodeString(d.Spec.ChartContent)
 	if err != nil || string(content) != string(archive) {
@@ -150,7 +130,7 @@ func TestHelmChartsAirgapGolden(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	golden(t, "cert-manager-airgap.yaml", cm)
+	golden.Assert(t, "cert-manager-airgap.yaml", cm)
 	d, vals = parseChart(t, cm)
 	if content, _ := base64.StdEncoding.DecodeString(d.Spec.ChartContent); string(content) != string(cmArchive) {
 		t.Error("cert-manager chartContent does not decode to the archive")
@@ -170,7 +150,7 @@ func TestCertManagerHelmChartOnlineGolden(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	golden(t, "cert-manager-online.yaml", got)
+	golden.Assert(t, "cert-manager-online.yaml", got)
 	_, vals := parseChart(t, got)
 	if vals["crds"].(map[string]any)["enabled"] != true {
 		t.Errorf("CRDs not enabled: %v", vals)
@@ -192,7 +172,7 @@ func TestBootstrapSecretRoundTrip(t *testing.T) {
 	}
 	// The golden file uses a fixed, obviously fake password.
 	fixed, _ := BootstrapSecret("not-a-real-password")
-	golden(t, "bootstrap-secret.yaml", fixed)
+	golden.Assert(t, "bootstrap-secret.yaml", fixed)
 	if _, err := ParseBootstrapSecret([]byte("kind: Secret\n")); err == nil {
 		t.Error("a Secret without the values file parsed")
 	}
@@ -211,7 +191,7 @@ func TestTLSSecretsGolden(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	golden(t, "tls-secrets.yaml", got)
+	golden.Assert(t, "tls-secrets.yaml", got)
 	dec := yaml.NewDecoder(strings.NewReader(string(got)))
 	var kinds []string
 	for {
