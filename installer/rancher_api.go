@@ -229,8 +229,8 @@ func (a *rancherAPI) ensureCluster(ctx context.Context, name string, clusterTols
 			continue
 		}
 		c = x
-		wantC := mergeTolerations(c.ClusterAgentDeploymentCustomization.tolerations(), clusterTols)
-		wantF := mergeTolerations(c.FleetAgentDeploymentCustomization.tolerations(), fleetTols)
+		wantC := inventory.AppendTolerations(c.ClusterAgentDeploymentCustomization.tolerations(), clusterTols...)
+		wantF := inventory.AppendTolerations(c.FleetAgentDeploymentCustomization.tolerations(), fleetTols...)
 		if len(wantC) == len(c.ClusterAgentDeploymentCustomization.tolerations()) && len(wantF) == len(c.FleetAgentDeploymentCustomization.tolerations()) {
 			return c, false, false, nil
 		}

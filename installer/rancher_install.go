@@ -476,20 +476,3 @@ func tolerationsFor(ts []inventory.Taint) []inventory.Toleration {
 	return out
 }
 
-// mergeTolerations returns a followed by the entries of b not already in a.
-func mergeTolerations(a, b []inventory.Toleration) []inventory.Toleration {
-	out := append([]inventory.Toleration(nil), a...)
-	for _, t := range b {
-		dup := false
-		for _, o := range out {
-			if o.Key == t.Key && o.Operator == t.Operator && o.Value == t.Value && o.Effect == t.Effect {
-				dup = true
-				break
-			}
-		}
-		if !dup {
-			out = append(out, t)
-		}
-	}
-	return out
-}

@@ -54,8 +54,8 @@ func (w *rancherWatch) register(ctx context.Context) error {
 		} else if fixed, known := preflight.RancherHasAgentTaintFix(v); known && !fixed && len(custom) > 0 {
 			w.em.Warn(w.first.host.Name, fmt.Sprintf("Rancher %s lacks the fix for rancher/rancher#49981 (cattle-cluster-agent Pending on a tainted first node): k3strap sets appendTolerations, but upgrade to %s", v, preflight.RancherAgentTaintFixedIn))
 		}
-		clusterTols := mergeTolerations(tolerationsFor(custom), r.ClusterAgentTolerations)
-		fleetTols := mergeTolerations(tolerationsFor(custom), r.FleetAgentTolerations)
+		clusterTols := inventory.AppendTolerations(tolerationsFor(custom), r.ClusterAgentTolerations...)
+		fleetTols := inventory.AppendTolerations(tolerationsFor(custom), r.FleetAgentTolerations...)
 		cl, created, updated, err := api.ensureCluster(ctx, name, clusterTols, fleetTols)
 		if err != nil {
 			return w.failure(err.Error(), "check that the API token may create clusters", nil)

@@ -167,3 +167,30 @@ type Position struct {
 
 // Positions maps a field path such as "spec.hosts[1].taints[0]" to its Position.
 type Positions map[string]Position
+
+// AppendTolerations returns base followed by the tolerations of add that base does not hold
+// already (same key, operator, value and effect), for inventory or Kubernetes tolerations.
+func AppendTolerations[T corev1.Toleration | Toleration](base []T, add ...T) []T {
+	key := func(t T) [4]string {
+		var c corev1.Toleration
+		switch v := any(t).(type) {
+		case corev1.Toleration:
+			c = v
+		case Toleration:
+			c = v.Core()
+		}
+		return [4]string{c.Key, string(c.Operator), c.Value, string(c.Effect)}
+	}
+	out := append([]T(nil), base...)
+	seen := map[[4]string]bool{}
+	for _, t := range out {
+		seen[key(t)] = true
+	}
+	for _, t := range add {
+		if k := key(t); !seen[k] {
+			seen[k] = true
+			out = append(out, t)
+		}
+	}
+	return out
+}

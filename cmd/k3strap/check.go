@@ -2,7 +2,6 @@ package main
 
 import (
 	"github.com/spf13/cobra"
-
 )
 
 // checkCmd is `k3strap check -f FILE` (issue 4): it reads every node through the first server

@@ -249,24 +249,6 @@ func exists(key string, effect corev1.TaintEffect) corev1.Toleration {
 	return corev1.Toleration{Key: key, Operator: corev1.TolerationOpExists, Effect: effect}
 }
 
-// appendMissing appends the tolerations of add that are not already in base (same key,
-// operator, value, effect).
-func appendMissing(base []corev1.Toleration, add ...corev1.Toleration) []corev1.Toleration {
-	out := append([]corev1.Toleration(nil), base...)
-	for _, t := range add {
-		dup := false
-		for _, o := range out {
-			if o.Key == t.Key && o.Operator == t.Operator && o.Value == t.Value && o.Effect == t.Effect {
-				dup = true
-				break
-			}
-		}
-		if !dup {
-			out = append(out, t)
-		}
-	}
-	return out
-}
 
 // CalicoDefaultTolerations are calico-node's default tolerations (DOMAIN.md §3): setting
 // Installation.spec.calicoNodeDaemonSet...tolerations REPLACES them, so k3strap renders them
@@ -282,7 +264,7 @@ func CalicoDefaultTolerations() []corev1.Toleration {
 // CalicoNodeTolerations are the tolerations k3strap renders for calico-node: Calico's
 // defaults plus one per declared taint.
 func CalicoNodeTolerations(c *inventory.Cluster) []corev1.Toleration {
-	return appendMissing(CalicoDefaultTolerations(), DeclaredTolerations(c)...)
+	return inventory.AppendTolerations(CalicoDefaultTolerations(), DeclaredTolerations(c)...)
 }
 
 // CalicoControlPlaneTolerations are rendered as Installation.spec.controlPlaneTolerations (the
@@ -290,7 +272,7 @@ func CalicoNodeTolerations(c *inventory.Cluster) []corev1.Toleration {
 // control-plane and legacy master NoSchedule taints, plus one per declared taint — complete
 // on its own whether Calico merges it with a component's defaults or replaces them.
 func CalicoControlPlaneTolerations(c *inventory.Cluster) []corev1.Toleration {
-	return appendMissing([]corev1.Toleration{
+	return inventory.AppendTolerations([]corev1.Toleration{
 		exists("CriticalAddonsOnly", ""),
 		exists(inventory.TaintControlPlane, corev1.TaintEffectNoSchedule),
 		exists(inventory.TaintMaster, corev1.TaintEffectNoSchedule),
@@ -306,7 +288,7 @@ func OperatorDefaultTolerations() []corev1.Toleration {
 // OperatorTolerations are the chart values k3strap renders for the tigera-operator
 // Deployment: the upstream defaults plus one per declared taint.
 func OperatorTolerations(c *inventory.Cluster) []corev1.Toleration {
-	return appendMissing(OperatorDefaultTolerations(), DeclaredTolerations(c)...)
+	return inventory.AppendTolerations(OperatorDefaultTolerations(), DeclaredTolerations(c)...)
 }
 
 // FlannelDefaultTolerations are kube-flannel-ds's tolerations in the upstream kube-flannel.yml
@@ -320,7 +302,7 @@ func FlannelDefaultTolerations() []corev1.Toleration {
 // node-role.kubernetes.io/master (any effect), plus one per declared taint, NoExecute ones
 // included.
 func FlannelTolerations(c *inventory.Cluster) []corev1.Toleration {
-	return appendMissing(append(FlannelDefaultTolerations(),
+	return inventory.AppendTolerations(append(FlannelDefaultTolerations(),
 		exists(inventory.TaintControlPlane, ""),
 		exists(inventory.TaintMaster, "")), DeclaredTolerations(c)...)
 }
