@@ -83,7 +83,9 @@ type convergeResult struct {
 	uploaded     []string
 	installed    bool
 	restarted    bool
-	started      time.Time // when the service was (re)started; zero when left running
+	// verb is how the service was brought up: "start" or "restart".
+	verb    string
+	started time.Time // when the service was (re)started; zero when left running
 }
 
 func (r convergeResult) changed() bool { return len(r.uploaded) > 0 || r.installed || r.restarted }
@@ -110,7 +112,7 @@ func (r convergeResult) describe() string {
 		parts = append(parts, "ran the install script")
 	}
 	if r.restarted {
-		parts = append(parts, "restarted the service")
+		parts = append(parts, r.verb+"ed the service")
 	}
 	return strings.Join(parts, "; ")
 }
@@ -156,7 +158,7 @@ func (s *session) converge(ctx context.Context, hs *hostState) (convergeResult, 
 		if _, err := hs.c().Check(ctx, startCommand(hs, verb)); err != nil {
 			return res, s.hostFailure(hs, "start", ExitInstall, err)
 		}
-		res.restarted = true
+		res.restarted, res.verb = true, verb
 		s.in.emitter("install").Step(hs.host.Name, "start", events.StatusChanged, fmt.Sprintf("%sed %s", verb, p.Service))
 	}
 	s.in.emitter("configure").Step(hs.host.Name, "converge", res.status(), res.describe())

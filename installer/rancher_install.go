@@ -475,4 +475,3 @@ func tolerationsFor(ts []inventory.Taint) []inventory.Toleration {
 	}
 	return out
 }
-
