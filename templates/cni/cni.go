@@ -249,7 +249,6 @@ func exists(key string, effect corev1.TaintEffect) corev1.Toleration {
 	return corev1.Toleration{Key: key, Operator: corev1.TolerationOpExists, Effect: effect}
 }
 
-
 // CalicoDefaultTolerations are calico-node's default tolerations (DOMAIN.md §3): setting
 // Installation.spec.calicoNodeDaemonSet...tolerations REPLACES them, so k3strap renders them
 // explicitly.
