@@ -335,6 +335,19 @@ func TestSudoPasswordUser(t *testing.T) {
 	if !strings.Contains(logs, "sudo") {
 		t.Error("no sudo activity in the host's journal: the check above proves nothing")
 	}
+	// A second run is a no-op: the facts script read the checksums of root's 0600 files
+	// (config.yaml, the token file) with the password on its stdin.
+	r = c.k3strap(2*time.Minute, "apply", "--kubeconfig-out", c.dir+"/k")
+	defer r.dump(t)
+	if r.code != 0 {
+		t.Fatalf("second apply as pwuser exited %d", r.code)
+	}
+	if st := statusOf(t, r); st["cp1"].Status != events.StatusUnchanged {
+		t.Errorf("second apply as pwuser: %s (%s)", st["cp1"].Status, st["cp1"].Message)
+	}
+	if strings.Contains(r.stdout+r.stderr, pw) {
+		t.Error("the sudo password appears in the second run's output")
+	}
 }
 
 // TestJumpHostOnly: hosts reachable only through one bastion host; once through the

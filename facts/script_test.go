@@ -431,59 +431,6 @@ func fileExists(p string) bool {
 	return err == nil
 }
 
-// TestScriptSudoPassword needs a prepared account: K3STRAP_FACTS_SUDO_USER may sudo only with
-// the password in K3STRAP_FACTS_SUDO_PASSWORD, and the test runs as root to `su` to it.
-func TestScriptSudoPassword(t *testing.T) {
-	user, pw := os.Getenv("K3STRAP_FACTS_SUDO_USER"), os.Getenv("K3STRAP_FACTS_SUDO_PASSWORD")
-	if user == "" || pw == "" {
-		t.Skip("set K3STRAP_FACTS_SUDO_USER and K3STRAP_FACTS_SUDO_PASSWORD (a user whose sudo needs that password) to run")
-	}
-	if os.Geteuid() != 0 {
-		t.Skip("needs root to su to the test user")
-	}
-	dir, err := os.MkdirTemp("", "k3strap-facts")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer os.RemoveAll(dir)
-	secret := filepath.Join(dir, "secret")
-	if err := os.WriteFile(secret, []byte("x"), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	sum := sha256.Sum256([]byte("x"))
-	run := func(withPw bool, stdin string) *Host {
-		script := Script(ScriptInput{Files: []string{secret}, SudoPasswordOnStdin: withPw})
-		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-		defer cancel()
-		cmd := exec.CommandContext(ctx, "su", "-s", "/bin/sh", user, "-c", "sh -c "+shellescape.Quote(script))
-		cmd.Stdin = strings.NewReader(stdin)
-		out, err := cmd.Output()
-		if err != nil {
-			t.Fatal(err)
-		}
-		if bytes.Contains(out, []byte(pw)) {
-			t.Fatal("the password appears in the facts document")
-		}
-		h, err := Parse(out)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return h
-	}
-	h := run(false, "")
-	if h.Sudo.Mode != "needs-password" || !h.Sudo.NeedsPassword || h.Sudo.OK || h.K3s.PrivilegedRead {
-		t.Errorf("without password: %+v", h.Sudo)
-	}
-	h = run(true, pw+"\n")
-	if h.Sudo.Mode != "password" || !h.Sudo.OK || !h.K3s.PrivilegedRead || h.K3s.Files[secret] != hex.EncodeToString(sum[:]) {
-		t.Errorf("with password: %+v, files %v", h.Sudo, h.K3s.Files)
-	}
-	h = run(true, "wrong-"+pw+"\n")
-	if h.Sudo.Mode != "bad-password" || h.Sudo.OK || !h.Sudo.NeedsPassword || h.Sudo.Message == "" {
-		t.Errorf("with a wrong password: %+v", h.Sudo)
-	}
-}
-
 // TestScriptFindsK3sBinary puts a fake k3s first on PATH (like the simulator does) and checks
 // that the script reports its version line.
 func TestScriptFindsK3sBinary(t *testing.T) {
