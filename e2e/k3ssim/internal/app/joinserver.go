@@ -119,34 +119,8 @@ func runJoiningServer(parent context.Context, e *runtimeEnv) int {
 	}
 	// The joined server uses the first server's cluster-wide settings for its components.
 	s.ClusterCIDR, s.ServiceCIDR = c.ClusterCIDR, c.ServiceCIDR
-	spawn(func() {
-		e.logAt(ctx, tControllerLog, func() {
-			e.log.Infof("%s", kcmLine(s, embeddedCCM))
-			if embeddedCCM {
-				e.log.Infof("%s", ccmLine(s))
-			}
-		})
-	})
-	spawn(func() {
-		e.logAt(ctx, tKubeconfig, func() {
-			if err := e.writeKubeconfig(serverCA.CertPEM, adminCert, adminKey); err != nil {
-				e.log.Errorf("Failed to write kubeconfig: %v", err)
-			}
-		})
-	})
-	if !s.DisableAgent {
-		spawn(func() { e.logImages(ctx) })
-		spawn(func() {
-			e.logAt(ctx, tKubeletLog, func() { e.log.Infof("%s", kubeletLine(s, e.nodeName, e.nodeIP, cloudExternal)) })
-		})
-	}
-	spawn(func() {
-		e.logAt(ctx, tReady, func() {
-			ready.Store(true)
-			e.opts.Notify("READY=1")
-		})
-		e.logAt(ctx, tUpAndRunning, func() { e.log.Infof("k3s is up and running") })
-	})
+	e.spawnStartup(ctx, spawn, serverStartup{embeddedCCM: embeddedCCM, cloudExternal: cloudExternal, ready: &ready,
+		caPEM: serverCA.CertPEM, adminCert: adminCert, adminKey: adminKey})
 	if s.DisableAgent {
 		<-ctx.Done()
 		return exitOK

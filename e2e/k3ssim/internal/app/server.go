@@ -190,39 +190,8 @@ func (e *runtimeEnv) runFirstServer(parent context.Context) int {
 		wg.Add(1)
 		go func() { defer wg.Done(); fn() }()
 	}
-	spawn(func() {
-		e.logAt(ctx, tControllerLog, func() {
-			e.log.Infof("%s", kcmLine(s, embeddedCCM))
-			if embeddedCCM {
-				e.log.Infof("%s", ccmLine(s))
-			}
-		})
-	})
-	spawn(func() {
-		e.logAt(ctx, tKubeconfig, func() {
-			if err := e.writeKubeconfig(deps.serverCA.CertPEM, deps.adminCert, deps.adminKy); err != nil {
-				e.log.Errorf("Failed to write kubeconfig: %v", err)
-			}
-		})
-	})
-	if !s.DisableAgent {
-		spawn(func() { e.logImages(ctx) })
-		spawn(func() {
-			e.logAt(ctx, tKubeletLog, func() { e.log.Infof("%s", kubeletLine(s, e.nodeName, e.nodeIP, cloudExternal)) })
-		})
-	}
-	spawn(func() {
-		e.logAt(ctx, tReady, func() {
-			ready.Store(true)
-			e.opts.Notify("READY=1")
-		})
-		e.logAt(ctx, tUpAndRunning, func() {
-			e.log.Infof("k3s is up and running")
-			if embeddedCCM && !s.DisableAgent {
-				e.log.Infof("Waiting for untainted node")
-			}
-		})
-	})
+	e.spawnStartup(ctx, spawn, serverStartup{embeddedCCM: embeddedCCM, cloudExternal: cloudExternal, ready: &ready,
+		caPEM: deps.serverCA.CertPEM, adminCert: deps.adminCert, adminKey: deps.adminKy, waitUntainted: embeddedCCM})
 	if !embeddedCCM {
 		spawn(func() {
 			e.logAt(ctx, tSkipCCM1, func() {
@@ -275,6 +244,56 @@ func (e *runtimeEnv) runFirstServer(parent context.Context) int {
 }
 
 // crdStallLines reproduces the manifest deployer's CRD wait of DOMAIN.md §2.
+// serverStartup is what a server — the first or a joined one — shows and does while it
+// starts: the controller-manager lines, the kubeconfig, the kubelet line, READY=1 and
+// "k3s is up and running" at the real K3s v1.36.3 moments (fixtures log-lines-*.txt).
+type serverStartup struct {
+	embeddedCCM, cloudExternal bool
+	ready                      *atomic.Bool
+	caPEM, adminCert, adminKey []byte
+	// waitUntainted adds "Waiting for untainted node" after "up and running" (the first
+	// server with the embedded cloud controller and a node of its own).
+	waitUntainted bool
+}
+
+// spawnStartup runs the start-up sequence of st in goroutines started through spawn.
+func (e *runtimeEnv) spawnStartup(ctx context.Context, spawn func(func()), st serverStartup) {
+	s := e.s
+	spawn(func() {
+		e.logAt(ctx, tControllerLog, func() {
+			e.log.Infof("%s", kcmLine(s, st.embeddedCCM))
+			if st.embeddedCCM {
+				e.log.Infof("%s", ccmLine(s))
+			}
+		})
+	})
+	spawn(func() {
+		e.logAt(ctx, tKubeconfig, func() {
+			if err := e.writeKubeconfig(st.caPEM, st.adminCert, st.adminKey); err != nil {
+				e.log.Errorf("Failed to write kubeconfig: %v", err)
+			}
+		})
+	})
+	if !s.DisableAgent {
+		spawn(func() { e.logImages(ctx) })
+		spawn(func() {
+			e.logAt(ctx, tKubeletLog, func() { e.log.Infof("%s", kubeletLine(s, e.nodeName, e.nodeIP, st.cloudExternal)) })
+		})
+	}
+	spawn(func() {
+		e.logAt(ctx, tReady, func() {
+			st.ready.Store(true)
+			e.opts.Notify("READY=1")
+		})
+		e.logAt(ctx, tUpAndRunning, func() {
+			e.log.Infof("k3s is up and running")
+			if st.waitUntainted && !s.DisableAgent {
+				e.log.Infof("Waiting for untainted node")
+			}
+		})
+	})
+}
+
 func (e *runtimeEnv) crdStallLines(ctx context.Context) {
 	for at := tAddons; at < tCRDStallEnd; at += 5 {
 		if e.clock.Until(ctx, at) != nil {

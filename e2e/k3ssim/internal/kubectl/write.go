@@ -92,29 +92,19 @@ func (k *kubectl) create() error {
 		fmt.Fprintf(k.opts.Stdout, "namespace/%s created\n", k.in.pos[1])
 		return nil
 	}
-	objs, err := k.readFiles()
-	if err != nil {
-		return err
-	}
-	var failed []string
-	for _, no := range objs {
-		r, ns, name := k.target(no.obj)
-		body, _ := json.Marshal(no.obj)
-		if _, err := k.do("POST", r.path(ns, ""), "application/json", body); err != nil {
-			failed = append(failed, serverErr(err, fmt.Sprintf("error when creating %q: ", no.source)).Error())
-			continue
-		}
-		fmt.Fprintf(k.opts.Stdout, "%s/%s created\n", r.typeName(), name)
-	}
-	if len(failed) > 0 {
-		return failf("%s", strings.Join(failed, "\n"))
-	}
-	return nil
+	return k.writeEach("POST", "creating", "created")
 }
 
 // replace implements `kubectl replace -f`: a full PUT carrying the object's
 // resourceVersion, so a stale one fails with 409 Conflict (DOMAIN.md F5).
 func (k *kubectl) replace() error {
+	return k.writeEach("PUT", "replacing", "replaced")
+}
+
+// writeEach sends every object of the -f files with method (POST creates at the collection,
+// PUT replaces the named object) and prints "TYPE/NAME done" per object, kubectl's way;
+// failures are collected and returned together.
+func (k *kubectl) writeEach(method, doing, done string) error {
 	objs, err := k.readFiles()
 	if err != nil {
 		return err
@@ -123,11 +113,15 @@ func (k *kubectl) replace() error {
 	for _, no := range objs {
 		r, ns, name := k.target(no.obj)
 		body, _ := json.Marshal(no.obj)
-		if _, err := k.do("PUT", r.path(ns, name), "application/json", body); err != nil {
-			failed = append(failed, serverErr(err, fmt.Sprintf("error when replacing %q: ", no.source)).Error())
+		at := r.path(ns, name)
+		if method == "POST" {
+			at = r.path(ns, "")
+		}
+		if _, err := k.do(method, at, "application/json", body); err != nil {
+			failed = append(failed, serverErr(err, fmt.Sprintf("error when %s %q: ", doing, no.source)).Error())
 			continue
 		}
-		fmt.Fprintf(k.opts.Stdout, "%s/%s replaced\n", r.typeName(), name)
+		fmt.Fprintf(k.opts.Stdout, "%s/%s %s\n", r.typeName(), name, done)
 	}
 	if len(failed) > 0 {
 		return failf("%s", strings.Join(failed, "\n"))
