@@ -8,7 +8,7 @@ import (
 )
 
 // MergeConfigFiles merges K3s config files in the order given (config.yaml first, then the
-// drop-ins in lexical order) with K3s's rules (DOMAIN.md §2 "Config file",
+// drop-ins in lexical order) with K3s's rules (docs/k3s.md#config-file,
 // pkg/configfilearg/parser.go): the last file wins per key, a key ending in "+" appends to
 // the list. Values become strings (lists item by item, scalars as one item). Documents that do
 // not parse are skipped: this reads evidence, it does not validate.

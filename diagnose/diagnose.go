@@ -2,7 +2,7 @@
 // cluster — during `k3strap apply` (the bring-up supervisor) or on a cluster that is already
 // installed and broken (`k3strap doctor`). It is pure: callers gather the Evidence (the Node
 // object, pods, K3s journal lines, whether subnet.env exists) and get back a Diagnosis naming
-// cause, evidence and fixes. Rules follow DOMAIN.md §1 (F1) and §2: the same symptom (the
+// cause, evidence and fixes. Rules follow docs/failure-modes.md (F1) and docs/k3s.md: the same symptom (the
 // uninitialized taint staying) has several causes, so a diagnosis rests on evidence — the
 // node's K3s arguments, the journal — never on the symptom alone.
 package diagnose
@@ -225,7 +225,7 @@ func hasTaint(n *corev1.Node, key string) (corev1.Taint, bool) {
 // grace period. It distinguishes F1 (kubelet cloud-provider=external, embedded cloud
 // controller disabled, no external one running), a declared external cloud controller that is
 // not running, the manifest-deployer (CRD) stall after a crash during first start
-// (DOMAIN.md §2), and an unknown cause (with the journal tail as evidence).
+// (docs/k3s.md), and an unknown cause (with the journal tail as evidence).
 func UninitializedStall(ev Evidence) Diagnosis {
 	taint, _ := hasTaint(ev.Node, inventory.TaintUninitialized)
 	cp, cpSource := ev.kubeletCloudProvider()

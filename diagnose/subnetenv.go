@@ -7,7 +7,7 @@ import (
 	"strings"
 )
 
-// SubnetEnv is flannel's /run/flannel/subnet.env (DOMAIN.md §2 "Flannel"): keys in order
+// SubnetEnv is flannel's /run/flannel/subnet.env (docs/k3s.md#flannel): keys in order
 // FLANNEL_NETWORK, FLANNEL_SUBNET, optional FLANNEL_IPV6_NETWORK / FLANNEL_IPV6_SUBNET,
 // FLANNEL_MTU, FLANNEL_IPMASQ.
 type SubnetEnv struct {

@@ -107,7 +107,7 @@ func findings(r run, check, host, sev string) []*events.PreflightResult {
 	return out
 }
 
-// TestCNICalicoKernelPolicy: Calico on a mixed fleet (DOMAIN.md F2). The agent's kernel lacks
+// TestCNICalicoKernelPolicy: Calico on a mixed fleet (docs/failure-modes.md F2). The agent's kernel lacks
 // ip_set (harness kernel mask): kernelPolicy strict fails preflight naming the host, the
 // missing features and where they were looked for; exclude installs both hosts, labels the
 // agent's node k3strap.io/cni-excluded=true, keeps calico-node off it (rendered affinity), and

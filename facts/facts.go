@@ -89,7 +89,7 @@ type Sudo struct {
 	Mode string `json:"mode,omitempty"`
 }
 
-// Kernel holds where kernel features can be found (DOMAIN.md §2 "Kernel requirements").
+// Kernel holds where kernel features can be found (docs/k3s.md#kernel-requirements).
 type Kernel struct {
 	// Config maps CONFIG_* names to their value ("y", "m", a number, or a string without its
 	// quotes) from ConfigSource; options that are not set are absent.

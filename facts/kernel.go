@@ -7,7 +7,7 @@ import (
 )
 
 // Feature is one kernel capability K3s or a CNI needs, with every way it can show up
-// (DOMAIN.md §2 "Kernel requirements").
+// (docs/k3s.md#kernel-requirements).
 type Feature struct {
 	// Name is what messages call it, e.g. "ip_set" or "vxlan".
 	Name string
@@ -42,7 +42,7 @@ func (k Kernel) Conclusive(f Feature) bool {
 }
 
 // Find reports whether the kernel has f and says what proved it or, when absent, where it was
-// looked for. The rule (DOMAIN.md §2): present when the kernel config says =y; or =m and the
+// looked for. The rule (docs/k3s.md): present when the kernel config says =y; or =m and the
 // module is loaded (/proc/modules, /sys/module) or loadable (modules.dep); or the module is
 // built in (modules.builtin) or shows in /sys/module. A kernel without module support
 // (no /proc/modules) only has built-ins, which count as present. Without a kernel config, a

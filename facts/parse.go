@@ -284,7 +284,7 @@ func parseUname(_ *parser, h *Host, s *section) error {
 
 // ArchFor maps `uname -m` to the Go / K3s architecture name: x86_64 -> amd64, aarch64 and
 // arm64 -> arm64, armv7* and armhf -> arm; anything else (armv6l, i686, riscv64, ...) -> ""
-// because K3s publishes no release for it (DOMAIN.md §2 "Airgap").
+// because K3s publishes no release for it (docs/k3s.md#airgap).
 func ArchFor(machine string) string {
 	switch {
 	case machine == "x86_64" || machine == "amd64":

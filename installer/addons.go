@@ -9,7 +9,7 @@ import (
 )
 
 // ManifestPrefix starts the name of every manifest k3strap places in the first server's
-// manifests folder, where K3s's deploy controller applies it (DOMAIN.md §3).
+// manifests folder, where K3s's deploy controller applies it (docs/rancher.md).
 const ManifestPrefix = "k3strap-"
 
 // manifestFile is a manifest for DirManifests: mode 0600 (it may hold secrets), applied by K3s

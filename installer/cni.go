@@ -54,7 +54,7 @@ func (s *session) cniExcluded() map[string]preflight.ExcludedHost {
 }
 
 // reportExcluded says loudly, per host and once for the run, which hosts run without the CNI
-// (DOMAIN.md F2: never silently), and puts it into each host's summary line.
+// (docs/failure-modes.md F2: never silently), and puts it into each host's summary line.
 func (s *session) reportExcluded(excluded map[string]preflight.ExcludedHost) {
 	if len(excluded) == 0 {
 		return

@@ -186,7 +186,7 @@ func (s *session) waitNode(ctx context.Context, hs *hostState, kc *nodeView, ver
 		if err == nil && n != nil {
 			// Labels and taints are K3s's to set at registration: required of a node this run
 			// created; drift on an existing node is the reconcile step's (node-taint alone
-			// never changes a registered node, DOMAIN.md F5).
+			// never changes a registered node, docs/failure-modes.md F5).
 			why := nodeNotDone(n, hs.host, wantEtcd, version, !hs.facts.K3s.Installed())
 			if why == "" {
 				s.in.emitter("join").Step(hs.host.Name, "node", events.StatusOK, "node Ready"+map[bool]string{true: " on " + version, false: ""}[version != ""])

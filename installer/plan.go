@@ -19,7 +19,7 @@ import (
 	"github.com/k3strap/k3strap/templates"
 )
 
-// Paths on a host (DOMAIN.md §2 "Files").
+// Paths on a host (docs/k3s.md#files).
 const (
 	PathConfig        = "/etc/rancher/k3s/config.yaml"
 	PathConfigDropins = "/etc/rancher/k3s/config.yaml.d"
@@ -227,7 +227,7 @@ func orUnknown(s string) string {
 	return s
 }
 
-// binaryName is the K3s release file name of the binary for arch (DOMAIN.md §2 "Airgap").
+// binaryName is the K3s release file name of the binary for arch (docs/k3s.md#airgap).
 func binaryName(arch string) string {
 	switch arch {
 	case "arm64":

@@ -93,7 +93,7 @@ func fetchImportManifest(ctx context.Context, hc *http.Client, u string) ([]byte
 }
 
 // rancherAPI is the part of Rancher's v3 API k3strap uses to create an imported cluster
-// (DOMAIN.md §3): /v3/settings/server-version, /v3/clusters, /v3/clusterregistrationtokens.
+// (docs/rancher.md): /v3/settings/server-version, /v3/clusters, /v3/clusterregistrationtokens.
 // The token goes in the Authorization header only; errors never carry it.
 type rancherAPI struct {
 	base  string // https://rancher.example.com (no trailing slash)
@@ -215,7 +215,7 @@ type rancherCluster struct {
 
 // ensureCluster finds the cluster named name or creates it (an imported cluster), so that its
 // clusterAgentDeploymentCustomization and fleetAgentDeploymentCustomization appendTolerations
-// include clusterTols and fleetTols (DOMAIN.md F3). It reports whether the cluster was created
+// include clusterTols and fleetTols (docs/failure-modes.md F3). It reports whether the cluster was created
 // and whether an existing one was updated.
 func (a *rancherAPI) ensureCluster(ctx context.Context, name string, clusterTols, fleetTols []inventory.Toleration) (c rancherCluster, created, updated bool, err error) {
 	var list struct {

@@ -88,7 +88,7 @@ func (w *rancherWatch) register(ctx context.Context) error {
 	if missing, err := agentMissingTolerations(manifest, custom); err != nil {
 		return w.failure("the import manifest from "+redactURL(manifestURL)+" is not usable: "+err.Error(), "", nil)
 	} else if len(missing) > 0 {
-		return w.failure(fmt.Sprintf("the import manifest's %s does not tolerate the first server %s's taint(s) %s: it would stay Pending (DOMAIN.md F3, rancher/rancher#49981)",
+		return w.failure(fmt.Sprintf("the import manifest's %s does not tolerate the first server %s's taint(s) %s: it would stay Pending (docs/failure-modes.md F3, rancher/rancher#49981)",
 			clusterAgent, w.first.host.Name, joinTaints(missing)),
 			"in Rancher, edit the cluster: Cluster Configuration > Cluster Agent > Tolerations (clusterAgentDeploymentCustomization.appendTolerations) and Fleet Agent (fleetAgentDeploymentCustomization.appendTolerations) — add "+joinTaints(missing)+" — then copy the import URL again; or use rancher.register.url with an API token and k3strap sets them",
 			nil)

@@ -24,7 +24,7 @@ import (
 // the inventory (issue 4).
 const ExitDrift ExitCode = 6
 
-// Annotations k3strap keeps on each node to remember what it manages (issue 4, DOMAIN.md F5).
+// Annotations k3strap keeps on each node to remember what it manages (issue 4, docs/failure-modes.md F5).
 // K3s applies node-taint and node-label only when a node registers, and its k3s.io/node-args
 // annotation follows the current config, so neither says which taints k3strap put on a node
 // earlier; without this record a taint dropped from the inventory could not be told apart
@@ -95,7 +95,7 @@ type LabelChange struct {
 	Missing         bool
 }
 
-// NodeDrift is how one node differs from the inventory (DOMAIN.md F5).
+// NodeDrift is how one node differs from the inventory (docs/failure-modes.md F5).
 type NodeDrift struct {
 	// Node is the node name.
 	Node string
@@ -333,7 +333,7 @@ var conflictBackoff = wait.Backoff{Steps: 6, Duration: 100 * time.Millisecond, F
 // reconcileNode brings node d.Name in line with d by read-modify-write: GET the node, change
 // it, and replace it carrying the metadata.resourceVersion it was read with; on 409 Conflict
 // (someone wrote in between) read it again and retry (conflictBackoff), so no concurrent
-// update is lost and spec.taints is never written as a bare list patch (DOMAIN.md F5). It
+// update is lost and spec.taints is never written as a bare list patch (docs/failure-modes.md F5). It
 // returns the drift found before the change (on the last read) and whether it wrote.
 // onConflict is called for each conflict with the attempt number.
 func reconcileNode(ctx context.Context, api nodeAPI, d DesiredNode, mode repairMode, onConflict func(attempt int, err error)) (NodeDrift, bool, error) {

@@ -201,7 +201,7 @@ func TestTaintChangedInInventory(t *testing.T) {
 
 // TestConflictRetriesWithoutLosingTheConcurrentWrite: a write between k3strap's read and its
 // replace makes the replace fail with 409; k3strap reads again and retries, so both the
-// concurrent change and the repair survive (DOMAIN.md F5).
+// concurrent change and the repair survive (docs/failure-modes.md F5).
 func TestConflictRetriesWithoutLosingTheConcurrentWrite(t *testing.T) {
 	c, h := taintCluster(t, "dedicated=edge:NoExecute")
 	api := newFakeNodes(node("w1", map[string]string{"site": "lab"}, nil))

@@ -127,9 +127,9 @@ func (c *Cluster) HostSSHExplicit(h *Host) SSH {
 // host's overrides, then what the inventory's own fields imply:
 //   - node-name is the inventory name; node-label and node-taint come from Labels and Taints;
 //   - cloudController external sets disable-cloud-controller and kubelet-arg
-//     cloud-provider=external; disabled sets disable-cloud-controller only (DOMAIN.md F1);
+//     cloud-provider=external; disabled sets disable-cloud-controller only (docs/failure-modes.md F1);
 //   - cni calico / flannel-standalone / none set flannel-backend none, calico also
-//     disable-network-policy (DOMAIN.md §3);
+//     disable-network-policy (docs/cni.md);
 //   - write-kubeconfig-mode defaults to 0600.
 //
 // Agents get only agent flags: server-only keys from the cluster-wide config are dropped
@@ -220,7 +220,7 @@ func (c K3sConfig) EffectiveFlannelBackend() string {
 
 // KubeletCloudProviderExternal reports whether h's kubelet will run with cloud-provider=external:
 // K3s sets it itself while its embedded cloud controller runs (a server setting that agents
-// receive from their server); otherwise only a kubelet-arg does (DOMAIN.md F1,
+// receive from their server); otherwise only a kubelet-arg does (docs/failure-modes.md F1,
 // pkg/daemons/agent/agent_linux.go). An explicit kubelet-arg cloud-provider wins.
 func (c *Cluster) KubeletCloudProviderExternal(h *Host) bool {
 	cfg := c.HostConfig(h)

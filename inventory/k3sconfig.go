@@ -9,7 +9,7 @@ import (
 )
 
 // K3sConfig is the content of a K3s config.yaml. YAML keys are K3s flag names
-// (DOMAIN.md §2, "Config file"); the typed fields are the ones k3strap reads or renders, and
+// (docs/k3s.md#config-file); the typed fields are the ones k3strap reads or renders, and
 // Extra holds any other flag, validated against the k3sflags table. Bools are pointers so that
 // an explicit false in a per-host override can replace a cluster-wide true.
 type K3sConfig struct {

@@ -113,9 +113,9 @@ var roleTaintKeys = map[string]bool{
 // FirstServerCustomTaints returns the first server's NoSchedule / NoExecute taints as K3s
 // registers them (node-taint of its rendered config, which includes spec.hosts[].taints),
 // without the control-plane/etcd role taints and the taints Kubernetes manages itself
-// (node.kubernetes.io/*, node.cloudprovider.kubernetes.io/*): the "custom taints" of DOMAIN.md
-// F3 that Rancher's agents only tolerate through appendTolerations. Unparsable entries are
-// skipped (validation reports them).
+// (node.kubernetes.io/*, node.cloudprovider.kubernetes.io/*): the "custom taints" of
+// docs/failure-modes.md F3 that Rancher's agents only tolerate through appendTolerations.
+// Unparsable entries are skipped (validation reports them).
 func (c *Cluster) FirstServerCustomTaints() []Taint {
 	fs := c.FirstServer()
 	if fs == nil {

@@ -18,7 +18,7 @@ type Taint struct {
 	Effect corev1.TaintEffect
 }
 
-// Well-known taint keys (DOMAIN.md §2).
+// Well-known taint keys (docs/k3s.md).
 const (
 	// TaintUninitialized is added by the kubelet when it runs with cloud-provider=external and
 	// removed by the cloud controller once it initialised the node (F1).

@@ -68,7 +68,7 @@ const (
 )
 
 // CloudControllerMode says which cloud controller clears the
-// node.cloudprovider.kubernetes.io/uninitialized taint (DOMAIN.md F1).
+// node.cloudprovider.kubernetes.io/uninitialized taint (docs/failure-modes.md F1).
 type CloudControllerMode string
 
 // Cloud controller modes.
@@ -106,7 +106,7 @@ type K3s struct {
 	Config K3sConfig `yaml:"config,omitempty"`
 }
 
-// AirgapArtifacts are the local files for one architecture (DOMAIN.md §2 "Airgap").
+// AirgapArtifacts are the local files for one architecture (docs/k3s.md#airgap).
 type AirgapArtifacts struct {
 	// Binary is the k3s binary (k3s, k3s-arm64, k3s-armhf in a release).
 	Binary string `yaml:"binary"`
@@ -255,7 +255,7 @@ type Rancher struct {
 	Timeout Duration `yaml:"timeout,omitempty"`
 }
 
-// Rancher defaults (issue 5; DOMAIN.md §3).
+// Rancher defaults (issue 5; docs/rancher.md).
 const (
 	// DefaultRancherTimeout is how long k3strap waits for Rancher after the cluster is up.
 	DefaultRancherTimeout = Duration(15 * time.Minute)
@@ -267,7 +267,7 @@ const (
 	MaxRancherReplicas = 3
 )
 
-// RancherTLSSource is the Rancher chart's ingress.tls.source (DOMAIN.md §3).
+// RancherTLSSource is the Rancher chart's ingress.tls.source (docs/rancher.md).
 type RancherTLSSource string
 
 // TLS sources of Rancher's ingress certificate.
@@ -321,7 +321,7 @@ type RancherInstall struct {
 	// here wins). bootstrapPassword is refused here: use BootstrapPassword.
 	Values map[string]any `yaml:"values,omitempty"`
 	// Tolerations are added to the Rancher and cert-manager pods (chart values tolerations),
-	// e.g. to tolerate the first server's custom taints (DOMAIN.md F3).
+	// e.g. to tolerate the first server's custom taints (docs/failure-modes.md F3).
 	Tolerations []Toleration `yaml:"tolerations,omitempty"`
 	// CertManager pins the cert-manager chart (installed for tlsSource rancher and letsEncrypt).
 	CertManager *CertManager `yaml:"certManager,omitempty"`
@@ -389,7 +389,7 @@ type RancherRegister struct {
 	// fleetAgentDeploymentCustomization.appendTolerations (import-URL mode: declare what you
 	// set in Rancher; API mode: added to the tolerations k3strap sets for the first server's
 	// taints). Preflight's RancherAgentTolerations compares them with the first server's
-	// taints (DOMAIN.md F3).
+	// taints (docs/failure-modes.md F3).
 	ClusterAgentTolerations []Toleration `yaml:"clusterAgentTolerations,omitempty"`
 	FleetAgentTolerations   []Toleration `yaml:"fleetAgentTolerations,omitempty"`
 }

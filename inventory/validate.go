@@ -29,7 +29,7 @@ type ValidateOptions struct {
 // cluster built in code or a value set by an override) and, for a problem in a host, the host's
 // name. It checks that local files exist; see ValidateWith to skip that. Load calls it.
 //
-// Rules (issue "inventory"; DOMAIN.md §2 for the K3s facts):
+// Rules (issue "inventory"; docs/k3s.md for the K3s facts):
 //   - apiVersion k3strap.io/v1alpha1, kind Cluster, metadata.name a DNS-1123 label;
 //   - at least one host; host names DNS-1123 subdomains (they are node names) and unique;
 //     addresses (with the effective SSH port) unique; role server or agent; agents need a server;
@@ -46,9 +46,9 @@ type ValidateOptions struct {
 //   - version xor channel, version vX.Y.Z+k3sN, channel only with online installs; airgap needs
 //     artifacts for amd64, arm64 or arm with a binary, and the files must exist;
 //   - cloudController embedded, external (with an existing externalCloudController.manifest)
-//     or disabled, not contradicted by disable-cloud-controller in the config (DOMAIN.md F1);
+//     or disabled, not contradicted by disable-cloud-controller in the config (docs/failure-modes.md F1);
 //   - cni.type, cni.backend for that type, kernelPolicy; flannel-backend in the config must
-//     agree with cni (DOMAIN.md §3);
+//     agree with cni (docs/cni.md);
 //   - SSH ports 1..65535, connect timeouts not negative, a bastion has an address.
 func (c *Cluster) Validate() ErrorList { return c.ValidateWith(ValidateOptions{}) }
 
@@ -309,7 +309,7 @@ func orEmbedded(m CloudControllerMode) CloudControllerMode {
 	return m
 }
 
-// Backends valid for each CNI type (issue "CNI"; DOMAIN.md §2 for flannel, §3 for Calico).
+// Backends valid for each CNI type (issue "CNI"; docs/k3s.md#flannel for flannel, docs/cni.md for Calico).
 var (
 	flannelBackends = []string{"vxlan", "host-gw", "wireguard-native"}
 	calicoBackends  = []string{"VXLAN", "VXLANCrossSubnet", "IPIP", "IPIPCrossSubnet", "WireGuard", "None"}
@@ -595,7 +595,7 @@ var managedKeys = func() map[string]managedKey {
 
 // criticalKeys must hold the same value on every server or a joining server fails with
 // "critical configuration value mismatch" (k3s-io/k3s pkg/daemons/config/types.go,
-// CriticalControlArgs; DOMAIN.md §2).
+// CriticalControlArgs; docs/k3s.md).
 var criticalKeys = map[string]bool{
 	"cluster-cidr": true, "service-cidr": true, "cluster-dns": true, "cluster-domain": true,
 	"disable": true, "disable-cloud-controller": true, "disable-helm-controller": true,

@@ -193,7 +193,7 @@ func TestCNIKernel(t *testing.T) {
 
 // TestCNIKernelPolicy: Calico's kernel needs under kernelPolicy strict (an error naming host,
 // missing features and where they were looked for) and exclude (a warning per host, one
-// summary, and CNIExcludedHosts for the installer) — DOMAIN.md F2, issue 4.
+// summary, and CNIExcludedHosts for the installer) — docs/failure-modes.md F2, issue 4.
 func TestCNIKernelPolicy(t *testing.T) {
 	noIPSet := only("w1", func(f *facts.Host) {
 		delete(f.Kernel.Config, "CONFIG_IP_SET")

@@ -57,7 +57,7 @@ func kubeletArgSource(c *inventory.Cluster, h *inventory.Host) string {
 	return "kubelet-arg"
 }
 
-// checkCloudController implements DOMAIN.md F1:
+// checkCloudController implements docs/failure-modes.md F1:
 //   - error when a node's kubelet gets cloud-provider=external (inventory
 //     Cluster.KubeletCloudProviderExternal) while no cloud controller will run: the embedded
 //     one is disabled (Cluster.EmbeddedCloudController) and no external one is declared
@@ -115,7 +115,7 @@ func checkCloudController(in *Input) []Finding {
 			noExternal = "spec.k3s.externalCloudController.manifest is empty, so no external cloud controller is deployed"
 		}
 		out = append(out, errorf(h.Name, cloudFix(c, by, argSrc),
-			"the kubelet gets kubelet-arg cloud-provider=external (%s), but K3s's embedded cloud controller is disabled (%s) and %s: the node registers with taint %s=true:NoSchedule and nothing ever removes it; %s (DOMAIN.md F1, k3s-io/k3s#11619)",
+			"the kubelet gets kubelet-arg cloud-provider=external (%s), but K3s's embedded cloud controller is disabled (%s) and %s: the node registers with taint %s=true:NoSchedule and nothing ever removes it; %s (docs/failure-modes.md F1, k3s-io/k3s#11619)",
 			argSrc, by, noExternal, inventory.TaintUninitialized, consequence))
 	}
 

@@ -142,7 +142,7 @@ func checkArch(in *Input) []Finding {
 	})
 }
 
-// checkInitSystem: install.sh needs systemd or OpenRC (DOMAIN.md §2).
+// checkInitSystem: install.sh needs systemd or OpenRC (docs/k3s.md).
 func checkInitSystem(in *Input) []Finding {
 	return eachHost(in, func(_ int, h *inventory.Host, f *facts.Host) []Finding {
 		switch f.InitSystem {
@@ -154,7 +154,7 @@ func checkInitSystem(in *Input) []Finding {
 	})
 }
 
-// checkSwap: swap on is a warning (DOMAIN.md §2).
+// checkSwap: swap on is a warning (docs/k3s.md).
 func checkSwap(in *Input) []Finding {
 	return eachHost(in, func(_ int, h *inventory.Host, f *facts.Host) []Finding {
 		if f.SwapTotalKiB <= 0 {
@@ -344,7 +344,7 @@ func clusterFamilies(c *inventory.Cluster) (v4, v6 bool) {
 }
 
 // checkDefaultRoute: K3s needs a default route for each IP family of the cluster, also in
-// airgap (DOMAIN.md §2 "Airgap").
+// airgap (docs/k3s.md#airgap).
 func checkDefaultRoute(in *Input) []Finding {
 	v4, v6 := clusterFamilies(in.Cluster)
 	return eachHost(in, func(_ int, h *inventory.Host, f *facts.Host) []Finding {

@@ -25,7 +25,7 @@ func nsFeature(name, config, ns string) facts.Feature {
 	return facts.Feature{Name: name, Config: []string{"CONFIG_" + config}, Namespace: ns}
 }
 
-// RequiredKernelFeatures returns what every K3s node's kernel needs (DOMAIN.md §2 "Kernel
+// RequiredKernelFeatures returns what every K3s node's kernel needs (docs/k3s.md "Kernel
 // requirements", from K3s's contrib/util/check-config.sh): namespaces, cgroups, veth, bridge,
 // br_netfilter, iptables filter and nat, the xt matches addrtype / conntrack / comment /
 // multiport / statistic, MASQUERADE, REJECT, POSIX message queues and seccomp. cgroupVersion
@@ -121,7 +121,7 @@ func checkKernelConfig(in *Input) []Finding {
 	})
 }
 
-// CNIRequirement is what one pod network choice needs from every node's kernel (DOMAIN.md F2).
+// CNIRequirement is what one pod network choice needs from every node's kernel (docs/failure-modes.md F2).
 // Add a row to CNIRequirements to teach CNIKernel a new CNI or backend.
 type CNIRequirement struct {
 	// CNI is the inventory's spec.cni.type (flannel = K3s's embedded flannel).
@@ -139,8 +139,8 @@ type CNIRequirement struct {
 	Source string
 }
 
-// calicoFeatures are the kernel features Calico needs whatever the encapsulation (DOMAIN.md
-// §3, docs.tigera.io "System requirements": ip_set, xt_set, xt_addrtype, xt_conntrack,
+// calicoFeatures are the kernel features Calico needs whatever the encapsulation
+// (docs/cni.md, docs.tigera.io "System requirements": ip_set, xt_set, xt_addrtype, xt_conntrack,
 // xt_multiport, xt_mark, rpfilter), then the encapsulation's own.
 func calicoFeatures(extra ...facts.Feature) []facts.Feature {
 	return append([]facts.Feature{
@@ -161,8 +161,8 @@ func CNIRequirements() []CNIRequirement {
 	ipip := feature("ipip", []string{"NET_IPIP"}, "ipip")
 	vxlanFix := "use a kernel with CONFIG_VXLAN (=y, or =m with the vxlan module installed), or choose flannel backend host-gw if all nodes share one L2 network"
 	wgFix := "use a kernel with WireGuard (built in since Linux 5.6: CONFIG_WIREGUARD; older kernels: install the wireguard module), or choose flannel backend vxlan"
-	const flannelSrc = "DOMAIN.md F2; flannel Documentation/backends.md"
-	const calicoSrc = "DOMAIN.md F2, §3; docs.tigera.io Calico system requirements"
+	const flannelSrc = "docs/failure-modes.md F2; flannel Documentation/backends.md"
+	const calicoSrc = "docs/failure-modes.md F2, docs/cni.md; docs.tigera.io Calico system requirements"
 	calicoFix := func(encap string) string {
 		return "use a kernel >= 5.10 built with these options (=y, or =m with the modules installed under /lib/modules), or load them with modprobe" + encap +
 			"; or set spec.cni.kernelPolicy: exclude to install such hosts without Calico (labelled " + cni.ExcludedLabel + "=true, no pod network from Calico)"
@@ -291,7 +291,7 @@ func cniVerdicts(in *Input, req CNIRequirement) []cniHostVerdict {
 	return out
 }
 
-// ExcludedHost is a host that kernelPolicy exclude keeps out of the CNI (DOMAIN.md F2).
+// ExcludedHost is a host that kernelPolicy exclude keeps out of the CNI (docs/failure-modes.md F2).
 type ExcludedHost struct {
 	// Host is the inventory host name.
 	Host string
@@ -405,7 +405,7 @@ func checkCNIKernel(in *Input) []Finding {
 	return out
 }
 
-// checkCgroups: the controllers K3s needs (DOMAIN.md §2: v2 cpu, cpuset, memory; v1 cpuset,
+// checkCgroups: the controllers K3s needs (docs/k3s.md#kernel-requirements: v2 cpu, cpuset, memory; v1 cpuset,
 // memory), and cgroup v1 with Kubernetes >= 1.35, whose kubelet refuses to start on v1 unless
 // kubelet-arg fail-cgroupv1=false (KEP-5573, kubernetes/kubernetes#134298).
 func checkCgroups(in *Input) []Finding {

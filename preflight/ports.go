@@ -8,7 +8,7 @@ import (
 	"github.com/k3strap/k3strap/inventory"
 )
 
-// portSpec is one port K3s must be able to bind (DOMAIN.md §2 "Ports").
+// portSpec is one port K3s must be able to bind (docs/k3s.md#ports).
 type portSpec struct {
 	port  int
 	proto string
@@ -58,7 +58,7 @@ func calicoEncap(encaps ...string) func(c *inventory.Cluster, h *inventory.Host)
 	}
 }
 
-// portSpecs lists the ports in check order: K3s's, flannel's, then Calico's (DOMAIN.md §3:
+// portSpecs lists the ports in check order: K3s's, flannel's, then Calico's (docs/cni.md:
 // TCP 179 BGP with IPIP / None, UDP 4789 VXLAN, TCP 5473 Typha).
 func portSpecs() []portSpec {
 	wg := flannelBackend("wireguard-native", "wireguard")

@@ -1,5 +1,5 @@
 // Package preflight judges gathered host facts against the inventory before anything is
-// installed, with kubeadm's contract (DOMAIN.md §4, kubeadm cmd/kubeadm/app/preflight/checks.go):
+// installed, with kubeadm's contract (docs/preflight.md, kubeadm cmd/kubeadm/app/preflight/checks.go):
 // every check has a stable ID (Port-6443, Swap, CloudController, ...), returns errors and
 // warnings, and --ignore-preflight-errors=ID,... (case-insensitive, or `all` alone) turns a named
 // check's errors into warnings. Every finding names its host, says what is wrong with the host's

@@ -9,7 +9,7 @@ import (
 	"github.com/k3strap/k3strap/inventory"
 )
 
-// Rancher checks (issue 5; DOMAIN.md F3 and §3).
+// Rancher checks (issue 5; docs/failure-modes.md F3 and docs/rancher.md).
 
 // RancherAgentTaintFixedIn names the Rancher releases with the fix for rancher/rancher#49981
 // (cattle-cluster-agent Pending when the first all-role node of a K3s cluster has extra
@@ -93,7 +93,7 @@ func checkRancherAgentTolerations(in *Input) []Finding {
 	return []Finding{errorf(fs.Name,
 		"in Rancher, edit the cluster (Cluster Configuration > Cluster Agent and Fleet Agent > Tolerations) and add "+tolerationYAML(need)+
 			"; declare the same under spec.rancher.register.clusterAgentTolerations and fleetAgentTolerations; or give spec.rancher.register.url with an API token instead of importURL and k3strap sets them",
-		"the first server %s has custom taint(s) %s, but the cluster object in Rancher lacks %s: cattle-cluster-agent and fleet-agent would stay Pending and the cluster never connect (DOMAIN.md F3, rancher/rancher#49981)",
+		"the first server %s has custom taint(s) %s, but the cluster object in Rancher lacks %s: cattle-cluster-agent and fleet-agent would stay Pending and the cluster never connect (docs/failure-modes.md F3, rancher/rancher#49981)",
 		fs.Name, taintList(custom), strings.Join(parts, " and "))}
 }
 

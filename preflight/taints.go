@@ -11,7 +11,7 @@ import (
 )
 
 // Component is a workload that k3strap or K3s deploys and that must find a node whose taints it
-// tolerates (DOMAIN.md F3). Add rows to Components to teach FirstNodeTaints about more of them
+// tolerates (docs/failure-modes.md F3). Add rows to Components to teach FirstNodeTaints about more of them
 // (CNI DaemonSets, Rancher's cattle-cluster-agent, ...).
 type Component struct {
 	// Name is how messages and Input.Tolerations refer to it.
@@ -121,7 +121,7 @@ func cniComponents() []Component {
 		},
 		{
 			Name: "calico-node", Namespace: "calico-system", Kind: "DaemonSet",
-			Source:      "tigera operator defaults (DOMAIN.md §3) + Installation.spec.calicoNodeDaemonSet",
+			Source:      "tigera operator defaults (docs/cni.md) + Installation.spec.calicoNodeDaemonSet",
 			Tolerations: cni.CalicoDefaultTolerations(), Rendered: cni.CalicoNodeTolerations, EveryNode: true, Deployed: cniIs(inventory.CNICalico),
 		},
 		{
@@ -136,7 +136,7 @@ func cniComponents() []Component {
 		},
 		{
 			Name: "kube-flannel-ds", Namespace: "kube-flannel", Kind: "DaemonSet",
-			Source:      "flannel-io/flannel kube-flannel.yml (DOMAIN.md §3, F4) + templates/cni",
+			Source:      "flannel-io/flannel kube-flannel.yml (docs/cni.md, docs/failure-modes.md F4) + templates/cni",
 			Tolerations: cni.FlannelDefaultTolerations(), Rendered: cni.FlannelTolerations, EveryNode: true, Deployed: cniIs(inventory.CNIFlannelStandalone),
 		},
 	}
@@ -219,7 +219,7 @@ func describeTolerations(tol []corev1.Toleration) string {
 	return strings.Join(out, ", ")
 }
 
-// checkFirstNodeTaints implements DOMAIN.md F3 for every component the plan deploys: a
+// checkFirstNodeTaints implements docs/failure-modes.md F3 for every component the plan deploys: a
 // NoSchedule / NoExecute taint on the first server is an error when a deployed component
 // tolerates it on no node: neither on the first server nor on any agent or other server (with
 // their own taints); and a CNI DaemonSet that must run on every node is an error for each node

@@ -10,7 +10,7 @@ import (
 
 // checkServerCount: embedded etcd keeps quorum with a majority of servers, so an even number
 // of servers tolerates no more failures than one fewer (2 servers: none) — a warning
-// (DOMAIN.md §2 "HA").
+// (docs/k3s.md#ha).
 func checkServerCount(in *Input) []Finding {
 	servers := in.Cluster.Servers()
 	n := len(servers)
@@ -28,7 +28,7 @@ func checkServerCount(in *Input) []Finding {
 }
 
 // criticalKeys are the K3s settings every server must share, or a joining server is refused
-// with "critical configuration value mismatch" (DOMAIN.md §2; K3s CriticalControlArgs).
+// with "critical configuration value mismatch" (docs/k3s.md; K3s CriticalControlArgs).
 var criticalKeys = []string{"cluster-cidr", "service-cidr", "cluster-dns", "cluster-domain", "disable",
 	"flannel-backend", "disable-network-policy", "disable-kube-proxy", "egress-selector-mode", "secrets-encryption",
 	"disable-cloud-controller", "disable-helm-controller", "disable-scheduler"}

@@ -3,7 +3,7 @@
 // (/usr/local/bin/k3s, started by k3s.service / k3s-agent.service) and that behaves like
 // K3s v1.36.3 where k3strap looks: config merge, log lines, token/CA/kubeconfig files, the
 // Kubernetes API with simulated nodes and pods, and the bring-up timeline including failure
-// mode F1 (see README.md and /work/main/.notes/SIM-SPEC.md).
+// mode F1 (see e2e/k3ssim/README.md).
 //
 // Build: CGO_ENABLED=0 go build -ldflags "-X main.version=v1.36.3+k3s1" -o k3s ./e2e/k3ssim
 //

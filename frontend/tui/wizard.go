@@ -18,7 +18,7 @@ import (
 )
 
 // DefaultK3sVersion is the K3s release the wizard offers (the release k3strap is tested
-// against: /work/shared fixtures, DOMAIN.md).
+// against: testdata/real-k3s-v1.36.3, docs/k3s.md).
 const DefaultK3sVersion = "v1.36.3+k3s1"
 
 // Next is what the user chose to do after the wizard wrote the inventory.

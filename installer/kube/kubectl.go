@@ -132,7 +132,7 @@ func (k Kubectl) ListPods(ctx context.Context, ns string) ([]corev1.Pod, error) 
 
 // ReplaceNode writes n back with `kubectl replace -f -`. n must carry the
 // metadata.resourceVersion it was read with: a concurrent change makes the API answer 409 and
-// the error wraps ErrConflict (DOMAIN.md F5: read-modify-write, never a bare list patch).
+// the error wraps ErrConflict (docs/failure-modes.md F5: read-modify-write, never a bare list patch).
 func (k Kubectl) ReplaceNode(ctx context.Context, n *corev1.Node) error {
 	if n.ResourceVersion == "" {
 		return fmt.Errorf("refusing to replace node %s without metadata.resourceVersion", n.Name)

@@ -49,7 +49,7 @@ type ipPool struct {
 }
 
 // calicoNodeDaemonSet is Installation.spec.calicoNodeDaemonSet: tolerations and affinity given
-// here REPLACE calico-node's defaults (DOMAIN.md §3).
+// here REPLACE calico-node's defaults (docs/cni.md).
 type calicoNodeDaemonSet struct {
 	Spec struct {
 		Template struct {
@@ -143,7 +143,7 @@ func CalicoInstallation(p CalicoParams) ([]byte, error) {
 }
 
 // helmChart is the part of helm.cattle.io/v1 HelmChart k3strap renders (K3s's helm-controller,
-// DOMAIN.md §3).
+// docs/cni.md).
 type helmChart struct {
 	APIVersion string     `json:"apiVersion"`
 	Kind       string     `json:"kind"`

@@ -1,5 +1,5 @@
 // Package cni renders the pod network manifests k3strap places in the first server's
-// manifests folder, where K3s's deploy controller applies them (issue 4; DOMAIN.md F2, F3, F4
+// manifests folder, where K3s's deploy controller applies them (issue 4; docs/failure-modes.md F2, F3, F4
 // and §3): the standalone flannel DaemonSet, and for Calico the tigera operator (a HelmChart
 // by version, a local chart archive, or the user's local tigera-operator.yaml) plus the
 // operator's Installation. K3s's embedded flannel and cni.type none need no manifest.
@@ -25,7 +25,7 @@ import (
 )
 
 // ExcludedLabel is the node label k3strap sets (value "true") on hosts that kernelPolicy
-// exclude keeps out of the CNI (DOMAIN.md F2); the CNI DaemonSet's node affinity requires its
+// exclude keeps out of the CNI (docs/failure-modes.md F2); the CNI DaemonSet's node affinity requires its
 // absence.
 const ExcludedLabel = "k3strap.io/cni-excluded"
 
@@ -53,7 +53,7 @@ const (
 	DefaultCalicoEncapsulation = "VXLANCrossSubnet"
 )
 
-// Calico encapsulations accepted in spec.cni.backend (DOMAIN.md §3), canonical spelling.
+// Calico encapsulations accepted in spec.cni.backend (docs/cni.md), canonical spelling.
 var calicoEncapsulations = []string{"VXLAN", "VXLANCrossSubnet", "IPIP", "IPIPCrossSubnet", "None", "WireGuard"}
 
 // Manifest is one file for <data-dir>/server/manifests on the first server.
@@ -249,7 +249,7 @@ func exists(key string, effect corev1.TaintEffect) corev1.Toleration {
 	return corev1.Toleration{Key: key, Operator: corev1.TolerationOpExists, Effect: effect}
 }
 
-// CalicoDefaultTolerations are calico-node's default tolerations (DOMAIN.md §3): setting
+// CalicoDefaultTolerations are calico-node's default tolerations (docs/cni.md): setting
 // Installation.spec.calicoNodeDaemonSet...tolerations REPLACES them, so k3strap renders them
 // explicitly.
 func CalicoDefaultTolerations() []corev1.Toleration {
@@ -291,12 +291,12 @@ func OperatorTolerations(c *inventory.Cluster) []corev1.Toleration {
 }
 
 // FlannelDefaultTolerations are kube-flannel-ds's tolerations in the upstream kube-flannel.yml
-// (DOMAIN.md §3: NoSchedule only, so a custom NoExecute taint is not tolerated).
+// (docs/cni.md: NoSchedule only, so a custom NoExecute taint is not tolerated).
 func FlannelDefaultTolerations() []corev1.Toleration {
 	return []corev1.Toleration{exists("", corev1.TaintEffectNoSchedule)}
 }
 
-// FlannelTolerations are the tolerations k3strap renders for kube-flannel-ds (DOMAIN.md F4):
+// FlannelTolerations are the tolerations k3strap renders for kube-flannel-ds (docs/failure-modes.md F4):
 // the upstream one, node-role.kubernetes.io/control-plane AND the legacy
 // node-role.kubernetes.io/master (any effect), plus one per declared taint, NoExecute ones
 // included.

@@ -175,7 +175,7 @@ func TestFlannelToleratesEveryDeclaredTaint(t *testing.T) {
 		t.Errorf("both control-plane keys must be named explicitly: %+v", tols)
 	}
 	if tolerates(FlannelDefaultTolerations(), taint(t, "dedicated=edge:NoExecute")) {
-		t.Error("the upstream default should NOT tolerate a NoExecute taint (DOMAIN.md §3); the test would prove nothing")
+		t.Error("the upstream default should NOT tolerate a NoExecute taint (docs/cni.md); the test would prove nothing")
 	}
 	if ds.Spec.Template.Spec.Containers[0].Image != "docker.io/flannel/flannel:"+DefaultFlannelVersion {
 		t.Errorf("image %s", ds.Spec.Template.Spec.Containers[0].Image)

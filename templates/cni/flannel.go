@@ -83,7 +83,7 @@ func netConf(cidrs []string, backend string) (string, error) {
 // FlannelStandalone renders the kube-flannel manifest (namespace kube-flannel, RBAC, ConfigMap
 // kube-flannel-cfg, DaemonSet kube-flannel-ds) for K3s with flannel-backend none: the network
 // and backend from the inventory, images of p.Version, p.Tolerations (which must include both
-// control-plane keys and every declared taint, DOMAIN.md F4) and, with p.Exclude, a node
+// control-plane keys and every declared taint, docs/failure-modes.md F4) and, with p.Exclude, a node
 // affinity that skips excluded nodes.
 func FlannelStandalone(p FlannelParams) ([]byte, error) {
 	bt, err := flannelBackendType(p.Backend)

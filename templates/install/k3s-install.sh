@@ -2,7 +2,7 @@
 # k3s-install.sh — k3strap's installer for K3s.
 #
 # Written for k3strap. It follows the environment interface of the official K3s install script
-# (https://get.k3s.io, see DOMAIN.md §2) so that the same variables mean the same things:
+# (https://get.k3s.io, see docs/k3s.md) so that the same variables mean the same things:
 #   INSTALL_K3S_EXEC           "server ..." or "agent ..." (default server; agent when K3S_URL is set)
 #   INSTALL_K3S_VERSION        release to download (online), e.g. v1.36.3+k3s1
 #   INSTALL_K3S_CHANNEL        channel to resolve when no version is given (default stable)

@@ -1,5 +1,5 @@
 // Package rancher renders the manifests k3strap places in the first server's manifests folder
-// to install Rancher without a local helm (issue 5; DOMAIN.md §3): helm.cattle.io/v1 HelmChart
+// to install Rancher without a local helm (issue 5; docs/rancher.md): helm.cattle.io/v1 HelmChart
 // objects for cert-manager and rancher (release rancher, namespace cattle-system), applied by
 // K3s's deploy controller and installed by its helm-controller; the Secret that carries the
 // bootstrap password (referenced through the HelmChart's valuesSecrets, so the HelmChart itself
@@ -32,7 +32,7 @@ var tmpl = template.Must(template.New("").Funcs(template.FuncMap{
 	"b64":    func(b []byte) string { return base64.StdEncoding.EncodeToString(b) },
 }).ParseFS(files, "files/*.tmpl"))
 
-// Names of the objects k3strap renders (DOMAIN.md §3: release rancher in cattle-system,
+// Names of the objects k3strap renders (docs/rancher.md: release rancher in cattle-system,
 // cert-manager from the jetstack repository).
 const (
 	// RancherRelease is the rancher HelmChart's name = the Helm release; the chart's Deployment

@@ -16,7 +16,7 @@ import (
 
 // patch applies a JSON merge patch (RFC 7386), a strategic merge patch (treated as a merge
 // patch: lists are replaced, which is what Kubernetes does for lists without a patch merge
-// key such as spec.taints — DOMAIN.md F5) or a JSON patch (RFC 6902). A resourceVersion
+// key such as spec.taints — docs/failure-modes.md F5) or a JSON patch (RFC 6902). A resourceVersion
 // carried by the patch is a precondition (409 Conflict when stale).
 func (s *Server) patch(w http.ResponseWriter, r *http.Request, t target) {
 	body, err := io.ReadAll(io.LimitReader(r.Body, 16<<20))

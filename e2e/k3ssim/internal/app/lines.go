@@ -113,7 +113,7 @@ func kubeletLine(s config.Settings, nodeName, nodeIP string, cloudExternal bool)
 }
 
 // kubeletCloudExternal reports whether the kubelet runs with cloud-provider=external: the
-// embedded cloud controller is on, or the user passed it (DOMAIN.md F1).
+// embedded cloud controller is on, or the user passed it (docs/failure-modes.md F1).
 func kubeletCloudExternal(s config.Settings, disableCCM bool) bool {
 	if v, ok := config.ArgValue(s.KubeletArgs, "cloud-provider"); ok {
 		return v == "external"

@@ -243,7 +243,7 @@ func (e *runtimeEnv) runFirstServer(parent context.Context) int {
 	}
 }
 
-// crdStallLines reproduces the manifest deployer's CRD wait of DOMAIN.md §2.
+// crdStallLines reproduces the manifest deployer's CRD wait of docs/k3s.md#bring-up-timeline.
 // serverStartup is what a server — the first or a joined one — shows and does while it
 // starts: the controller-manager lines, the kubeconfig, the kubelet line, READY=1 and
 // "k3s is up and running" at the real K3s v1.36.3 moments (fixtures log-lines-*.txt).

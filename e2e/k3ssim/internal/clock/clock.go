@@ -1,5 +1,5 @@
 // Package clock turns the real K3s timings measured in
-// /work/shared/fixtures/real-k3s-v1.36.3 (seconds after process start) into scaled wall-clock
+// testdata/real-k3s-v1.36.3 (seconds after process start) into scaled wall-clock
 // waits, so a test can run the whole bring-up in a fraction of the time (knob timeScale).
 package clock
 

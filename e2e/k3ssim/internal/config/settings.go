@@ -185,7 +185,7 @@ func (s Settings) AllocateNodeCIDRs() bool {
 }
 
 // Critical returns the values that must match on every server of a cluster
-// ("critical configuration value mismatch", DOMAIN.md §2), keyed by flag name.
+// ("critical configuration value mismatch", docs/k3s.md), keyed by flag name.
 func (s Settings) Critical() map[string]string {
 	dis := append([]string{}, s.Disable...)
 	sort.Strings(dis)

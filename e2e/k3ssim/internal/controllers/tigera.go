@@ -11,7 +11,7 @@ import (
 	"github.com/k3strap/k3strap/e2e/k3ssim/internal/store"
 )
 
-// What the simulated tigera operator watches and creates (Calico's operator, DOMAIN.md §3).
+// What the simulated tigera operator watches and creates (Calico's operator, docs/cni.md).
 const (
 	tigeraNamespace = "tigera-operator"
 	tigeraOperator  = "tigera-operator"

@@ -17,7 +17,7 @@ import (
 
 // DefaultRouteIP returns the first IPv4 address of the interface holding the IPv4 default
 // route (read from /proc/net/route). It returns an error when there is no default route
-// (K3s needs one: DOMAIN.md §2 "Airgap").
+// (K3s needs one: docs/k3s.md#airgap).
 func DefaultRouteIP() (string, error) {
 	f, err := os.Open("/proc/net/route")
 	if err != nil {

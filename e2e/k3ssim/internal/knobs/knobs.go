@@ -27,7 +27,7 @@ type Knobs struct {
 	// ConflictOnNextReplace: the next N PUTs on nodes first bump the stored node's
 	// resourceVersion, so a replace carrying the old one gets 409 Conflict.
 	ConflictOnNextReplace int `yaml:"conflictOnNextReplace"`
-	// CRDStall reproduces the half-created-CRD stall of DOMAIN.md §2 (~60 s CRD wait, taint
+	// CRDStall reproduces the half-created-CRD stall of docs/k3s.md#bring-up-timeline (~60 s CRD wait, taint
 	// and subnet.env held back ~70 s, real seconds before scaling).
 	CRDStall bool `yaml:"crdStall"`
 	// DeploymentDelay is the unscaled time until applied Deployments become available and

@@ -96,7 +96,7 @@ func (k *kubectl) create() error {
 }
 
 // replace implements `kubectl replace -f`: a full PUT carrying the object's
-// resourceVersion, so a stale one fails with 409 Conflict (DOMAIN.md F5).
+// resourceVersion, so a stale one fails with 409 Conflict (docs/failure-modes.md F5).
 func (k *kubectl) replace() error {
 	return k.writeEach("PUT", "replacing", "replaced")
 }

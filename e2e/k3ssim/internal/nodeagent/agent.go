@@ -35,7 +35,7 @@ const (
 	netpolAfter     = 11.2
 	netpolInterval  = 2.0
 	netpolShutdown  = 914.0 // seconds after process start (log-lines-f1.txt)
-	crdStallRelease = 70.0  // seconds after process start (DOMAIN.md §2 CRD stall)
+	crdStallRelease = 70.0  // seconds after process start (docs/k3s.md#bring-up-timeline, CRD stall)
 )
 
 // ErrNetpolTimeout is returned by Run when the network policy controller gave up waiting

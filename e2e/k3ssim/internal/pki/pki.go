@@ -1,5 +1,5 @@
 // Package pki creates and loads the certificates, keys, token and kubeconfig a K3s server
-// keeps under <data-dir>/server (DOMAIN.md §2 "Files", fixtures token-format.txt and
+// keeps under <data-dir>/server (docs/k3s.md#files, fixtures token-format.txt and
 // k3s.yaml.redacted). Keys are real ECDSA P-256 keys, as K3s uses.
 package pki
 

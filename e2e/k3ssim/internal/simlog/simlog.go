@@ -7,7 +7,7 @@
 //
 //	I1121 23:35:14.480158   27884 kubelet_node_status.go:75] "Attempting to register node" node="vm"
 //
-// Formats follow /work/shared/fixtures/real-k3s-v1.36.3/log-lines-*.txt.
+// Formats follow testdata/real-k3s-v1.36.3/log-lines-*.txt.
 package simlog
 
 import (
