@@ -4,13 +4,12 @@ import (
 	"fmt"
 	"sort"
 	"strings"
-	"sync"
 
-	"github.com/k3strap/k3strap/inventory/k3sflags"
+	"github.com/k3strap/k3strap/k3s"
 )
 
 // flagTable is the immutable K3s flag table, parsed once.
-var flagTable = sync.OnceValue(k3sflags.Load)
+func flagTable() *k3s.Table { return k3s.Flags() }
 
 // Defaults applied by Load (and usable on clusters built in code).
 const (
@@ -199,7 +198,7 @@ func (c K3sConfig) ForAgent() K3sConfig {
 	if len(c.Extra) > 0 {
 		t := flagTable()
 		for k, v := range c.Extra {
-			if _, ok := t.Lookup(k3sflags.Agent, k); ok {
+			if _, ok := t.Lookup(k3s.Agent, k); ok {
 				if out.Extra == nil {
 					out.Extra = map[string]any{}
 				}

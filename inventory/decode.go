@@ -8,7 +8,7 @@ import (
 	"strings"
 
 	"github.com/agnivade/levenshtein"
-	"github.com/k3strap/k3strap/inventory/k3sflags"
+	"github.com/k3strap/k3strap/k3s"
 	"go.yaml.in/yaml/v3"
 )
 
@@ -272,7 +272,7 @@ func unknownFieldFix(t reflect.Type, path, name string, fi fieldInfo) string {
 		}
 	}
 	if t == k3sType || t == hostK3sType {
-		if _, ok := flagTable().Lookup(k3sflags.Server, name); ok {
+		if _, ok := flagTable().Lookup(k3s.Server, name); ok {
 			return fmt.Sprintf("%s is a K3s flag: indent it under %s:", name, joinPath(path, "config"))
 		}
 	}

@@ -10,7 +10,7 @@ import (
 
 // K3sConfig is the content of a K3s config.yaml. YAML keys are K3s flag names
 // (docs/k3s.md#config-file); the typed fields are the ones k3strap reads or renders, and
-// Extra holds any other flag, validated against the k3sflags table. Bools are pointers so that
+// Extra holds any other flag, validated against the K3s flag table (package k3s). Bools are pointers so that
 // an explicit false in a per-host override can replace a cluster-wide true.
 type K3sConfig struct {
 	Token                    Secret     `yaml:"token,omitempty"`

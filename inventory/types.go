@@ -12,7 +12,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 
-	"github.com/k3strap/k3strap/inventory/k3sflags"
+	"github.com/k3strap/k3strap/k3s"
 )
 
 // APIVersion and Kind identify an inventory document.
@@ -165,11 +165,11 @@ const (
 )
 
 // FlagRole returns the K3s flag-table role for r.
-func (r Role) FlagRole() k3sflags.Role {
+func (r Role) FlagRole() k3s.Role {
 	if r == RoleAgent {
-		return k3sflags.Agent
+		return k3s.Agent
 	}
-	return k3sflags.Server
+	return k3s.Server
 }
 
 // Host is one machine.

@@ -13,7 +13,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/k3strap/k3strap/inventory/k3sflags"
+	"github.com/k3strap/k3strap/k3s"
 	"k8s.io/apimachinery/pkg/util/validation"
 )
 
@@ -71,7 +71,7 @@ func (c *Cluster) ValidateWith(o ValidateOptions) ErrorList {
 type validator struct {
 	c     *Cluster
 	opts  ValidateOptions
-	table *k3sflags.Table
+	table *k3s.Table
 	errs  ErrorList
 }
 
@@ -606,7 +606,7 @@ var criticalKeys = map[string]bool{
 
 // k3sConfig checks the keys of one K3s config: the cluster-wide one (h nil) or a host's override.
 func (v *validator) k3sConfig(cfg K3sConfig, base string, h *Host) {
-	role, host := k3sflags.Server, ""
+	role, host := k3s.Server, ""
 	if h != nil {
 		role, host = h.Role.FlagRole(), h.Name
 	}
@@ -619,12 +619,12 @@ func (v *validator) k3sConfig(cfg K3sConfig, base string, h *Host) {
 		}
 		kind, ok := v.table.Lookup(role, key)
 		if !ok {
-			if _, srv := v.table.Lookup(k3sflags.Server, key); srv && role == k3sflags.Agent {
+			if _, srv := v.table.Lookup(k3s.Server, key); srv && role == k3s.Agent {
 				v.add(path, atKey, host, fmt.Sprintf("K3s config key %s is a server flag, and this host is an agent", key),
 					"move it to spec.k3s.config (k3strap drops server flags for agents there) or to a server's k3s.config")
 				continue
 			}
-			fix := fmt.Sprintf("see k3s %s --help for the flags K3s %s accepts", role, k3sflags.Version)
+			fix := fmt.Sprintf("see k3s %s --help for the flags K3s %s accepts", role, k3s.FlagsVersion)
 			if s, ok := v.table.Closest(role, name); ok {
 				fix = "did you mean " + s + "?"
 			}
@@ -650,11 +650,11 @@ func (v *validator) k3sConfig(cfg K3sConfig, base string, h *Host) {
 
 // kindProblem checks a free-form config value against its flag's kind. Values are never
 // echoed: a config value may be a credential (datastore-endpoint, etcd-s3-secret-key).
-func kindProblem(key string, kind k3sflags.Kind, val any) (msg, fix string) {
-	want := map[k3sflags.Kind]string{
-		k3sflags.Bool:   "true or false",
-		k3sflags.String: "one value",
-		k3sflags.List:   "one value or a list of values",
+func kindProblem(key string, kind k3s.Kind, val any) (msg, fix string) {
+	want := map[k3s.Kind]string{
+		k3s.Bool:   "true or false",
+		k3s.String: "one value",
+		k3s.List:   "one value or a list of values",
 	}[kind]
 	fix = fmt.Sprintf("write %s: followed by %s", key, want)
 	if val == nil {
@@ -664,7 +664,7 @@ func kindProblem(key string, kind k3sflags.Kind, val any) (msg, fix string) {
 	case reflect.Map:
 		return fmt.Sprintf("K3s config key %s is a mapping; it takes %s", key, want), fix
 	case reflect.Slice:
-		if kind != k3sflags.List {
+		if kind != k3s.List {
 			return fmt.Sprintf("K3s config key %s is a list; it takes %s", key, want), fix
 		}
 		items, _ := val.([]any)
@@ -677,7 +677,7 @@ func kindProblem(key string, kind k3sflags.Kind, val any) (msg, fix string) {
 			}
 		}
 	default:
-		if kind == k3sflags.Bool {
+		if kind == k3s.Bool {
 			// K3s turns the value into --key=VALUE, parsed with strconv.ParseBool.
 			if _, err := strconv.ParseBool(fmt.Sprint(val)); err != nil {
 				return fmt.Sprintf("K3s config key %s takes true or false", key), fix

@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/k3strap/k3strap/inventory/k3sflags"
+	"github.com/k3strap/k3strap/k3s"
 )
 
 // wantErr is one expected problem: exact position and host, and substrings of message and fix.
@@ -259,25 +259,25 @@ func TestTypedConfigKeysAreKnownFlags(t *testing.T) {
 
 func TestKindProblem(t *testing.T) {
 	tests := []struct {
-		kind k3sflags.Kind
+		kind k3s.Kind
 		val  any
 		want string // "" = accepted
 	}{
-		{k3sflags.Bool, true, ""},
-		{k3sflags.Bool, "false", ""},
-		{k3sflags.Bool, 1, ""}, // K3s parses --flag=1 with strconv.ParseBool
-		{k3sflags.Bool, "yes", "takes true or false"},
-		{k3sflags.Bool, []any{true}, "is a list"},
-		{k3sflags.String, "x", ""},
-		{k3sflags.String, 10, ""},
-		{k3sflags.String, []any{"a"}, "is a list"},
-		{k3sflags.String, map[string]any{"a": "b"}, "is a mapping"},
-		{k3sflags.List, "a", ""},
-		{k3sflags.List, []any{"a", 1, true}, ""},
-		{k3sflags.List, []any{"a", []any{"b"}}, "not a plain value"},
-		{k3sflags.List, []any{nil}, "empty list item"},
-		{k3sflags.List, map[string]any{"a": "b"}, "is a mapping"},
-		{k3sflags.List, nil, "has no value"},
+		{k3s.Bool, true, ""},
+		{k3s.Bool, "false", ""},
+		{k3s.Bool, 1, ""}, // K3s parses --flag=1 with strconv.ParseBool
+		{k3s.Bool, "yes", "takes true or false"},
+		{k3s.Bool, []any{true}, "is a list"},
+		{k3s.String, "x", ""},
+		{k3s.String, 10, ""},
+		{k3s.String, []any{"a"}, "is a list"},
+		{k3s.String, map[string]any{"a": "b"}, "is a mapping"},
+		{k3s.List, "a", ""},
+		{k3s.List, []any{"a", 1, true}, ""},
+		{k3s.List, []any{"a", []any{"b"}}, "not a plain value"},
+		{k3s.List, []any{nil}, "empty list item"},
+		{k3s.List, map[string]any{"a": "b"}, "is a mapping"},
+		{k3s.List, nil, "has no value"},
 	}
 	for _, tt := range tests {
 		msg, _ := kindProblem("k", tt.kind, tt.val)

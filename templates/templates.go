@@ -13,7 +13,7 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/k3strap/k3strap/inventory"
-	"github.com/k3strap/k3strap/inventory/k3sflags"
+	"github.com/k3strap/k3strap/k3s"
 )
 
 //go:embed install/k3s-install.sh
@@ -31,15 +31,15 @@ const configHeader = "# Managed by k3strap: edit the inventory and re-run `k3str
 // the keys in the order of the K3sConfig type (typed fields) followed by Extra sorted by name.
 // Secrets (token, agent-token) are refused: k3strap passes the token through token-file so
 // that config.yaml, `k3strap render` and diffs never hold it. Every key must be a flag of role
-// in the k3sflags table; an unknown key is an error naming it (K3s itself would only warn).
+// in the K3s flag table (k3s.Flags); an unknown key is an error naming it (K3s itself would only warn).
 func K3sConfig(role inventory.Role, cfg inventory.K3sConfig) ([]byte, error) {
 	if cfg.Token != "" || cfg.AgentToken != "" {
 		return nil, fmt.Errorf("config.yaml must not carry the token: pass it through token-file")
 	}
-	table := k3sflags.Load()
+	table := k3s.Flags()
 	for _, k := range cfg.Keys() {
 		if _, ok := table.Lookup(role.FlagRole(), k); !ok {
-			return nil, fmt.Errorf("K3s %s does not accept config key %q (flag table of K3s %s)", role, k, k3sflags.Version)
+			return nil, fmt.Errorf("K3s %s does not accept config key %q (flag table of K3s %s)", role, k, k3s.FlagsVersion)
 		}
 	}
 	var node yaml.Node

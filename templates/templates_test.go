@@ -9,7 +9,7 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/k3strap/k3strap/inventory"
-	"github.com/k3strap/k3strap/inventory/k3sflags"
+	"github.com/k3strap/k3strap/k3s"
 )
 
 func serverConfig() inventory.K3sConfig {
@@ -61,7 +61,7 @@ func TestK3sConfigRefusesSecretsAndUnknownKeys(t *testing.T) {
 
 // TestRenderedKeysAreKnownFlags: everything k3strap renders is in the K3s flag table (issue 2).
 func TestRenderedKeysAreKnownFlags(t *testing.T) {
-	table := k3sflags.Load()
+	table := k3s.Flags()
 	for _, role := range []inventory.Role{inventory.RoleServer, inventory.RoleAgent} {
 		cfg := serverConfig()
 		if role == inventory.RoleAgent {
@@ -80,7 +80,7 @@ func TestRenderedKeysAreKnownFlags(t *testing.T) {
 		}
 		for k := range m {
 			if _, ok := table.Lookup(role.FlagRole(), k); !ok {
-				t.Errorf("%s config renders %q, which K3s %s does not accept", role, k, k3sflags.Version)
+				t.Errorf("%s config renders %q, which K3s %s does not accept", role, k, k3s.FlagsVersion)
 			}
 		}
 	}

@@ -11,7 +11,7 @@ import (
 	"github.com/k3strap/k3strap/e2e/k3ssim/internal/join"
 	"github.com/k3strap/k3strap/e2e/k3ssim/internal/nodeagent"
 	"github.com/k3strap/k3strap/e2e/k3ssim/internal/pki"
-	"github.com/k3strap/k3strap/inventory/k3sflags"
+	"github.com/k3strap/k3strap/e2e/k3ssim/internal/flags"
 )
 
 // joinCluster fetches and checks the cluster CA and joins with the token. Connection errors
@@ -68,7 +68,7 @@ func (e *runtimeEnv) joinCluster(ctx context.Context, role string) (*join.Respon
 }
 
 func runAgent(parent context.Context, opts Options, args []string) int {
-	e, ok := prepare(opts, k3sflags.Agent, args)
+	e, ok := prepare(opts, flags.Agent, args)
 	if !ok {
 		return exitFatal
 	}

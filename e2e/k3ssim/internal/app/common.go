@@ -19,7 +19,7 @@ import (
 	"github.com/k3strap/k3strap/e2e/k3ssim/internal/paths"
 	"github.com/k3strap/k3strap/e2e/k3ssim/internal/sched"
 	"github.com/k3strap/k3strap/e2e/k3ssim/internal/simlog"
-	"github.com/k3strap/k3strap/inventory/k3sflags"
+	"github.com/k3strap/k3strap/e2e/k3ssim/internal/flags"
 )
 
 // Real seconds after process start of the server milestones (timeline-default.txt,
@@ -65,7 +65,7 @@ const (
 
 // prepare reads knobs and config (logging K3s's unknown-key warnings first) and resolves the
 // node name and IP. It returns false (after logging a fatal line) when the process must exit.
-func prepare(opts Options, role k3sflags.Role, args []string) (*runtimeEnv, bool) {
+func prepare(opts Options, role flags.Role, args []string) (*runtimeEnv, bool) {
 	log := simlog.New(opts.Stderr)
 	kn, err := knobs.Load(opts.Root.Path(paths.KnobsFile), opts.Getenv)
 	if err != nil {
@@ -73,7 +73,7 @@ func prepare(opts Options, role k3sflags.Role, args []string) (*runtimeEnv, bool
 		return nil, false
 	}
 	env := &runtimeEnv{opts: opts, log: log, knobs: kn, clock: clock.New(kn.TimeScale)}
-	res, err := config.Load(config.Input{Role: role, Args: args, Getenv: opts.Getenv, Environ: opts.Environ, Root: opts.Root}, k3sflags.Load())
+	res, err := config.Load(config.Input{Role: role, Args: args, Getenv: opts.Getenv, Environ: opts.Environ, Root: opts.Root}, flags.Load())
 	if err != nil {
 		log.Fatalf("Error: %v", err)
 		return nil, false

@@ -20,14 +20,14 @@ import (
 	"github.com/k3strap/k3strap/e2e/k3ssim/internal/paths"
 	"github.com/k3strap/k3strap/e2e/k3ssim/internal/pki"
 	"github.com/k3strap/k3strap/e2e/k3ssim/internal/store"
-	"github.com/k3strap/k3strap/inventory/k3sflags"
+	"github.com/k3strap/k3strap/e2e/k3ssim/internal/flags"
 )
 
 // StateFile is the store's file under <data-dir>/server/db/.
 const StateFile = "k3ssim-state.json"
 
 func runServer(ctx context.Context, opts Options, args []string) int {
-	env, ok := prepare(opts, k3sflags.Server, args)
+	env, ok := prepare(opts, flags.Server, args)
 	if !ok {
 		return exitFatal
 	}

@@ -9,7 +9,7 @@ import (
 	"testing"
 
 	"github.com/k3strap/k3strap/e2e/k3ssim/internal/paths"
-	"github.com/k3strap/k3strap/inventory/k3sflags"
+	"github.com/k3strap/k3strap/e2e/k3ssim/internal/flags"
 )
 
 const fixtures = "/work/shared/fixtures/real-k3s-v1.36.3/"
@@ -67,7 +67,7 @@ func TestReadFilesFixtureDefault(t *testing.T) {
 // merged config arguments, the misspelt key included.
 func TestLoadFixtureDefaultNodeArgsAndWarning(t *testing.T) {
 	root := defaultFixtureRoot(t)
-	res, err := Load(Input{Role: k3sflags.Server, Root: root}, k3sflags.Load())
+	res, err := Load(Input{Role: flags.Server, Root: root}, flags.Load())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -117,8 +117,8 @@ func TestMergeRules(t *testing.T) {
 		"/etc/rancher/k3s/config.yaml.d/ignored.txt": []byte("flannel-backend: none\n"),
 	})
 	env := map[string]string{"K3S_TOKEN": "fromenv", "K3S_NODE_NAME": "envnode"}
-	res, err := Load(Input{Role: k3sflags.Server, Root: root, Getenv: func(k string) string { return env[k] },
-		Args: []string{"--node-label", "d=4", "--flannel-backend=wireguard-native", "--disable-network-policy"}}, k3sflags.Load())
+	res, err := Load(Input{Role: flags.Server, Root: root, Getenv: func(k string) string { return env[k] },
+		Args: []string{"--node-label", "d=4", "--flannel-backend=wireguard-native", "--disable-network-policy"}}, flags.Load())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -153,7 +153,7 @@ func TestMergeRules(t *testing.T) {
 }
 
 func TestUnknownCommandLineFlagIsAnError(t *testing.T) {
-	_, err := Load(Input{Role: k3sflags.Agent, Root: paths.Root(t.TempDir()), Args: []string{"--cluster-init"}}, k3sflags.Load())
+	_, err := Load(Input{Role: flags.Agent, Root: paths.Root(t.TempDir()), Args: []string{"--cluster-init"}}, flags.Load())
 	if err == nil || !strings.Contains(err.Error(), "flag provided but not defined: -cluster-init") {
 		t.Fatalf("got %v", err)
 	}
@@ -161,7 +161,7 @@ func TestUnknownCommandLineFlagIsAnError(t *testing.T) {
 
 func TestServerOnlyKeyInAgentConfigWarns(t *testing.T) {
 	root := rootWith(t, map[string][]byte{"/etc/rancher/k3s/config.yaml": []byte("disable: [traefik]\nnode-label: [x=y]\n")})
-	res, err := Load(Input{Role: k3sflags.Agent, Root: root}, k3sflags.Load())
+	res, err := Load(Input{Role: flags.Agent, Root: root}, flags.Load())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -171,7 +171,7 @@ func TestServerOnlyKeyInAgentConfigWarns(t *testing.T) {
 }
 
 func TestExplicitMissingConfigIsAnError(t *testing.T) {
-	_, err := Load(Input{Role: k3sflags.Server, Root: paths.Root(t.TempDir()), Args: []string{"--config", "/nope.yaml"}}, k3sflags.Load())
+	_, err := Load(Input{Role: flags.Server, Root: paths.Root(t.TempDir()), Args: []string{"--config", "/nope.yaml"}}, flags.Load())
 	if err == nil {
 		t.Fatal("want an error for a missing explicit config file")
 	}

@@ -7,13 +7,13 @@ import (
 	"strings"
 
 	"github.com/k3strap/k3strap/e2e/k3ssim/internal/paths"
-	"github.com/k3strap/k3strap/inventory/k3sflags"
+	"github.com/k3strap/k3strap/e2e/k3ssim/internal/flags"
 )
 
 // Input is what a `k3s server` / `k3s agent` invocation sees.
 type Input struct {
 	// Role is the subcommand (server or agent).
-	Role k3sflags.Role
+	Role flags.Role
 	// Args are the command-line arguments after the subcommand.
 	Args []string
 	// Getenv reads the environment (K3S_* variables).
@@ -27,7 +27,7 @@ type Input struct {
 // Result is the parsed configuration.
 type Result struct {
 	// Role is the subcommand.
-	Role k3sflags.Role
+	Role flags.Role
 	// FileArgs are the "--key=value" arguments read from config.yaml and drop-ins, unknown
 	// keys included (as K3s's node-args annotation shows them).
 	FileArgs []string
@@ -84,7 +84,7 @@ const Omitted = "********"
 // unknown keys (without failing, as K3s), parses the command line (an unknown command-line
 // flag is an error, as urfave/cli makes it) and merges everything. Errors name the file or
 // flag.
-func Load(in Input, table *k3sflags.Table) (*Result, error) {
+func Load(in Input, table *flags.Table) (*Result, error) {
 	getenv := in.Getenv
 	if getenv == nil {
 		getenv = func(string) string { return "" }
@@ -139,8 +139,8 @@ func Load(in Input, table *k3sflags.Table) (*Result, error) {
 	return r, nil
 }
 
-func (r *Result) set(name string, kind k3sflags.Kind, val string) {
-	if kind == k3sflags.List {
+func (r *Result) set(name string, kind flags.Kind, val string) {
+	if kind == flags.List {
 		r.Values[name] = append(r.Values[name], val)
 		return
 	}
@@ -149,7 +149,7 @@ func (r *Result) set(name string, kind k3sflags.Kind, val string) {
 
 // parseCLI parses "--flag value", "--flag=value", "-flag", bool "--flag" and the short
 // aliases. A positional argument or an unknown flag is an error worded like urfave/cli's.
-func (r *Result) parseCLI(args []string, table *k3sflags.Table) error {
+func (r *Result) parseCLI(args []string, table *flags.Table) error {
 	for i := 0; i < len(args); i++ {
 		a := args[i]
 		if !strings.HasPrefix(a, "-") || a == "-" || a == "--" {
@@ -166,7 +166,7 @@ func (r *Result) parseCLI(args []string, table *k3sflags.Table) error {
 			return fmt.Errorf("Incorrect Usage: flag provided but not defined: -%s", name)
 		}
 		if !hasVal {
-			if kind == k3sflags.Bool {
+			if kind == flags.Bool {
 				val = "true"
 			} else {
 				if i+1 >= len(args) {

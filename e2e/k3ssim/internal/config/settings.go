@@ -8,13 +8,13 @@ import (
 	"strings"
 
 	"github.com/k3strap/k3strap/e2e/k3ssim/internal/paths"
-	"github.com/k3strap/k3strap/inventory/k3sflags"
+	"github.com/k3strap/k3strap/e2e/k3ssim/internal/flags"
 )
 
 // Settings are the config values the simulator acts on (SIM-SPEC.md "Config"), with K3s's
 // defaults filled in.
 type Settings struct {
-	Role        k3sflags.Role
+	Role        flags.Role
 	Token       string // secret: never log
 	TokenFile   string
 	AgentToken  string // secret: never log

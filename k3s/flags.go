@@ -1,23 +1,25 @@
-// Package k3sflags is the checked-in table of flag names a real K3s accepts, per role, with the
-// kind of value each takes. K3s's config.yaml keys are these flag names
-// (../shared/DOMAIN.md §2, "Config file"); K3s itself only warns about unknown keys and starts
-// anyway, so k3strap rejects them before they reach a host.
+package k3s
+
+// The flag table: the checked-in list of flag names a real K3s accepts, per role, with the kind
+// of value each takes. K3s's config.yaml keys are these flag names (docs/k3s.md, "Config
+// file"; k3s-io/k3s pkg/configfilearg/parser.go); K3s itself only warns about unknown keys and
+// starts anyway, so k3strap rejects them before they reach a host.
 //
 // Source: k3s-flags-v1.36.3.tsv, read off `k3s server --help` and `k3s agent --help` of a real
 // K3s v1.36.3. Server flags include the agent ones.
-package k3sflags
 
 import (
 	_ "embed"
 	"fmt"
 	"sort"
 	"strings"
+	"sync"
 
 	"github.com/agnivade/levenshtein"
 )
 
-// Version is the K3s release the table was taken from.
-const Version = "v1.36.3+k3s1"
+// FlagsVersion is the K3s release the flag table was taken from.
+const FlagsVersion = DefaultVersion
 
 // Role is the K3s subcommand a flag belongs to.
 type Role string
@@ -40,26 +42,29 @@ const (
 )
 
 //go:embed k3s-flags-v1.36.3.tsv
-var tsv string
+var flagsTSV string // never written
 
-// Table holds the known flag names per role. It is immutable after Load.
+// Table holds the known flag names per role. It is immutable once built.
 type Table struct {
 	flags map[Role]map[string]Kind
 }
 
-// Load parses the embedded table. It panics only if the embedded file is malformed, which a
-// unit test rules out.
-func Load() *Table {
-	t, err := Parse(tsv)
+// loadFlags parses the embedded table once.
+var loadFlags = sync.OnceValue(func() *Table {
+	t, err := ParseFlags(flagsTSV)
 	if err != nil {
 		panic(err)
 	}
 	return t
-}
+})
 
-// Parse reads a table in the TSV format: role<TAB>flag<TAB>kind, '#' comments. It returns an
+// Flags returns the flag table of K3s FlagsVersion (embedded, parsed once, shared and
+// read-only). It panics only if the embedded file is malformed, which a unit test rules out.
+func Flags() *Table { return loadFlags() }
+
+// ParseFlags reads a table in the TSV format: role<TAB>flag<TAB>kind, '#' comments. It returns an
 // error naming the line for a malformed row.
-func Parse(text string) (*Table, error) {
+func ParseFlags(text string) (*Table, error) {
 	t := &Table{flags: map[Role]map[string]Kind{Server: {}, Agent: {}}}
 	for i, line := range strings.Split(text, "\n") {
 		line = strings.TrimRight(line, "\r")
