@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/k3strap/k3strap/events"
+	"github.com/k3strap/k3strap/k3s"
 )
 
 // Plain writes one line per event: `HH:MM:SS host phase message` ("-" for cluster-wide
@@ -71,7 +72,7 @@ func Keep(e events.Event, verbose, quiet bool) bool {
 // PlainLines renders e as the lines Plain writes. Every line starts with the
 // `HH:MM:SS host phase ` prefix (a message spanning lines is split, each part prefixed), terminal
 // control sequences from remote output are removed, and secret-looking values are masked
-// (Redact) as a second line of defence: events carry no secrets.
+// (k3s.Mask) as a second line of defence: events carry no secrets.
 func PlainLines(e events.Event) []string {
 	var out []string
 	for _, l := range plainLines(e) {
@@ -111,13 +112,10 @@ func splitPrefix(l string, e events.Event) (string, string) {
 var (
 	// ansiRE matches CSI and OSC escape sequences.
 	ansiRE = regexp.MustCompile(`\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(\x07|\x1b\\)|\x1b[@-Z\\-_]`)
-	// secretRE matches NAME=value pairs whose upper-case name says token, password or secret,
-	// K3s token/password flags, and full K3s tokens (K10<hash>::<user>:<password>).
-	secretRE = regexp.MustCompile(`\b([A-Z0-9_]*(?:TOKEN|PASSWORD|SECRET)[A-Z0-9_]*)=(\S+)|(--(?:agent-)?token|--password|--bootstrap-password)([ =])(\S+)|\bK10[0-9a-f]{16,}::[a-z]+:\S+`)
 )
 
 // Sanitize removes terminal escape sequences and control characters other than newline and tab
-// from s (remote output must not steer the user's terminal) and masks secrets (Redact).
+// from s (remote output must not steer the user's terminal) and masks secrets (k3s.Mask).
 func Sanitize(s string) string {
 	s = ansiRE.ReplaceAllString(s, "")
 	s = strings.Map(func(r rune) rune {
@@ -129,25 +127,7 @@ func Sanitize(s string) string {
 		}
 		return r
 	}, s)
-	return Redact(s)
-}
-
-// Redact masks secret-looking values in s with ********: NAME=value where NAME contains TOKEN,
-// PASSWORD or SECRET, the value after --token/--agent-token/--password/--bootstrap-password,
-// and whole K3s tokens. Events never carry secrets (DESIGN.md); this is a second line of
-// defence for text that came from remote output.
-func Redact(s string) string {
-	return secretRE.ReplaceAllStringFunc(s, func(m string) string {
-		sub := secretRE.FindStringSubmatch(m)
-		switch {
-		case sub[1] != "":
-			return sub[1] + "=********"
-		case sub[3] != "":
-			return sub[3] + sub[4] + "********"
-		default:
-			return "********"
-		}
-	})
+	return k3s.Mask(s)
 }
 
 func plainLines(e events.Event) []string {
@@ -273,7 +253,7 @@ func HumanBytes(n int64) string {
 }
 
 // JSON writes one JSON object per event and line (the schema is events/schema.json, version in
-// "v"). Messages and error evidence pass through Redact.
+// "v"). Messages and error evidence pass through k3s.Mask.
 type JSON struct {
 	W io.Writer
 	// Verbose adds debug events (remote command lines, secrets masked).
@@ -289,13 +269,13 @@ func (j *JSON) Emit(e events.Event) {
 	if !Keep(e, j.Verbose, j.Quiet) {
 		return
 	}
-	e.Message = Redact(e.Message)
+	e.Message = k3s.Mask(e.Message)
 	if e.Error != nil {
 		info := *e.Error
-		info.Message = Redact(info.Message)
+		info.Message = k3s.Mask(info.Message)
 		info.Evidence = append([]string(nil), info.Evidence...)
 		for i := range info.Evidence {
-			info.Evidence[i] = Redact(info.Evidence[i])
+			info.Evidence[i] = k3s.Mask(info.Evidence[i])
 		}
 		e.Error = &info
 	}

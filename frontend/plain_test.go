@@ -106,16 +106,18 @@ func TestPlainNilPayloads(t *testing.T) {
 	}
 }
 
-func TestRedact(t *testing.T) {
+// TestSanitizeMasks: text shown to the user passes through k3s.Mask (the one masking rule).
+func TestSanitizeMasks(t *testing.T) {
 	for in, want := range map[string]string{
 		"env K3S_TOKEN=abc INSTALL_K3S_EXEC=server":              "env K3S_TOKEN=******** INSTALL_K3S_EXEC=server",
 		"k3s server --token s3cr3t --debug":                      "k3s server --token ******** --debug",
 		"--agent-token=xyz":                                      "--agent-token=********",
 		"token K10" + strings.Repeat("ab", 32) + "::server:pw x": "token ******** x",
 		"nothing secret here: token-file is a path":              "nothing secret here: token-file is a path",
+		"\x1b[31mred\x1b[0m SUDO_PASSWORD=x":                     "red SUDO_PASSWORD=********",
 	} {
-		if got := Redact(in); got != want {
-			t.Errorf("Redact(%q) = %q, want %q", in, got, want)
+		if got := Sanitize(in); got != want {
+			t.Errorf("Sanitize(%q) = %q, want %q", in, got, want)
 		}
 	}
 }

@@ -15,9 +15,9 @@ func flagTable() *k3s.Table { return k3s.Flags() }
 const (
 	DefaultSSHPort        = 22
 	DefaultConnectTimeout = Duration(10e9) // 10 s
-	DefaultFlannelBackend = "vxlan"
-	DefaultClusterCIDR    = "10.42.0.0/16"
-	DefaultServiceCIDR    = "10.43.0.0/16"
+	DefaultFlannelBackend = k3s.DefaultFlannelBackend
+	DefaultClusterCIDR    = k3s.DefaultClusterCIDR
+	DefaultServiceCIDR    = k3s.DefaultServiceCIDR
 	// DefaultKubeconfigMode is what k3strap renders for write-kubeconfig-mode: the kubeconfig
 	// holds cluster-admin credentials, so only root reads it.
 	DefaultKubeconfigMode = "0600"
@@ -219,26 +219,39 @@ func (c K3sConfig) EffectiveFlannelBackend() string {
 
 // KubeletCloudProviderExternal reports whether h's kubelet will run with cloud-provider=external:
 // K3s sets it itself while its embedded cloud controller runs (a server setting that agents
-// receive from their server); otherwise only a kubelet-arg does (docs/failure-modes.md F1,
-// pkg/daemons/agent/agent_linux.go). An explicit kubelet-arg cloud-provider wins.
+// receive from their server); otherwise only a kubelet-arg does. An explicit kubelet-arg
+// cloud-provider wins. The rule is k3s.CloudSettings (docs/failure-modes.md F1).
 func (c *Cluster) KubeletCloudProviderExternal(h *Host) bool {
-	cfg := c.HostConfig(h)
-	if v, ok := ArgValue(cfg.KubeletArg, "cloud-provider"); ok {
-		return v == "external"
-	}
-	return c.EmbeddedCloudController(h)
+	return c.CloudSettings(h).KubeletCloudProviderExternal()
 }
 
 // EmbeddedCloudController reports whether K3s's embedded cloud controller runs for h: on a
 // server, unless its config disables it; on an agent, as its first server says.
 func (c *Cluster) EmbeddedCloudController(h *Host) bool {
+	return !c.CloudSettings(h).DisableCloudController
+}
+
+// ExternalCloudControllerDeclared reports whether k3strap deploys an external cloud
+// controller: spec.k3s.cloudController external with a manifest.
+func (c *Cluster) ExternalCloudControllerDeclared() bool {
+	e := c.Spec.K3s.ExternalCloudController
+	return c.Spec.K3s.CloudController == CloudControllerExternal && e != nil && e.Manifest != ""
+}
+
+// CloudSettings returns the settings of h that decide, by k3s.CloudSettings's rule, whether
+// its node's uninitialized taint is ever removed (docs/failure-modes.md F1): the
+// disable-cloud-controller of h (for an agent: of the first server), h's rendered kubelet-arg,
+// and whether an external cloud controller is declared.
+func (c *Cluster) CloudSettings(h *Host) k3s.CloudSettings {
 	src := h
 	if h.Role == RoleAgent {
-		if src = c.FirstServer(); src == nil {
-			return true
-		}
+		src = c.FirstServer()
 	}
-	return !IsTrue(c.HostConfig(src).DisableCloudController)
+	s := k3s.CloudSettings{KubeletArgs: c.HostConfig(h).KubeletArg, ExternalCloudController: c.ExternalCloudControllerDeclared()}
+	if src != nil {
+		s.DisableCloudController = IsTrue(c.HostConfig(src).DisableCloudController)
+	}
+	return s
 }
 
 // String describes the host for messages: name (address).

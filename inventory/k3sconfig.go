@@ -3,9 +3,10 @@ package inventory
 import (
 	"fmt"
 	"sort"
-	"strings"
 
 	"go.yaml.in/yaml/v3"
+
+	"github.com/k3strap/k3strap/k3s"
 )
 
 // K3sConfig is the content of a K3s config.yaml. YAML keys are K3s flag names
@@ -187,14 +188,18 @@ func (c K3sConfig) Keys() []string {
 
 // ArgValue returns the value of name=VALUE among args (e.g. kubelet-arg entries, with or
 // without leading dashes), and whether it was present. The last occurrence wins, as for flags.
-func ArgValue(args []string, name string) (string, bool) {
-	val, found := "", false
-	for _, a := range args {
-		a = strings.TrimLeft(a, "-")
-		k, v, _ := strings.Cut(a, "=")
-		if k == name {
-			val, found = v, true
-		}
+// It is k3s.ArgValue.
+func ArgValue(args []string, name string) (string, bool) { return k3s.ArgValue(args, name) }
+
+// Values returns c as config.yaml would hold it: config key → value (string, bool, or []any of
+// scalars), typed fields and Extra together; unset keys are absent. Secrets are included as
+// they are (for rules such as k3s.CriticalMismatches, never for output).
+func (c K3sConfig) Values() map[string]any {
+	out := map[string]any{}
+	b, err := yaml.Marshal(c)
+	if err != nil {
+		return out
 	}
-	return val, found
+	_ = yaml.Unmarshal(b, &out)
+	return out
 }

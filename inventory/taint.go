@@ -9,6 +9,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/klog/v2"
+
+	"github.com/k3strap/k3strap/k3s"
 )
 
 // Taint is a node taint written key[=value]:Effect, as K3s's node-taint flag and kubectl take it.
@@ -22,7 +24,7 @@ type Taint struct {
 const (
 	// TaintUninitialized is added by the kubelet when it runs with cloud-provider=external and
 	// removed by the cloud controller once it initialised the node (F1).
-	TaintUninitialized = "node.cloudprovider.kubernetes.io/uninitialized"
+	TaintUninitialized = k3s.TaintUninitialized
 	// TaintControlPlane and TaintMaster are the control-plane taint keys; the legacy master key
 	// is the one a standalone flannel v0.24.4 forgot to tolerate (F4).
 	TaintControlPlane = "node-role.kubernetes.io/control-plane"

@@ -164,10 +164,7 @@ func suggestName(name string, check func(string) []string) string {
 	return ", e.g. " + s
 }
 
-var (
-	versionRE = regexp.MustCompile(`^v\d+\.\d+\.\d+(-rc\d+)?\+k3s\d+$`)
-	channelRE = regexp.MustCompile(`^(stable|latest|testing|v\d+\.\d+)$`)
-)
+var channelRE = regexp.MustCompile(`^(stable|latest|testing|v\d+\.\d+)$`)
 
 func (v *validator) release() {
 	k := &v.c.Spec.K3s
@@ -175,14 +172,14 @@ func (v *validator) release() {
 		v.add("spec.k3s.channel", atKey, "", "spec.k3s.version and spec.k3s.channel are both set",
 			"keep version (a fixed release) or channel (the newest release of a channel), not both")
 	}
-	if k.Version != "" && !versionRE.MatchString(k.Version) {
+	if k.Version != "" && !k3s.IsRelease(k.Version) {
 		fix := "write a K3s release such as v1.31.4+k3s1"
 		switch s := k.Version; {
-		case versionRE.MatchString("v" + s):
+		case k3s.IsRelease("v" + s):
 			fix = "write v" + s
-		case versionRE.MatchString(s + "+k3s1"):
+		case k3s.IsRelease(s + "+k3s1"):
 			fix = fmt.Sprintf("K3s releases carry a +k3sN suffix: write %s+k3s1", s)
-		case versionRE.MatchString("v" + s + "+k3s1"):
+		case k3s.IsRelease("v" + s + "+k3s1"):
 			fix = fmt.Sprintf("K3s releases look like v1.31.4+k3s1: write v%s+k3s1", s)
 		}
 		v.add("spec.k3s.version", atValue, "", fmt.Sprintf("K3s version %q is not a K3s release", k.Version), fix)
@@ -593,17 +590,6 @@ var managedKeys = func() map[string]managedKey {
 	}
 }()
 
-// criticalKeys must hold the same value on every server or a joining server fails with
-// "critical configuration value mismatch" (k3s-io/k3s pkg/daemons/config/types.go,
-// CriticalControlArgs; docs/k3s.md).
-var criticalKeys = map[string]bool{
-	"cluster-cidr": true, "service-cidr": true, "cluster-dns": true, "cluster-domain": true,
-	"disable": true, "disable-cloud-controller": true, "disable-helm-controller": true,
-	"disable-network-policy": true, "secrets-encryption": true, "secrets-encryption-provider": true,
-	"embedded-registry": true, "flannel-backend": true, "flannel-ipv6-masq": true,
-	"flannel-external-ip": true, "egress-selector-mode": true, "supervisor-metrics": true,
-}
-
 // k3sConfig checks the keys of one K3s config: the cluster-wide one (h nil) or a host's override.
 func (v *validator) k3sConfig(cfg K3sConfig, base string, h *Host) {
 	role, host := k3s.Server, ""
@@ -631,7 +617,7 @@ func (v *validator) k3sConfig(cfg K3sConfig, base string, h *Host) {
 			v.add(path, atKey, host, "unknown K3s config key "+key, fix)
 			continue
 		}
-		if h != nil && h.Role == RoleServer && criticalKeys[name] {
+		if h != nil && h.Role == RoleServer && v.perHostCritical(name, cfg) {
 			v.add(path, atKey, host, fmt.Sprintf("K3s config key %s must be the same on every server (K3s refuses a joining server whose value differs: critical configuration value mismatch)", key),
 				"set it in spec.k3s.config for the whole cluster instead of per host")
 			continue
@@ -646,6 +632,21 @@ func (v *validator) k3sConfig(cfg K3sConfig, base string, h *Host) {
 			}
 		}
 	}
+}
+
+// perHostCritical reports whether a server's own k3s.config sets critical key name (k3s.IsCriticalKey,
+// K3s's CriticalControlArgs; docs/k3s.md) to a value that can differ from the cluster's. For
+// the disable list only the servicelb entry is critical: a per-host list is refused only when
+// it disables servicelb differently from the cluster-wide one.
+func (v *validator) perHostCritical(name string, hostCfg K3sConfig) bool {
+	if !k3s.IsCriticalKey(name) {
+		return false
+	}
+	if name != k3s.KeyDisable {
+		return true
+	}
+	cluster := v.c.Spec.K3s.Config
+	return k3s.Disables(cluster.Merge(hostCfg).Disable, k3s.ServiceLB) != k3s.Disables(cluster.Disable, k3s.ServiceLB)
 }
 
 // kindProblem checks a free-form config value against its flag's kind. Values are never

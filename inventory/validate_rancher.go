@@ -7,11 +7,12 @@ import (
 	"regexp"
 	"slices"
 	"sort"
-	"strconv"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/util/validation"
+
+	"github.com/k3strap/k3strap/k3s"
 )
 
 // Rancher validation rules (issue 5; docs/rancher.md):
@@ -203,21 +204,11 @@ func orRancher(s RancherTLSSource) RancherTLSSource {
 // (k3s-io/helm-controller#268, validated on those release candidates). Unparsable versions
 // pass (release validation reports them).
 func valuesSecretsSupported(kv string) bool {
-	core := strings.TrimPrefix(kv, "v")
-	core, _, _ = strings.Cut(core, "+")
-	core, _, _ = strings.Cut(core, "-")
-	parts := strings.Split(core, ".")
-	if len(parts) != 3 {
+	r, ok := k3s.ParseRelease(kv)
+	if !ok {
 		return true
 	}
-	var n [3]int
-	for i, p := range parts {
-		x, err := strconv.Atoi(p)
-		if err != nil {
-			return true
-		}
-		n[i] = x
-	}
+	n := [3]int{r.Major, r.Minor, r.Patch}
 	if n[0] != 1 {
 		return n[0] > 1
 	}

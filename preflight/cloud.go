@@ -5,14 +5,8 @@ import (
 	"strings"
 
 	"github.com/k3strap/k3strap/inventory"
+	"github.com/k3strap/k3strap/k3s"
 )
-
-// externalControllerDeployed reports whether k3strap deploys an external cloud controller:
-// spec.k3s.cloudController external with a manifest.
-func externalControllerDeployed(c *inventory.Cluster) bool {
-	e := c.Spec.K3s.ExternalCloudController
-	return c.Spec.K3s.CloudController == inventory.CloudControllerExternal && e != nil && e.Manifest != ""
-}
 
 func hostIndex(c *inventory.Cluster, h *inventory.Host) int {
 	for i := range c.Spec.Hosts {
@@ -57,9 +51,9 @@ func kubeletArgSource(c *inventory.Cluster, h *inventory.Host) string {
 	return "kubelet-arg"
 }
 
-// checkCloudController implements docs/failure-modes.md F1:
+// checkCloudController implements docs/failure-modes.md F1 (the rule: k3s.CloudSettings):
 //   - error when a node's kubelet gets cloud-provider=external (inventory
-//     Cluster.KubeletCloudProviderExternal) while no cloud controller will run: the embedded
+//     Cluster.CloudSettings) while no cloud controller will run: the embedded
 //     one is disabled (Cluster.EmbeddedCloudController) and no external one is declared
 //     (cloudController external with a manifest). The node keeps the
 //     node.cloudprovider.kubernetes.io/uninitialized taint forever;
@@ -87,13 +81,13 @@ func checkCloudController(in *Input) []Finding {
 			strings.Join(on, ", "), strings.Join(offSrc, ", ")))
 	}
 
-	external := externalControllerDeployed(c)
+	external := c.ExternalCloudControllerDeclared()
 	fs := c.FirstServer()
 	npc := fs != nil && !inventory.IsTrue(c.HostConfig(fs).DisableNetworkPolicy)
 	f1 := false
 	for i := range c.Spec.Hosts {
 		h := &c.Spec.Hosts[i]
-		if external || !c.KubeletCloudProviderExternal(h) || c.EmbeddedCloudController(h) {
+		if !c.CloudSettings(h).UninitializedTaintStays() {
 			continue
 		}
 		f1 = true
@@ -116,12 +110,12 @@ func checkCloudController(in *Input) []Finding {
 		}
 		out = append(out, errorf(h.Name, cloudFix(c, by, argSrc),
 			"the kubelet gets kubelet-arg cloud-provider=external (%s), but K3s's embedded cloud controller is disabled (%s) and %s: the node registers with taint %s=true:NoSchedule and nothing ever removes it; %s (docs/failure-modes.md F1, k3s-io/k3s#11619)",
-			argSrc, by, noExternal, inventory.TaintUninitialized, consequence))
+			argSrc, by, noExternal, k3s.TaintUninitialized, consequence))
 	}
 
 	if len(off) > 0 && !external && !f1 && !disagree {
 		lb := ", and ServiceLB does not run (it runs inside K3s's cloud controller): Services of type LoadBalancer stay <pending>"
-		if fs != nil && disables(c.HostConfig(fs).Disable, "servicelb") {
+		if fs != nil && k3s.Disables(c.HostConfig(fs).Disable, k3s.ServiceLB) {
 			lb = ""
 		}
 		out = append(out, warnf(hostList(c, off),
@@ -141,16 +135,4 @@ func cloudFix(c *inventory.Cluster, by, argSrc string) string {
 		return "add spec.k3s.externalCloudController.manifest with your cloud controller's manifest (k3strap deploys it right after the first server starts), or set spec.k3s.cloudController: embedded"
 	}
 	return keep + "; or declare spec.k3s.cloudController: external with spec.k3s.externalCloudController.manifest; or drop cloud-provider=external from " + argSrc
-}
-
-// disables reports whether a K3s disable list (entries may be comma-separated) names comp.
-func disables(list inventory.StringList, comp string) bool {
-	for _, e := range list {
-		for _, p := range strings.Split(e, ",") {
-			if strings.TrimSpace(p) == comp {
-				return true
-			}
-		}
-	}
-	return false
 }

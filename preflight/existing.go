@@ -7,6 +7,7 @@ import (
 
 	"github.com/k3strap/k3strap/facts"
 	"github.com/k3strap/k3strap/inventory"
+	"github.com/k3strap/k3strap/k3s"
 )
 
 // checkExistingInstall: a K3s already on the host. Re-running apply reconciles it (warning);
@@ -33,9 +34,9 @@ func checkExistingInstall(in *Input) []Finding {
 				article(string(h.Role)), h.Role, wrongUnit, roleOfUnit(wrongUnit), state, wantUnit))
 		}
 		want := c.Spec.K3s.Version
-		have, okHave := parseK3sVersion(k.BinaryVersion)
-		spec, okSpec := parseK3sVersion(want)
-		if okHave && okSpec && have.compare(spec) > 0 {
+		have, okHave := k3s.ParseRelease(k.BinaryVersion)
+		spec, okSpec := k3s.ParseRelease(want)
+		if okHave && okSpec && have.Compare(spec) > 0 {
 			out = append(out, errorf(h.Name,
 				fmt.Sprintf("set spec.k3s.version to %s or newer, or uninstall K3s on the host first (%s)", k.BinaryVersion, uninstall),
 				"K3s %s is installed, newer than spec.k3s.version %s: K3s does not support downgrades", k.BinaryVersion, want))
@@ -48,7 +49,7 @@ func checkExistingInstall(in *Input) []Finding {
 			target = "channel " + c.Spec.K3s.Channel
 		}
 		action := "reconcile it (config, unit, version) to " + target
-		upgrade := okHave && okSpec && have.compare(spec) < 0
+		upgrade := okHave && okSpec && have.Compare(spec) < 0
 		if upgrade {
 			action = fmt.Sprintf("upgrade it from %s to %s", k.BinaryVersion, want)
 		}

@@ -8,6 +8,7 @@ import (
 
 	"github.com/k3strap/k3strap/facts"
 	"github.com/k3strap/k3strap/inventory"
+	"github.com/k3strap/k3strap/k3s"
 	"github.com/k3strap/k3strap/templates/cni"
 )
 
@@ -443,9 +444,9 @@ func checkCgroups(in *Input) []Finding {
 				return out
 			}
 			fix := "boot the host with cgroup v2 (systemd.unified_cgroup_hierarchy=1 on the kernel command line; OpenRC: rc_cgroup_mode=\"unified\" in /etc/rc.conf), or add kubelet-arg fail-cgroupv1=false to keep the deprecated v1"
-			ver, known := parseK3sVersion(c.Spec.K3s.Version)
+			ver, known := k3s.ParseRelease(c.Spec.K3s.Version)
 			switch {
-			case known && ver.atLeast(1, 35):
+			case known && ver.AtLeast(1, 35):
 				out = append(out, errorf(h.Name, fix,
 					"the host uses cgroup v1 and K3s %s (Kubernetes >= 1.35) starts a kubelet that refuses cgroup v1 by default (\"kubelet is configured to not run on a host using cgroup v1\")", c.Spec.K3s.Version))
 			case known:

@@ -12,6 +12,7 @@ import (
 
 	"github.com/k3strap/k3strap/facts"
 	"github.com/k3strap/k3strap/inventory"
+	"github.com/k3strap/k3strap/k3s"
 )
 
 func TestCheckIDs(t *testing.T) {
@@ -262,18 +263,18 @@ func TestK3sVersionCompare(t *testing.T) {
 		{"v2.0.0+k3s1", "v1.99.0+k3s1", 1},
 	}
 	for _, tc := range tests {
-		a, okA := parseK3sVersion(tc.a)
-		b, okB := parseK3sVersion(tc.b)
+		a, okA := k3s.ParseRelease(tc.a)
+		b, okB := k3s.ParseRelease(tc.b)
 		if !okA || !okB {
 			t.Fatalf("parse %q %q", tc.a, tc.b)
 		}
-		if got := a.compare(b); got != tc.want {
+		if got := a.Compare(b); got != tc.want {
 			t.Errorf("compare(%s, %s) = %d, want %d", tc.a, tc.b, got, tc.want)
 		}
 	}
 	for _, bad := range []string{"", "stable", "v1.36", "v1.x.3"} {
-		if _, ok := parseK3sVersion(bad); ok {
-			t.Errorf("parseK3sVersion(%q) ok", bad)
+		if _, ok := k3s.ParseRelease(bad); ok {
+			t.Errorf("k3s.ParseRelease(%q) ok", bad)
 		}
 	}
 }

@@ -7,6 +7,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/k3strap/k3strap/inventory"
+	"github.com/k3strap/k3strap/k3s"
 	"github.com/k3strap/k3strap/templates/cni"
 )
 
@@ -62,7 +63,7 @@ func k3sAddonTolerations() []corev1.Toleration {
 func packagedAddon(disableName string) func(c *inventory.Cluster) bool {
 	return func(c *inventory.Cluster) bool {
 		fs := c.FirstServer()
-		return fs != nil && !disables(c.HostConfig(fs).Disable, disableName)
+		return fs != nil && !k3s.Disables(c.HostConfig(fs).Disable, disableName)
 	}
 }
 

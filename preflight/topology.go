@@ -2,10 +2,9 @@ package preflight
 
 import (
 	"fmt"
-	"sort"
 	"strings"
 
-	"github.com/k3strap/k3strap/inventory"
+	"github.com/k3strap/k3strap/k3s"
 )
 
 // checkServerCount: embedded etcd keeps quorum with a majority of servers, so an even number
@@ -27,62 +26,22 @@ func checkServerCount(in *Input) []Finding {
 	return out
 }
 
-// criticalKeys are the K3s settings every server must share, or a joining server is refused
-// with "critical configuration value mismatch" (docs/k3s.md; K3s CriticalControlArgs).
-var criticalKeys = []string{"cluster-cidr", "service-cidr", "cluster-dns", "cluster-domain", "disable",
-	"flannel-backend", "disable-network-policy", "disable-kube-proxy", "egress-selector-mode", "secrets-encryption",
-	"disable-cloud-controller", "disable-helm-controller", "disable-scheduler"}
-
-// criticalValues returns the rendered value of each critical key for h ("" when unset).
-func criticalValues(c *inventory.Cluster, h *inventory.Host) map[string]string {
-	cfg := c.HostConfig(h)
-	vals := map[string]string{
-		"cluster-cidr":             strings.Join(cfg.ClusterCIDR, ","),
-		"service-cidr":             strings.Join(cfg.ServiceCIDR, ","),
-		"cluster-dns":              strings.Join(cfg.ClusterDNS, ","),
-		"cluster-domain":           cfg.ClusterDomain,
-		"flannel-backend":          cfg.FlannelBackend,
-		"disable-network-policy":   boolText(cfg.DisableNetworkPolicy),
-		"disable-kube-proxy":       boolText(cfg.DisableKubeProxy),
-		"secrets-encryption":       boolText(cfg.SecretsEncryption),
-		"disable-cloud-controller": boolText(cfg.DisableCloudController),
-		"disable-helm-controller":  boolText(cfg.DisableHelmController),
-	}
-	d := append([]string(nil), cfg.Disable...)
-	sort.Strings(d)
-	vals["disable"] = strings.Join(d, ",")
-	for _, k := range []string{"egress-selector-mode", "disable-scheduler"} {
-		if v, ok := cfg.Extra[k]; ok {
-			vals[k] = fmt.Sprint(v)
-		}
-	}
-	return vals
-}
-
-func boolText(b *bool) string {
-	if b == nil {
-		return ""
-	}
-	return fmt.Sprint(*b)
-}
-
-// checkCriticalConfig: before anything is installed, every server's critical settings are
-// compared with the first server's; each differing value is shown per server.
+// checkCriticalConfig: before anything is installed, every server's critical settings
+// (k3s.CriticalKeys, K3s's CriticalControlArgs; docs/k3s.md) are compared with the first
+// server's, K3s's defaults applied to absent keys (k3s.CriticalMismatches); each differing
+// value is shown per server.
 func checkCriticalConfig(in *Input) []Finding {
 	servers := in.Cluster.Servers()
 	if len(servers) < 2 {
 		return nil
 	}
 	first := servers[0]
-	want := criticalValues(in.Cluster, first)
+	want := in.Cluster.HostConfig(first).Values()
 	var out []Finding
 	for _, h := range servers[1:] {
-		got := criticalValues(in.Cluster, h)
 		var diffs []string
-		for _, k := range criticalKeys {
-			if got[k] != want[k] {
-				diffs = append(diffs, fmt.Sprintf("%s: %q here, %q on %s", k, got[k], want[k], first.Name))
-			}
+		for _, m := range k3s.CriticalMismatches(in.Cluster.HostConfig(h).Values(), want) {
+			diffs = append(diffs, fmt.Sprintf("%s: %s here, %s on %s", m.Key, shownValue(m.A, m.DefaultA), shownValue(m.B, m.DefaultB), first.Name))
 		}
 		if len(diffs) > 0 {
 			out = append(out, errorf(h.Name,
@@ -92,4 +51,12 @@ func checkCriticalConfig(in *Input) []Finding {
 		}
 	}
 	return out
+}
+
+// shownValue quotes a critical value and marks K3s's default.
+func shownValue(v string, def bool) string {
+	if def {
+		return fmt.Sprintf("%q (K3s's default)", v)
+	}
+	return fmt.Sprintf("%q", v)
 }

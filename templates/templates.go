@@ -8,7 +8,6 @@ import (
 	_ "embed"
 	"fmt"
 	"sort"
-	"strings"
 
 	"go.yaml.in/yaml/v3"
 
@@ -84,20 +83,4 @@ func sortExtra(n *yaml.Node, cfg inventory.K3sConfig) {
 	for _, p := range append(typed, extra...) {
 		n.Content = append(n.Content, p.k, p.v)
 	}
-}
-
-// MaskEnv returns env pairs NAME=VALUE with the values of secret-looking names (TOKEN,
-// PASSWORD, SECRET) replaced by ********, for `k3strap render` and --verbose.
-func MaskEnv(env []string) []string {
-	out := make([]string, len(env))
-	for i, e := range env {
-		k, _, _ := strings.Cut(e, "=")
-		u := strings.ToUpper(k)
-		if strings.Contains(u, "TOKEN") || strings.Contains(u, "PASSWORD") || strings.Contains(u, "SECRET") {
-			out[i] = k + "=********"
-			continue
-		}
-		out[i] = e
-	}
-	return out
 }

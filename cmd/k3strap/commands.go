@@ -9,7 +9,7 @@ import (
 
 	"github.com/k3strap/k3strap/installer"
 	"github.com/k3strap/k3strap/inventory"
-	"github.com/k3strap/k3strap/templates"
+	"github.com/k3strap/k3strap/k3s"
 )
 
 func (a *app) validateCmd() *cobra.Command {
@@ -156,7 +156,7 @@ func (a *app) renderHost(pl *installer.Planner, c *inventory.Cluster, h *invento
 					fmt.Fprintf(w, "--- %s (mode %04o)\n%s", f.Path, f.Mode, f.Content)
 				}
 			}
-			fmt.Fprintf(w, "--- install: %s %s\n", strings.Join(templates.MaskEnv(p.InstallEnv), " "), installer.PathInstallScript)
+			fmt.Fprintf(w, "--- install: %s %s\n", strings.Join(k3s.MaskEnv(p.InstallEnv), " "), installer.PathInstallScript)
 			fmt.Fprintf(w, "--- service: %s\n\n", p.Service)
 		}
 	}

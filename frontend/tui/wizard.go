@@ -15,11 +15,8 @@ import (
 	"github.com/charmbracelet/x/ansi"
 
 	"github.com/k3strap/k3strap/inventory"
+	"github.com/k3strap/k3strap/k3s"
 )
-
-// DefaultK3sVersion is the K3s release the wizard offers (the release k3strap is tested
-// against: testdata/real-k3s-v1.36.3, docs/k3s.md).
-const DefaultK3sVersion = "v1.36.3+k3s1"
 
 // Next is what the user chose to do after the wizard wrote the inventory.
 type Next string
@@ -114,10 +111,7 @@ type Wizard struct {
 	result  WizardResult
 }
 
-var (
-	nameRE   = regexp.MustCompile(`^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$`)
-	k3sRelRE = regexp.MustCompile(`^v\d+\.\d+\.\d+(-rc\d+)?\+k3s\d+$`)
-)
+var nameRE = regexp.MustCompile(`^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$`)
 
 // NewWizard returns the wizard model.
 func NewWizard(opts WizardOptions) *Wizard {
@@ -143,7 +137,7 @@ func NewWizard(opts WizardOptions) *Wizard {
 		textField("knownHosts", "known_hosts", "", "~/.ssh/known_hosts", "Host keys are recorded here on first contact (trust on first use) and verified on every later run."),
 	)
 	w.k3s = newForm(
-		textField("version", "K3s release", DefaultK3sVersion, "", "A K3s release such as "+DefaultK3sVersion+", or a channel (stable, latest, v1.36) for online installs."),
+		textField("version", "K3s release", k3s.DefaultVersion, "", "A K3s release such as "+k3s.DefaultVersion+", or a channel (stable, latest, v1.36) for online installs."),
 		choiceField("install", "Install mode", "online: each host downloads K3s itself. airgap: k3strap uploads the release files you downloaded (no internet needed on the hosts).", "online", "airgap"),
 		choiceField("arch", "Hosts' arch", "The architecture of the hosts the airgap files are for (add more in the file later).", "amd64", "arm64", "arm"),
 		textField("binary", "K3s binary", "", "./k3s", "The k3s binary of the release (k3s, k3s-arm64 or k3s-armhf); relative paths are relative to the inventory file."),
@@ -324,11 +318,11 @@ func (w *Wizard) checkCluster() string {
 func (w *Wizard) checkK3s() string {
 	v := w.k3s.value("version")
 	if v == "" {
-		return "give a K3s release (e.g. " + DefaultK3sVersion + ") or a channel (stable)"
+		return "give a K3s release (e.g. " + k3s.DefaultVersion + ") or a channel (stable)"
 	}
 	if w.k3s.value("install") == "airgap" {
-		if !k3sRelRE.MatchString(v) {
-			return "an airgap install needs a fixed release such as " + DefaultK3sVersion + " (the one the binary is)"
+		if !k3s.IsRelease(v) {
+			return "an airgap install needs a fixed release such as " + k3s.DefaultVersion + " (the one the binary is)"
 		}
 		if w.k3s.value("binary") == "" {
 			return "an airgap install needs the path of the k3s binary"
@@ -533,7 +527,7 @@ func (w *Wizard) build() *inventory.Cluster {
 	c.Metadata.Name = w.cluster.value("name")
 	c.Spec.SSH = inventory.SSH{User: w.cluster.value("user"), KeyPath: w.cluster.value("key"), KnownHosts: w.cluster.value("knownHosts")}
 	k := &c.Spec.K3s
-	if v := w.k3s.value("version"); k3sRelRE.MatchString(v) {
+	if v := w.k3s.value("version"); k3s.IsRelease(v) {
 		k.Version = v
 	} else {
 		k.Channel = v

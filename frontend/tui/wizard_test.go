@@ -16,6 +16,7 @@ import (
 	"github.com/charmbracelet/x/exp/teatest/v2"
 
 	"github.com/k3strap/k3strap/inventory"
+	"github.com/k3strap/k3strap/k3s"
 )
 
 // fakeSSH answers connection tests without a network: hosts whose address ends in .99 fail.
@@ -162,7 +163,7 @@ func TestWizardWalkthrough(t *testing.T) {
 		{"edge-1 user", s.Hosts[1].SSH.User, "pi"},
 		{"edge-1 port", s.Hosts[1].SSH.Port, 2222},
 		{"ssh key", s.SSH.KeyPath, filepath.Join(dir, "id_test")},
-		{"version", s.K3s.Version, DefaultK3sVersion},
+		{"version", s.K3s.Version, k3s.DefaultVersion},
 		{"install", s.K3s.Install, inventory.Airgap},
 		{"airgap binary", s.K3s.Airgap["amd64"].Binary, filepath.Join(dir, "k3s")},
 		{"cni", s.CNI.Type, inventory.CNICalico},
