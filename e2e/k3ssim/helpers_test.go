@@ -27,13 +27,15 @@ import (
 	"github.com/k3strap/k3strap/e2e/k3ssim/internal/paths"
 )
 
-const fixtures = "/work/shared/fixtures/real-k3s-v1.36.3/"
+// fixtures is the real K3s v1.36.3 captures in the repository, relative to this package (go
+// test runs in the package directory).
+const fixtures = "../../testdata/real-k3s-v1.36.3/"
 
 func fixture(t *testing.T, name string) []byte {
 	t.Helper()
 	b, err := os.ReadFile(fixtures + name)
 	if err != nil {
-		t.Skipf("real K3s fixtures not available (%v)", err)
+		t.Fatalf("real K3s fixture: %v", err)
 	}
 	return b
 }

@@ -1,5 +1,5 @@
-// Package testfixtures finds the real K3s v1.36.3 captures in ../shared/fixtures (beside the
-// repository, as CI places it) for tests that check parsers and the simulator against them.
+// Package testfixtures finds the real K3s v1.36.3 captures in testdata/real-k3s-v1.36.3 at the
+// repository root, for tests that check parsers and the simulator against them.
 package testfixtures
 
 import (
@@ -9,18 +9,18 @@ import (
 	"testing"
 )
 
-// Dir returns the directory of the real K3s v1.36.3 captures, or skips the test with the reason
-// when ../shared is not beside the repository.
+// Dir returns the directory of the real K3s v1.36.3 captures in the repository, failing the
+// test when it is missing.
 func Dir(t testing.TB) string {
 	t.Helper()
-	if d := os.Getenv("K3STRAP_FIXTURES"); d != "" {
-		return d
+	_, file, _, ok := runtime.Caller(0)
+	if !ok {
+		t.Fatal("testfixtures: cannot locate the repository")
 	}
-	_, file, _, _ := runtime.Caller(0)
 	repo := filepath.Dir(filepath.Dir(filepath.Dir(file)))
-	d := filepath.Join(filepath.Dir(repo), "shared", "fixtures", "real-k3s-v1.36.3")
+	d := filepath.Join(repo, "testdata", "real-k3s-v1.36.3")
 	if _, err := os.Stat(d); err != nil {
-		t.Skipf("real K3s captures not found at %s (CI places ../shared beside the repository; or set K3STRAP_FIXTURES)", d)
+		t.Fatalf("real K3s captures: %v", err)
 	}
 	return d
 }
