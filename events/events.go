@@ -54,9 +54,9 @@ type Event struct {
 	// Time is when the event was emitted.
 	Time time.Time `json:"time"`
 	Type Type      `json:"type"`
-	// Phase is the installer phase ("connect", "facts", "preflight", "upload", "configure",
-	// "install", "supervise", "join", "kubeconfig", ...).
-	Phase string `json:"phase,omitempty"`
+	// Phase is the step or stage the event belongs to (see Phase); for the summary, the
+	// command.
+	Phase Phase `json:"phase,omitempty"`
 	// Host is the inventory host name, "" for cluster-wide events.
 	Host string `json:"host,omitempty"`
 	// Step is the per-host step within the phase.
@@ -209,7 +209,7 @@ func Tee(sinks ...Sink) Sink {
 // Emitter stamps and sends events for one phase; it is what installer code holds.
 type Emitter struct {
 	Sink  Sink
-	Phase string
+	Phase Phase
 	// Now returns the current time; nil means time.Now.
 	Now func() time.Time
 }
@@ -234,7 +234,7 @@ func (em Emitter) send(e Event) {
 func (em Emitter) Emit(e Event) { em.send(e) }
 
 // WithPhase returns a copy of em for another phase.
-func (em Emitter) WithPhase(p string) Emitter { em.Phase = p; return em }
+func (em Emitter) WithPhase(p Phase) Emitter { em.Phase = p; return em }
 
 // Started emits PhaseStarted.
 func (em Emitter) Started(msg string) { em.send(Event{Type: PhaseStarted, Message: msg}) }

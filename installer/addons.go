@@ -23,6 +23,12 @@ func manifestFile(name string, content []byte, secret bool) File {
 // addonFiles returns the manifests the first server gets: the external cloud controller
 // (issue 2), the CNI (issue 4) and Rancher (issue 5). Each source lives in its own file.
 func (pl *Planner) addonFiles() ([]File, error) {
+	pl.addonsOnce.Do(func() { pl.addons, pl.addonsErr = pl.renderAddons() })
+	return pl.addons, pl.addonsErr
+}
+
+// renderAddons renders the add-on manifests (addonFiles caches them: once per run).
+func (pl *Planner) renderAddons() ([]File, error) {
 	var out []File
 	for _, src := range []func() ([]File, error){pl.cloudControllerManifests, pl.cniManifests, pl.rancherManifests} {
 		fs, err := src()

@@ -14,7 +14,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/k3strap/k3strap/events"
-	"github.com/k3strap/k3strap/facts"
 	"github.com/k3strap/k3strap/installer/kube"
 	"github.com/k3strap/k3strap/inventory"
 	"github.com/k3strap/k3strap/preflight"
@@ -37,20 +36,10 @@ func (pl *Planner) cniManifests() ([]File, error) {
 	return out, nil
 }
 
-// cniExcluded returns the hosts kernelPolicy exclude keeps out of the CNI, judged from the
-// facts gathered in this run (the same verdict preflight printed), by host name.
+// cniExcluded returns the hosts kernelPolicy exclude keeps out of the CNI: the verdict the
+// preflight step printed, by host name (empty when preflight did not run).
 func (s *session) cniExcluded() map[string]preflight.ExcludedHost {
-	in := &preflight.Input{Cluster: s.in.cluster, Facts: map[string]*facts.Host{}}
-	for _, hs := range s.hosts {
-		if hs.facts != nil {
-			in.Facts[hs.host.Name] = hs.facts
-		}
-	}
-	out := map[string]preflight.ExcludedHost{}
-	for _, e := range preflight.CNIExcludedHosts(in) {
-		out[e.Host] = e
-	}
-	return out
+	return s.excluded
 }
 
 // reportExcluded says loudly, per host and once for the run, which hosts run without the CNI
@@ -60,7 +49,7 @@ func (s *session) reportExcluded(excluded map[string]preflight.ExcludedHost) {
 		return
 	}
 	t := s.in.cluster.Spec.CNI.Type
-	em := s.in.emitter("cni")
+	em := s.in.emitter(events.PhaseCNI)
 	var names []string
 	for _, hs := range s.hosts {
 		e, ok := excluded[hs.host.Name]
@@ -116,7 +105,7 @@ func (s *session) waitCNI(ctx context.Context, first *hostState, excluded map[st
 	if !ok {
 		return nil
 	}
-	em := s.in.emitter("cni")
+	em := s.in.emitter(events.PhaseCNI)
 	var want []string
 	for _, hs := range s.hosts {
 		if _, ex := excluded[hs.host.Name]; !ex && (hs.plan != nil || hs.facts != nil) {

@@ -3,6 +3,7 @@ package installer
 import (
 	"context"
 	"fmt"
+	"io"
 	"strings"
 	"time"
 
@@ -159,16 +160,16 @@ func (s *session) converge(ctx context.Context, hs *hostState) (convergeResult, 
 			return res, s.hostFailure(hs, "start", ExitInstall, err)
 		}
 		res.restarted, res.verb = true, verb
-		s.in.emitter("install").Step(hs.host.Name, "start", events.StatusChanged, fmt.Sprintf("%sed %s", verb, p.Service))
+		s.in.emitter(events.PhaseInstall).Step(hs.host.Name, "start", events.StatusChanged, fmt.Sprintf("%sed %s", verb, p.Service))
 	}
-	s.in.emitter("configure").Step(hs.host.Name, "converge", res.status(), res.describe())
+	s.in.emitter(events.PhaseConfigure).Step(hs.host.Name, "converge", res.status(), res.describe())
 	return res, nil
 }
 
 // dryRun reports what converge would do: uploads (with a diff against the host's current file
 // for text files that are not secret), the install script, the service (re)start.
 func (s *session) dryRun(ctx context.Context, hs *hostState, ch changes) error {
-	em := s.in.emitter("dry-run")
+	em := s.in.emitter(events.PhaseDryRun)
 	name := hs.host.Name
 	if !ch.any() {
 		hs.setResult(events.StatusUnchanged, "nothing to do")
@@ -255,7 +256,7 @@ func (s *session) upload(ctx context.Context, hs *hostState, f *File) error {
 			return ctx.Err()
 		}
 	}
-	em := s.in.emitter("upload")
+	em := s.in.emitter(events.PhaseUpload)
 	r, err := f.Open()
 	if err != nil {
 		return err
@@ -268,7 +269,20 @@ func (s *session) upload(ctx context.Context, hs *hostState, f *File) error {
 			em.Progress(hs.host.Name, events.Upload{File: f.Path, Bytes: sent, Total: f.Size})
 		}
 	}
-	if err := hs.c().WriteFile(ctx, f.Path, f.Mode, r, f.Size, progress); err != nil {
+	if rs, ok := r.(io.ReadSeeker); ok && f.LocalPath != "" && f.SHA256 != "" {
+		// Artifacts resume after a dropped link (in this run after reconnecting, or in the next).
+		tr, err := hs.c().WriteFileResumable(ctx, f.Path, f.Mode, rs, f.Size, f.SHA256, progress)
+		em.Debug(hs.host.Name, fmt.Sprintf("upload of %s: sent %d bytes of %d from byte %d", f.Path, tr.Sent, f.Size, tr.Resumed))
+		if tr.Resumed > 0 {
+			em.Info(hs.host.Name, fmt.Sprintf("resumed the upload of %s at byte %d of %d (the host held a verified prefix)", f.Path, tr.Resumed, f.Size))
+		}
+		if err != nil {
+			if tr.Sent > 0 {
+				return madeProgress{err}
+			}
+			return err
+		}
+	} else if err := hs.c().WriteFile(ctx, f.Path, f.Mode, r, f.Size, progress); err != nil {
 		return err
 	}
 	em.Progress(hs.host.Name, events.Upload{File: f.Path, Bytes: f.Size, Total: f.Size, Done: true})
@@ -298,7 +312,7 @@ func (s *session) install(ctx context.Context, hs *hostState) (unitChanged bool,
 		}
 	}
 	cmd := remote.Script("install K3s", installCmd, args...).AsRoot().WithEnv(hs.plan.InstallEnv...)
-	s.in.emitter("install").Debug(hs.host.Name, cmd.String()+" with "+strings.Join(hs.plan.InstallEnv, " "))
+	s.in.emitter(events.PhaseInstall).Debug(hs.host.Name, cmd.String()+" with "+strings.Join(hs.plan.InstallEnv, " "))
 	res, err := hs.c().Check(ctx, cmd)
 	if err != nil {
 		return false, err
@@ -308,6 +322,6 @@ func (s *session) install(ctx context.Context, hs *hostState) (unitChanged bool,
 	if changed {
 		msg = "install script ran (unit written)"
 	}
-	s.in.emitter("install").Step(hs.host.Name, "install", events.StatusChanged, msg)
+	s.in.emitter(events.PhaseInstall).Step(hs.host.Name, "install", events.StatusChanged, msg)
 	return changed, nil
 }

@@ -15,89 +15,12 @@ import (
 	"github.com/k3strap/k3strap/inventory"
 )
 
-// joinAll brings further servers up one at a time (etcd quorum), each Ready and an etcd member
-// before the next starts; then agents in parallel bounded by Concurrency — or, for agents
-// whose K3s version changes, in batches of UpgradeBatchPercent, each drained and uncordoned.
-// Every host's result is reported; one host failing does not stop the agents, but makes the
-// run fail listing the hosts to look at.
-func (s *session) joinAll(ctx context.Context, first *hostState) error {
-	var servers, agents, upgrades []*hostState
-	for _, hs := range s.hosts {
-		if hs == first || hs.plan == nil {
-			continue
-		}
-		switch {
-		case hs.host.Role == inventory.RoleServer:
-			servers = append(servers, hs)
-		case s.upgrading(hs):
-			upgrades = append(upgrades, hs)
-		default:
-			agents = append(agents, hs)
-		}
-	}
-	var failed []string
-	for _, hs := range s.hosts {
-		if hs.plan == nil && hs != first {
-			failed = append(failed, hs.host.Name)
-		}
-	}
-	if len(servers)+len(agents)+len(upgrades) == 0 {
-		return joinFailure(failed)
-	}
-	b, err := first.c().ReadFile(ctx, PathServerToken)
-	if err != nil {
-		return s.hostFailure(first, "token", ExitInstall, fmt.Errorf("reading the join token: %w", err))
-	}
-	token := inventory.Secret(strings.TrimSpace(string(b)))
-	view := &nodeView{kc: kube.Kubectl{R: first.c()}, interval: 500 * time.Millisecond}
-	em := s.in.emitter("join")
-	for _, hs := range servers {
-		em.Step(hs.host.Name, "join", events.StatusRunning, "server "+hs.host.Name+": one at a time")
-		if err := s.joinOne(ctx, first, hs, token, view); err != nil {
-			failed = append(failed, hs.host.Name)
-			if ctx.Err() != nil {
-				return err
-			}
-			// A server that did not join stops further server joins: quorum must not be risked.
-			for _, rest := range servers {
-				rest.setResultIfUnset(events.StatusSkipped, "not joined: server "+hs.host.Name+" failed first")
-			}
-			break
-		}
-	}
-	var mu sync.Mutex
-	join := func(ctx context.Context, hs *hostState) {
-		if err := s.joinOne(ctx, first, hs, token, view); err != nil {
-			mu.Lock()
-			failed = append(failed, hs.host.Name)
-			mu.Unlock()
-		}
-	}
-	s.each(ctx, agents, join)
-	if n := len(upgrades); n > 0 {
-		size := max(1, n*s.in.opts.UpgradeBatchPercent/100)
-		for i := 0; i < n && ctx.Err() == nil; i += size {
-			batch := upgrades[i:min(n, i+size)]
-			var names []string
-			for _, hs := range batch {
-				names = append(names, hs.host.Name)
-			}
-			em.Info("", fmt.Sprintf("upgrading agents %s (batch %d of %d)", strings.Join(names, ", "), i/size+1, (n+size-1)/size))
-			s.each(ctx, batch, join)
-		}
-	}
-	if ctx.Err() != nil {
-		return ctx.Err()
-	}
-	return joinFailure(failed)
-}
-
-func joinFailure(failed []string) error {
+func joinFailure(phase events.Phase, failed []string) error {
 	if len(failed) == 0 {
 		return nil
 	}
 	sort.Strings(failed)
-	return &Failure{Code: ExitInstall, Phase: "join", Info: events.ErrorInfo{
+	return &Failure{Code: ExitInstall, Phase: phase, Info: events.ErrorInfo{
 		Message: fmt.Sprintf("%d hosts did not join: %s", len(failed), strings.Join(failed, ", ")),
 		Fix:     "see each host's error above",
 		Resume:  "re-run `k3strap apply`: hosts that joined are left unchanged",
@@ -106,8 +29,9 @@ func joinFailure(failed []string) error {
 
 // joinOne converges a joining host and waits for its node (drained before and uncordoned after
 // when its K3s version changes).
-func (s *session) joinOne(ctx context.Context, first, hs *hostState, token inventory.Secret, view *nodeView) error {
-	hs.plan.SetToken(token, false)
+func (s *session) joinOne(ctx context.Context, first, hs *hostState) error {
+	hs.plan.SetToken(s.token, false)
+	view := s.nodeView()
 	upgrade := s.upgrading(hs)
 	want := ""
 	if upgrade {
@@ -122,7 +46,7 @@ func (s *session) joinOne(ctx context.Context, first, hs *hostState, token inven
 	}
 	if err := s.waitNode(ctx, hs, view, want); err != nil {
 		hs.setResult(events.StatusFailed, err.Error())
-		s.in.emitter("join").Fail(hs.host.Name, "join", events.ErrorInfo{Message: err.Error(), Resume: "re-run `k3strap apply`"})
+		s.in.emitter(s.current).Fail(hs.host.Name, "join", events.ErrorInfo{Message: err.Error(), Resume: "re-run `k3strap apply`"})
 		return err
 	}
 	if upgrade {
@@ -140,7 +64,7 @@ func (s *session) joinOne(ctx context.Context, first, hs *hostState, token inven
 // drain cordons and drains hs's node through the first server before an upgrade (unless
 // NoDrain). A node that does not exist yet needs nothing.
 func (s *session) drain(ctx context.Context, first, hs *hostState) error {
-	em := s.in.emitter("upgrade")
+	em := s.in.emitter(events.PhaseUpgrade)
 	if s.in.opts.NoDrain {
 		em.Step(hs.host.Name, "drain", events.StatusSkipped, "--no-drain")
 		return nil
@@ -163,7 +87,7 @@ func (s *session) uncordon(ctx context.Context, first, hs *hostState) error {
 	if _, err := kc.Run(ctx, nil, "uncordon", hs.host.Name); err != nil {
 		return s.hostFailure(hs, "uncordon", ExitInstall, err)
 	}
-	s.in.emitter("upgrade").Step(hs.host.Name, "uncordon", events.StatusOK, "Ready on "+s.in.cluster.Spec.K3s.Version+", uncordoned")
+	s.in.emitter(events.PhaseUpgrade).Step(hs.host.Name, "uncordon", events.StatusOK, "Ready on "+s.in.cluster.Spec.K3s.Version+", uncordoned")
 	return nil
 }
 
@@ -180,7 +104,7 @@ func (s *session) waitNode(ctx context.Context, hs *hostState, kc *nodeView, ver
 	for {
 		n, err := kc.get(ctx, hs.host.Name)
 		if err == nil && n != nil && excluded {
-			s.in.emitter("join").Step(hs.host.Name, "node", events.StatusOK, "node registered (excluded from the CNI: Ready not required)")
+			s.in.emitter(s.current).Step(hs.host.Name, "node", events.StatusOK, "node registered (excluded from the CNI: Ready not required)")
 			return nil
 		}
 		if err == nil && n != nil {
@@ -189,7 +113,7 @@ func (s *session) waitNode(ctx context.Context, hs *hostState, kc *nodeView, ver
 			// never changes a registered node, docs/failure-modes.md F5).
 			why := nodeNotDone(n, hs.host, wantEtcd, version, !hs.facts.K3s.Installed())
 			if why == "" {
-				s.in.emitter("join").Step(hs.host.Name, "node", events.StatusOK, "node Ready"+map[bool]string{true: " on " + version, false: ""}[version != ""])
+				s.in.emitter(s.current).Step(hs.host.Name, "node", events.StatusOK, "node Ready"+map[bool]string{true: " on " + version, false: ""}[version != ""])
 				return nil
 			}
 			lastWhy = why
@@ -212,7 +136,8 @@ func (s *session) waitNode(ctx context.Context, hs *hostState, kc *nodeView, ver
 // list per interval whatever the number of waiters, so 500 agents cost one SSH channel on the
 // first server per interval, not 500.
 type nodeView struct {
-	kc       kube.Kubectl
+	// first is the first server, read through its current connection (a retry may replace it).
+	first    *hostState
 	interval time.Duration
 
 	mu    sync.Mutex
@@ -227,7 +152,7 @@ func (v *nodeView) get(ctx context.Context, name string) (*corev1.Node, error) {
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	if v.nodes == nil || time.Since(v.at) >= v.interval {
-		list, err := v.kc.ListNodes(ctx)
+		list, err := kube.Kubectl{R: v.first.c()}.ListNodes(ctx)
 		v.at, v.err = time.Now(), err
 		if err == nil {
 			v.nodes = map[string]*corev1.Node{}

@@ -7,7 +7,6 @@ import (
 	"net"
 	"os"
 	"path/filepath"
-	"time"
 
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
@@ -15,12 +14,12 @@ import (
 	"github.com/k3strap/k3strap/events"
 )
 
-// kubeconfig fetches the first server's /etc/rancher/k3s/k3s.yaml, points it at the server's
+// writeKubeconfig fetches the first server's /etc/rancher/k3s/k3s.yaml, points it at the server's
 // address (or --api-address) with the cluster's name for cluster, user and context, and writes
 // it 0600 to --kubeconfig-out (default ./<cluster>.kubeconfig). An identical existing file is
 // left alone.
-func (s *session) kubeconfig(ctx context.Context, first *hostState) (string, error) {
-	em := s.in.emitter("kubeconfig")
+func (s *session) writeKubeconfig(ctx context.Context, first *hostState) (string, error) {
+	em := s.in.emitter(events.PhaseKubeconfig)
 	raw, err := first.c().ReadFile(ctx, PathKubeconfig)
 	if err != nil {
 		return "", s.hostFailure(first, "kubeconfig", ExitInstall, fmt.Errorf("reading %s: %w", PathKubeconfig, err))
@@ -39,7 +38,7 @@ func (s *session) kubeconfig(ctx context.Context, first *hostState) (string, err
 		return path, nil
 	}
 	if err := writeFileAtomic(path, out, 0o600); err != nil {
-		return "", &Failure{Code: ExitInstall, Phase: "kubeconfig", Info: events.ErrorInfo{Message: "writing the kubeconfig: " + err.Error(), Fix: "choose a writable path with --kubeconfig-out"}}
+		return "", &Failure{Code: ExitInstall, Phase: events.PhaseKubeconfig, Info: events.ErrorInfo{Message: "writing the kubeconfig: " + err.Error(), Fix: "choose a writable path with --kubeconfig-out"}}
 	}
 	em.Step(first.host.Name, "kubeconfig", events.StatusChanged, "wrote "+path)
 	return path, nil
@@ -115,30 +114,11 @@ type KubeconfigRequest struct {
 	Context string
 }
 
-// Kubeconfig fetches the first server's kubeconfig and writes or merges it (client-go's
-// clientcmd does the merging). It returns the path written.
-func (in *Installer) Kubeconfig(ctx context.Context, req KubeconfigRequest) (string, error) {
-	start := time.Now()
-	s := in.newSession()
-	s.command = "kubeconfig"
-	defer s.close()
-	path, err := s.kubeconfigCmd(ctx, req)
-	err = s.finish(ctx, err)
-	s.summary("kubeconfig", start, err, path)
-	return path, err
-}
-
+// kubeconfigCmd fetches the kubeconfig for `k3strap kubeconfig`: written to req.Path, or
+// merged into it (default: the kubeconfig kubectl uses) under the context req.Context.
 func (s *session) kubeconfigCmd(ctx context.Context, req KubeconfigRequest) (string, error) {
-	first := s.in.cluster.FirstServer()
-	if first == nil {
-		return "", &Failure{Code: ExitInvalid, Phase: "kubeconfig", Info: events.ErrorInfo{Message: "the inventory has no server"}}
-	}
-	s.hosts = []*hostState{{host: first}}
-	s.connect(ctx)
-	fs := s.hosts[0]
-	if fs.connErr != nil {
-		return "", s.hostFailure(fs, "connect", ExitInstall, fs.connErr)
-	}
+	fs := s.first
+	first := fs.host
 	raw, err := fs.c().ReadFile(ctx, PathKubeconfig)
 	if err != nil {
 		return "", s.hostFailure(fs, "kubeconfig", ExitInstall, fmt.Errorf("reading %s (is K3s installed? run `k3strap apply` first): %w", PathKubeconfig, err))
@@ -155,14 +135,14 @@ func (s *session) kubeconfigCmd(ctx context.Context, req KubeconfigRequest) (str
 	if err != nil {
 		return "", s.hostFailure(fs, "kubeconfig", ExitInstall, err)
 	}
-	em := s.in.emitter("kubeconfig")
+	em := s.in.emitter(events.PhaseKubeconfig)
 	if !req.Merge {
 		path := req.Path
 		if path == "" {
 			path = s.in.cluster.Metadata.Name + ".kubeconfig"
 		}
 		if err := writeFileAtomic(path, out, 0o600); err != nil {
-			return "", &Failure{Code: ExitInstall, Phase: "kubeconfig", Info: events.ErrorInfo{Message: err.Error()}}
+			return "", &Failure{Code: ExitInstall, Phase: events.PhaseKubeconfig, Info: events.ErrorInfo{Message: err.Error()}}
 		}
 		fs.setResult(events.StatusChanged, "wrote "+path)
 		em.Step(first.Name, "kubeconfig", events.StatusChanged, "wrote "+path)
@@ -173,7 +153,7 @@ func (s *session) kubeconfigCmd(ctx context.Context, req KubeconfigRequest) (str
 		path = clientcmd.NewDefaultPathOptions().GetDefaultFilename()
 	}
 	if err := MergeKubeconfig(path, out, name); err != nil {
-		return "", &Failure{Code: ExitInstall, Phase: "kubeconfig", Info: events.ErrorInfo{Message: "merging into " + path + ": " + err.Error()}}
+		return "", &Failure{Code: ExitInstall, Phase: events.PhaseKubeconfig, Info: events.ErrorInfo{Message: "merging into " + path + ": " + err.Error()}}
 	}
 	fs.setResult(events.StatusChanged, fmt.Sprintf("merged context %s into %s", name, path))
 	em.Step(first.Name, "kubeconfig", events.StatusChanged, fmt.Sprintf("merged context %s into %s and made it current", name, path))

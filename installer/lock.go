@@ -4,11 +4,13 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"os"
 	"os/user"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/k3strap/k3strap/events"
@@ -26,26 +28,44 @@ const (
 	LockRefresh = 20 * time.Second
 )
 
-// lockScript takes, refreshes or releases the lock file $2 for id $3 (holder text $4, TTL
-// seconds $5). It prints "acquired", "took-over AGE HOLDER", "held AGE HOLDER", "refreshed",
-// "released" or "lost HOLDER". Creation is atomic (noclobber: O_EXCL).
-const lockScript = `op=$1 f=$2 id=$3 holder=$4 ttl=$5
+// lockScript takes, takes over, refreshes or releases the lock file $2 for id $3 (holder text
+// $4, TTL seconds $5, owner "MACHINE-ID:HOSTNAME" $6, pid $7, pid start time $8, and for
+// takeover the id $9 of the lock the caller found and proved dead). Every operation runs under
+// a mutex on the host (flock(1), or a mkdir lock where util-linux is missing), so reading a
+// lock's age, deciding and replacing it is one atomic step: of many runs finding the same
+// stale lock, exactly one takes it over. The file is replaced by rename (readers never see it
+// half-written). Lines of the file: id, holder, owner, pid, pid start time. It prints
+// "acquired", "took-over AGE HOLDER", "held AGE ID OWNER PID START HOLDER", "refreshed",
+// "released", "lost HOLDER" or "busy" (the mutex was not free within 30 s).
+const lockScript = `op=$1 f=$2 id=$3 holder=$4 ttl=$5 owner=$6 pid=$7 start=$8 expect=$9
 mkdir -p "$(dirname "$f")"
+if command -v flock >/dev/null 2>&1; then
+  exec 9>>"$f.mutex"
+  flock -w 30 9 || { echo busy; exit 0; }
+else
+  n=0
+  until mkdir "$f.mutex.d" 2>/dev/null; do
+    n=$((n + 1)); [ "$n" -le 300 ] || { echo busy; exit 0; }
+    sleep 0.1
+  done
+  trap 'rmdir "$f.mutex.d"' EXIT
+fi
+line() { sed -n "$1p" "$f" 2>/dev/null; }
 age() { echo $(( $(date +%s) - $(stat -c %Y "$f" 2>/dev/null || date +%s) )); }
+write() { printf '%s\n%s\n%s\n%s\n%s\n' "$id" "$holder" "$owner" "$pid" "$start" > "$f.new.$id" && mv -f "$f.new.$id" "$f"; }
 case $op in
-acquire)
-  if ( set -C; printf '%s\n%s\n' "$id" "$holder" > "$f" ) 2>/dev/null; then echo acquired; exit 0; fi
-  a=$(age); h=$(sed -n 2p "$f" 2>/dev/null)
-  if [ "$a" -gt "$ttl" ]; then
-    rm -f "$f"
-    if ( set -C; printf '%s\n%s\n' "$id" "$holder" > "$f" ) 2>/dev/null; then echo "took-over $a $h"; exit 0; fi
-    h=$(sed -n 2p "$f" 2>/dev/null); a=$(age)
+acquire|takeover)
+  if [ ! -e "$f" ]; then write && echo acquired; exit 0; fi
+  a=$(age) h=$(line 2) cur=$(line 1)
+  if [ "$a" -gt "$ttl" ] || { [ "$op" = takeover ] && [ -n "$expect" ] && [ "$cur" = "$expect" ]; }; then
+    write && echo "took-over $a $h"; exit 0
   fi
-  echo "held $a $h"; exit 0 ;;
+  o=$(line 3) p=$(line 4) st=$(line 5)
+  echo "held $a ${cur:--} ${o:--} ${p:--} ${st:--} $h" ;;
 refresh)
-  if [ "$(sed -n 1p "$f" 2>/dev/null)" = "$id" ]; then touch "$f"; echo refreshed; else echo "lost $(sed -n 2p "$f" 2>/dev/null)"; fi ;;
+  if [ "$(line 1)" = "$id" ]; then touch "$f"; echo refreshed; else echo "lost $(line 2)"; fi ;;
 release)
-  if [ "$(sed -n 1p "$f" 2>/dev/null)" = "$id" ]; then rm -f "$f"; fi; echo released ;;
+  if [ "$(line 1)" = "$id" ]; then rm -f "$f"; fi; echo released ;;
 esac`
 
 // runLock is a held lock; release it with unlock.
@@ -66,33 +86,149 @@ func holderText(command string) string {
 	return fmt.Sprintf("%s@%s (pid %d, k3strap %s since %s)", u, host, os.Getpid(), command, time.Now().UTC().Format(time.RFC3339))
 }
 
+// lockOwner identifies this process for a lock: "MACHINE-ID:HOSTNAME" ("-" when the machine
+// has no machine-id), the pid and the pid's start time ("-" where /proc has none).
+type lockOwner struct {
+	machine string
+	pid     int
+	start   string
+}
+
+func thisOwner() lockOwner {
+	o := lockOwner{machine: "-", pid: os.Getpid(), start: "-"}
+	for _, p := range []string{"/etc/machine-id", "/var/lib/dbus/machine-id"} {
+		if b, err := os.ReadFile(p); err == nil && len(strings.TrimSpace(string(b))) > 0 {
+			host, _ := os.Hostname()
+			o.machine = strings.TrimSpace(string(b)) + ":" + strings.ReplaceAll(host, " ", "_")
+			break
+		}
+	}
+	if st, ok := procStart(o.pid); ok {
+		o.start = st
+	}
+	return o
+}
+
+// procStart returns the start time (clock ticks since boot, /proc/PID/stat field 22) of pid.
+func procStart(pid int) (string, bool) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return "", false
+	}
+	s := string(b)
+	i := strings.LastIndexByte(s, ')')
+	if i < 0 || i+2 > len(s) {
+		return "", false
+	}
+	f := strings.Fields(s[i+2:])
+	if len(f) < 20 {
+		return "", false
+	}
+	return f[19], true
+}
+
+// holderGone reports whether a lock's holder is provably dead: it ran on this machine (same
+// machine-id and host name) and its pid no longer exists, or now belongs to a process started
+// at another time.
+func (o lockOwner) holderGone(machine, pid, start string) bool {
+	if o.machine == "-" || machine != o.machine {
+		return false
+	}
+	n, err := strconv.Atoi(pid)
+	if err != nil || n <= 0 || n == o.pid {
+		return false
+	}
+	p, err := os.FindProcess(n)
+	if err != nil {
+		return true
+	}
+	if err := p.Signal(syscall.Signal(0)); errors.Is(err, os.ErrProcessDone) || errors.Is(err, syscall.ESRCH) {
+		return true
+	}
+	if st, ok := procStart(n); ok && start != "-" && st != start {
+		return true
+	}
+	return false
+}
+
+// LockAttempt is the outcome of one TryLock.
+type LockAttempt struct {
+	// Acquired says this attempt holds the lock now (TookOver says it replaced a stale lock or
+	// one whose holder provably died).
+	Acquired, TookOver bool
+	// Holder and Age describe the lock found: who held it and how many seconds ago it was last
+	// refreshed (when taken over or refused).
+	Holder, Age string
+	// ID identifies the lock taken, for refreshing and releasing it.
+	ID string
+}
+
+// TryLock makes one attempt to take the run lock PathLock on c's host for command. A lock not
+// refreshed for LockTTL, or held by a k3strap process of this machine that no longer exists,
+// is taken over; of several runs trying at once, exactly one gets the lock.
+func TryLock(ctx context.Context, c *remote.Client, command string) (LockAttempt, error) {
+	b := make([]byte, 8)
+	_, _ = rand.Read(b)
+	at := LockAttempt{ID: hex.EncodeToString(b)}
+	me := thisOwner()
+	ttl := strconv.Itoa(int(LockTTL.Seconds()))
+	holder := holderText(command)
+	run := func(op, expect string) (string, error) {
+		res, err := c.Check(ctx, remote.Script("lock", lockScript, op, PathLock, at.ID, holder, ttl,
+			me.machine, strconv.Itoa(me.pid), me.start, expect).AsRoot())
+		if err != nil {
+			return "", err
+		}
+		out := strings.TrimSpace(string(res.Stdout))
+		if out == "busy" {
+			return "", fmt.Errorf("%s: the lock %s stayed busy for 30 s", c.Host(), PathLock)
+		}
+		return out, nil
+	}
+	out, err := run("acquire", "")
+	if err != nil {
+		return at, err
+	}
+	// held AGE ID OWNER PID START HOLDER
+	if f := strings.SplitN(out, " ", 7); f[0] == "held" && len(f) == 7 && me.holderGone(f[3], f[4], f[5]) {
+		if out, err = run("takeover", f[2]); err != nil {
+			return at, err
+		}
+	}
+	switch f := strings.SplitN(out, " ", 3); {
+	case out == "acquired":
+		at.Acquired = true
+	case f[0] == "took-over":
+		at.Acquired, at.TookOver = true, true
+		if len(f) == 3 {
+			at.Age, at.Holder = f[1], f[2]
+		}
+	default:
+		at.Holder, at.Age = "another k3strap run", "?"
+		if g := strings.SplitN(out, " ", 7); g[0] == "held" && len(g) == 7 {
+			at.Age, at.Holder = g[1], g[6]
+		}
+	}
+	return at, nil
+}
+
 // lock takes the run lock on the first server, or fails naming who holds it. The lock is
 // refreshed in the background until unlock.
 func (s *session) lock(ctx context.Context, first *hostState, command string) (*runLock, error) {
-	b := make([]byte, 8)
-	_, _ = rand.Read(b)
-	id := hex.EncodeToString(b)
-	ttl := strconv.Itoa(int(LockTTL.Seconds()))
-	res, err := first.c().Check(ctx, remote.Script("lock", lockScript, "acquire", PathLock, id, holderText(command), ttl).AsRoot())
+	at, err := TryLock(ctx, first.c(), command)
 	if err != nil {
 		return nil, s.hostFailure(first, "lock", ExitInstall, err)
 	}
-	out := strings.TrimSpace(string(res.Stdout))
+	id := at.ID
+	ttl := strconv.Itoa(int(LockTTL.Seconds()))
 	switch {
-	case out == "acquired":
-	case strings.HasPrefix(out, "took-over "):
-		f := strings.SplitN(out, " ", 3)
-		s.in.emitter("lock").Warn(first.host.Name, fmt.Sprintf("took over a stale lock (%s s old) of %s", f[1], strings.Join(f[2:], " ")))
-	default:
-		f := strings.SplitN(out, " ", 3)
-		holder, age := "another k3strap run", "?"
-		if len(f) == 3 {
-			age, holder = f[1], f[2]
-		}
-		first.setResult(events.StatusFailed, "locked by "+holder)
+	case at.TookOver:
+		s.in.emitter("lock").Warn(first.host.Name, fmt.Sprintf("took over a stale lock (%s s old) of %s", at.Age, at.Holder))
+	case !at.Acquired:
+		first.setResult(events.StatusFailed, "locked by "+at.Holder)
 		return nil, &Failure{Code: ExitInstall, Phase: "lock", Host: first.host.Name, Info: events.ErrorInfo{
-			Message: fmt.Sprintf("another k3strap run holds the cluster lock on %s: %s (refreshed %s s ago)", first.host.Name, holder, age),
-			Fix:     fmt.Sprintf("wait for it to finish; a lock not refreshed for %s is stale and taken over automatically (or remove %s on %s if you are sure)", LockTTL, PathLock, first.host.Name),
+			Message: fmt.Sprintf("another k3strap run holds the cluster lock on %s: %s (refreshed %s s ago)", first.host.Name, at.Holder, at.Age),
+			Fix:     fmt.Sprintf("wait for it to finish; a lock not refreshed for %s, or whose run is gone from this machine, is taken over automatically (or remove %s on %s if you are sure)", LockTTL, PathLock, first.host.Name),
 			Resume:  "re-run the same command",
 		}}
 	}
@@ -108,7 +244,7 @@ func (s *session) lock(ctx context.Context, first *hostState, command string) (*
 				return
 			case <-t.C:
 				rctx, rcancel := context.WithTimeout(lctx, 15*time.Second)
-				_, _ = first.c().Run(rctx, remote.Script("lock", lockScript, "refresh", PathLock, id, "", ttl).AsRoot())
+				_, _ = first.c().Run(rctx, remote.Script("lock", lockScript, "refresh", PathLock, id, "", ttl, "", "", "", "").AsRoot())
 				rcancel()
 			}
 		}
@@ -123,9 +259,10 @@ func (l *runLock) unlock() {
 	}
 	l.cancel()
 	<-l.done
-	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+	// Bounded briefly: a run that is ending (Ctrl-C included) must not wait for a dead link.
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
 	if c := l.hs.c(); c != nil {
-		_, _ = c.Run(ctx, remote.Script("lock", lockScript, "release", PathLock, l.id, "", "0").AsRoot())
+		_, _ = c.Run(ctx, remote.Script("lock", lockScript, "release", PathLock, l.id, "", "0", "", "", "", "").AsRoot())
 	}
 }

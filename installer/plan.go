@@ -11,6 +11,7 @@ import (
 	"os"
 	"path"
 	"path/filepath"
+	"sort"
 	"strings"
 	"sync"
 
@@ -94,17 +95,6 @@ type HostPlan struct {
 	Airgap bool
 }
 
-// FilePaths returns every path the plan manages plus the unit and env files, for facts
-// gathering (checksums).
-func (p *HostPlan) FilePaths() []string {
-	paths := []string{PathTokenFile}
-	for _, f := range p.Files {
-		paths = append(paths, f.Path)
-	}
-	paths = append(paths, path.Join(DirSystemd, p.Service+".service"), path.Join(DirSystemd, p.Service+".service.env"))
-	return paths
-}
-
 // File returns the planned file at path, or nil.
 func (p *HostPlan) File(at string) *File {
 	for i := range p.Files {
@@ -143,6 +133,10 @@ type Planner struct {
 
 	mu   sync.Mutex
 	sums map[string]string
+
+	addonsOnce sync.Once
+	addons     []File
+	addonsErr  error
 }
 
 // Plan returns the plan for h, its architecture arch (from facts; "" when unknown, which is
@@ -314,4 +308,46 @@ func contains(l []string, s string) bool {
 		}
 	}
 	return false
+}
+
+// ManagedPaths lists the files whose checksums the facts script reports for h: every path a
+// plan of h can hold, whatever h's architecture turns out to be (the token file, config.yaml,
+// the install script, the airgap binary and images of every architecture, the unit and its env
+// file, and on the first server the add-on manifests). Facts are gathered before the
+// architecture is known, so this is the one list both use: Plan only writes paths from it.
+func (pl *Planner) ManagedPaths(h *inventory.Host) []string {
+	c := pl.Cluster
+	paths := []string{PathTokenFile, PathConfig, PathInstallScript}
+	if c.Spec.K3s.Install == inventory.Airgap {
+		paths = append(paths, PathBinary)
+		seen := map[string]bool{}
+		for _, a := range c.Spec.K3s.Airgap {
+			if a.Images != "" {
+				p := DirImages + "/" + baseName(a.Images)
+				if !seen[p] {
+					seen[p] = true
+					paths = append(paths, p)
+				}
+			}
+		}
+	}
+	svc := ServiceName(h.Role)
+	paths = append(paths, DirSystemd+"/"+svc+".service", DirSystemd+"/"+svc+".service.env")
+	sort.Strings(paths[3:])
+	if c.IsFirstServer(h) {
+		// Add-on manifests that cannot be rendered are reported by the plan step.
+		if addons, err := pl.addonFiles(); err == nil {
+			for _, f := range addons {
+				paths = append(paths, f.Path)
+			}
+		}
+	}
+	return paths
+}
+
+func baseName(p string) string {
+	if i := strings.LastIndexAny(p, `/\`); i >= 0 {
+		return p[i+1:]
+	}
+	return p
 }

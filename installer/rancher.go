@@ -166,7 +166,7 @@ func (s *session) rancher(ctx context.Context, first *hostState) error {
 	if timeout <= 0 {
 		timeout = inventory.DefaultRancherTimeout.D()
 	}
-	w := &rancherWatch{s: s, first: first, em: s.in.emitter("rancher"), start: time.Now(), timeout: timeout}
+	w := &rancherWatch{s: s, first: first, em: s.in.emitter(events.PhaseRancher), start: time.Now(), timeout: timeout}
 	tctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	var err error

@@ -77,6 +77,7 @@ func TestRancherManifestsPlanned(t *testing.T) {
 	}
 	// A password from the inventory is used as is and not kept.
 	c.Spec.Rancher.Install.BootstrapPassword = "inventory-password-123"
+	pl = &Planner{Cluster: c} // a planner renders the add-ons once per run
 	p, _ = pl.Plan(&c.Spec.Hosts[0], "amd64")
 	f := p.File(RancherManifestPath(ManifestRancherBootstrap))
 	if got, _ := rancher.ParseBootstrapSecret(f.Content); got != "inventory-password-123" || f.Keep {
@@ -89,6 +90,7 @@ func TestRancherManifestsPlanned(t *testing.T) {
 	}
 	c.Spec.Rancher.Install.TLSSource = inventory.TLSSecret
 	c.Spec.Rancher.Install.TLSSecret = &inventory.RancherTLSFiles{CertFile: filepath.Join(dir, "tls.crt"), KeyFile: filepath.Join(dir, "tls.key")}
+	pl = &Planner{Cluster: c}
 	p, err = pl.Plan(&c.Spec.Hosts[0], "amd64")
 	if err != nil {
 		t.Fatal(err)

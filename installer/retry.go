@@ -22,9 +22,10 @@ func newBackoff(ctx context.Context, retries int) backoff.BackOff {
 	return backoff.WithContext(backoff.WithMaxRetries(b, uint64(retries)), ctx)
 }
 
-// dial connects to a host, retrying connection setup with backoff when it failed fast and
-// transiently (refused, reset: sshd restarting or over MaxStartups). A host that does not
-// answer within the connect timeout, or refuses our key or host key, fails at once.
+// dial connects to a host, retrying connection setup with backoff when the host answered but
+// the connection failed (refused, reset, or a handshake that did not finish in time on a slow
+// or lossy link). A host that does not answer at all within the connect timeout, or refuses
+// our key or host key, fails at once.
 func (s *session) dial(ctx context.Context, hs *hostState, cfg remote.Config) (*remote.Client, error) {
 	var c *remote.Client
 	attempt := 0
@@ -58,29 +59,51 @@ func (s *session) reconnect(ctx context.Context, hs *hostState) error {
 	return nil
 }
 
+// madeProgress wraps the transient failure of an attempt that moved its step forward (an
+// upload that sent bytes the next attempt resumes from): the retry budget starts afresh.
+type madeProgress struct{ error }
+
+func (m madeProgress) Unwrap() error { return m.error }
+
 // retry runs an idempotent step and, when it fails for a transient transport reason (the
 // connection dropped, a channel could not be opened), reconnects and runs it again with
-// backoff, up to Options.Retries times. Other failures — a command that ran and failed, sudo,
-// cancellation — are returned at once. Steps that are not idempotent must not use it.
+// backoff, up to Options.Retries times in a row without progress (an attempt that returns
+// madeProgress resets the count). Other failures — a command that ran and failed, sudo,
+// cancellation, a host that no longer answers — are returned at once. Steps that are not
+// idempotent must not use it.
 func (s *session) retry(ctx context.Context, hs *hostState, label string, fn func(ctx context.Context) error) error {
-	attempt := 0
-	return backoff.Retry(func() error {
-		attempt++
+	b := newBackoff(ctx, s.in.opts.Retries)
+	for attempt := 1; ; attempt++ {
 		err := fn(ctx)
 		if err == nil {
 			return nil
 		}
+		var mp madeProgress
+		if errors.As(err, &mp) {
+			err = mp.error
+			b.Reset()
+		}
 		if !remote.IsTransient(err) || ctx.Err() != nil {
-			return backoff.Permanent(err)
+			return err
+		}
+		wait := b.NextBackOff()
+		if wait == backoff.Stop {
+			return err
 		}
 		s.in.emitter("retry").Emit(events.Event{Type: events.Warning, Host: hs.host.Name,
 			Message: fmt.Sprintf("%s failed on attempt %d (%v); reconnecting and retrying", label, attempt, err)})
+		t := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return err
+		case <-t.C:
+		}
 		if rerr := s.reconnect(ctx, hs); rerr != nil {
 			if !remote.IsTransient(rerr) {
-				return backoff.Permanent(errors.Join(err, rerr))
+				return errors.Join(err, rerr)
 			}
-			return rerr
+			// The next attempt fails on the closed connection and reconnects again.
 		}
-		return err
-	}, newBackoff(ctx, s.in.opts.Retries))
+	}
 }

@@ -13,6 +13,7 @@ import (
 
 	"github.com/kevinburke/ssh_config"
 
+	"github.com/k3strap/k3strap/events"
 	"github.com/k3strap/k3strap/installer/remote"
 	"github.com/k3strap/k3strap/inventory"
 )
@@ -198,7 +199,7 @@ func (s *session) remoteConfig(ctx context.Context, h *inventory.Host) (remote.C
 		cfg.Via = via
 	}
 	if s.in.opts.InsecureIgnoreHostKey {
-		s.in.emitter("connect").Warn(h.Name, "host key NOT verified (--insecure-ignore-host-key): anyone on the path can impersonate this host")
+		s.in.emitter(events.PhaseConnect).Warn(h.Name, "host key NOT verified (--insecure-ignore-host-key): anyone on the path can impersonate this host")
 	}
 	return cfg, nil
 }
@@ -213,6 +214,8 @@ func (s *session) clientConfig(name string, e *endpoint) remote.Config {
 		ConnectTimeout:    e.timeout,
 		KeepaliveInterval: s.in.opts.KeepaliveInterval,
 		UseAgent:          os.Getenv("SSH_AUTH_SOCK") != "",
+		// --verbose shows every remote command (Cmd.String: masked, no secrets) and file write.
+		Debug: func(msg string) { s.in.emitter("").Debug(name, "ssh: "+msg) },
 	}
 	if s.in.opts.InsecureIgnoreHostKey {
 		cfg.InsecureIgnoreHostKey = true
@@ -239,24 +242,6 @@ func (s *session) bastion(ctx context.Context, e *endpoint) (*remote.Client, err
 		s.bastions = map[string]*remote.Client{}
 	}
 	s.bastions[key] = c
-	s.in.emitter("connect").Info("", "connected to jump host "+key)
+	s.in.emitter(events.PhaseConnect).Info("", "connected to jump host "+key)
 	return c, nil
-}
-
-// Dial connects to h exactly as apply does — the inventory, then ~/.ssh/config, the bastion,
-// known_hosts with trust on first use (reported as a warning event) — for callers such as the
-// init wizard's connection test. closeAll closes the connection and any jump host.
-func (in *Installer) Dial(ctx context.Context, h *inventory.Host) (c *remote.Client, closeAll func(), err error) {
-	s := in.newSession()
-	cfg, err := s.remoteConfig(ctx, h)
-	if err != nil {
-		s.close()
-		return nil, nil, err
-	}
-	c, err = s.dial(ctx, &hostState{host: h}, cfg)
-	if err != nil {
-		s.close()
-		return nil, nil, err
-	}
-	return c, func() { _ = c.Close(); s.close() }, nil
 }

@@ -111,7 +111,8 @@ func (a *app) rootCmd() *cobra.Command {
 		pf.String(name, "", o.Usage+" (env "+o.Env+")")
 		_ = a.v.BindPFlag(o.Key, pf.Lookup(name))
 	}
-	root.AddCommand(a.validateCmd(), a.preflightCmd(), a.renderCmd(), a.applyCmd(), a.upgradeCmd(), a.resetCmd(), a.kubeconfigCmd(), a.checkCmd(), a.versionCmd(), a.initCmd())
+	root.AddCommand(a.validateCmd(), a.preflightCmd(), a.renderCmd(), a.applyCmd(), a.upgradeCmd(), a.resetCmd(), a.kubeconfigCmd(), a.checkCmd(), a.versionCmd(), a.initCmd(), a.stepsCmd())
+	describeSteps(root)
 	return root
 }
 
@@ -163,6 +164,13 @@ func (a *app) sink() (events.Sink, error) {
 		f, err := os.OpenFile(a.logFile, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o600)
 		if err != nil {
 			return nil, usageError{fmt.Errorf("--log-file: %w", err)}
+		}
+		// The log holds every remote command: 0600 even when the file existed with another mode.
+		if st, err := f.Stat(); err == nil && st.Mode().IsRegular() && st.Mode().Perm() != 0o600 {
+			if err := f.Chmod(0o600); err != nil {
+				_ = f.Close()
+				return nil, usageError{fmt.Errorf("--log-file: making %s private (0600): %w", a.logFile, err)}
+			}
 		}
 		a.closers = append(a.closers, func() { _ = f.Close() })
 		sinks = append(sinks, &frontend.Plain{W: f, Verbose: true})
@@ -290,7 +298,12 @@ func (a *app) sudoPassword(c *inventory.Cluster, ask bool) (inventory.Secret, er
 		return "", usageError{fmt.Errorf("ssh.sudoPasswordEnv names %s, which is not set", s.SudoPasswordEnv)}
 	}
 	if s.SudoPasswordFile != "" {
-		b, err := os.ReadFile(c.ResolvePath(s.SudoPasswordFile))
+		p := c.ResolvePath(s.SudoPasswordFile)
+		// Like ssh with private keys: a password others can read is refused.
+		if st, err := os.Stat(p); err == nil && st.Mode().Perm()&0o077 != 0 {
+			return "", usageError{fmt.Errorf("ssh.sudoPasswordFile %s is readable by others (mode %04o): run chmod 600 %s", p, st.Mode().Perm(), p)}
+		}
+		b, err := os.ReadFile(p)
 		if err != nil {
 			return "", usageError{fmt.Errorf("ssh.sudoPasswordFile: %w", err)}
 		}

@@ -64,12 +64,16 @@ type DashboardOptions struct {
 // (events.MilestoneInfo.Name; installer/supervise.go).
 var milestoneOrder = []string{"service-active", "api-ready", "node-registered", "uninitialized-taint-gone", "podcidr-set", "subnet-env", "node-ready"}
 
+// phaseWaiting is shown for a host no step has worked on yet.
+const phaseWaiting events.Phase = "waiting"
+
 type hostRow struct {
 	HostInfo
-	phase, step, message string
-	status               events.Status
-	touched, failed      bool
-	final                bool
+	phase           events.Phase
+	step, message   string
+	status          events.Status
+	touched, failed bool
+	final           bool
 	// idle: the host's last step finished and nothing runs on it now.
 	idle bool
 }
@@ -107,8 +111,9 @@ type change struct {
 }
 
 type failure struct {
-	host, phase string
-	info        events.ErrorInfo
+	host  string
+	phase events.Phase
+	info  events.ErrorInfo
 }
 
 // Dashboard is the bubbletea model of a run's live view. It is driven by events (see
@@ -125,7 +130,7 @@ type Dashboard struct {
 	hosts  []*hostRow
 	byName map[string]*hostRow
 
-	phase      string
+	phase      events.Phase
 	started    time.Time
 	uploads    []*upload
 	uploaded   int
@@ -167,7 +172,7 @@ func NewDashboard(opts DashboardOptions, src <-chan events.Event, result func() 
 }
 
 func (d *Dashboard) addHost(h HostInfo) *hostRow {
-	r := &hostRow{HostInfo: h, phase: "waiting"}
+	r := &hostRow{HostInfo: h, phase: phaseWaiting}
 	d.hosts = append(d.hosts, r)
 	d.byName[h.Name] = r
 	if h.First && d.timeline == "" {
@@ -315,7 +320,7 @@ func (d *Dashboard) apply(e events.Event) {
 	switch e.Type {
 	case events.PhaseStarted:
 		d.phase = e.Phase
-		if e.Host == "" && (e.Phase == "connect" || e.Phase == "facts") {
+		if e.Host == "" && (e.Phase == events.PhaseConnect || e.Phase == events.PhaseFacts) {
 			// Every host takes part in these phases at once.
 			for _, h := range d.hosts {
 				if !h.failed {
@@ -324,16 +329,16 @@ func (d *Dashboard) apply(e events.Event) {
 			}
 		}
 		switch e.Phase {
-		case "preflight":
+		case events.PhasePreflight:
 			d.preflight = events.StatusRunning
-		case "supervise":
+		case events.PhaseSupervise:
 			d.superv = true
 			if d.timeline == "" && e.Host != "" {
 				d.timeline = e.Host
 			}
 		}
 	case events.PhaseFinished:
-		if e.Phase == "preflight" {
+		if e.Phase == events.PhasePreflight {
 			d.preflight = e.Status
 		}
 		for _, h := range d.hosts {
@@ -383,7 +388,7 @@ func (d *Dashboard) apply(e events.Event) {
 			}
 		}
 	case events.Info:
-		if e.Phase == "dry-run" || e.Diff != "" {
+		if e.Phase == events.PhaseDryRun || e.Diff != "" {
 			c := change{host: e.Host, what: frontend.Sanitize(e.Message)}
 			for _, l := range strings.Split(e.Diff, "\n") {
 				switch {
@@ -614,7 +619,7 @@ func (d *Dashboard) header() section {
 	case d.cancelling:
 		right = st.warn.Render("cancelling…")
 	case d.phase != "":
-		right = d.spinner() + " " + d.phase
+		right = d.spinner() + " " + string(d.phase)
 	default:
 		right = d.spinner() + " starting"
 	}
@@ -692,7 +697,7 @@ func (d *Dashboard) hostSection() section {
 		if r.First {
 			role += "*"
 		}
-		phase := r.phase
+		phase := string(r.phase)
 		if r.final {
 			phase = string(r.status)
 		}
@@ -968,7 +973,7 @@ func (d *Dashboard) failureSection() section {
 	st := d.st
 	var lines []string
 	for _, f := range d.failures {
-		where := f.phase
+		where := string(f.phase)
 		if f.host != "" {
 			where = f.host + " " + where
 		}
@@ -1117,7 +1122,7 @@ func (d *Dashboard) compact() string {
 	var out []string
 	out = append(out, d.header().lines...)
 	for _, r := range d.hosts {
-		out = append(out, fmt.Sprintf("%s %s %s %s", d.hostIcon(r), r.Name, r.phase, r.message))
+		out = append(out, fmt.Sprintf("%s %s %s %s", d.hostIcon(r), r.Name, string(r.phase), r.message))
 	}
 	if s := d.summarySection(); len(s.lines) > 0 {
 		out = append(out, s.lines[0])

@@ -255,7 +255,7 @@ func TestDashboardSpinnerTurns(t *testing.T) {
 	d := NewDashboard(opts, nil, nil)
 	tm, p := newProbe(t, d, 100, 30)
 	r := &recorder{}
-	r.em("connect").Started("connecting to 3 hosts")
+	r.em(events.PhaseConnect).Started("connecting to 3 hosts")
 	tm.Send(EventMsg(r.rec.Events()))
 	row := func(f string) string {
 		for _, l := range strings.Split(f, "\n") {
@@ -281,7 +281,7 @@ func TestDashboardSpinnerTurns(t *testing.T) {
 // after them in the canonical order.
 func TestTimelineIsChronological(t *testing.T) {
 	r := &recorder{}
-	sv := r.em("supervise")
+	sv := r.em(events.PhaseSupervise)
 	sv.Started("watching cp1")
 	sv.Milestone("cp1", events.MilestoneInfo{Name: "service-active", Seconds: 0.5})
 	sv.Milestone("cp1", events.MilestoneInfo{Name: "api-ready", Seconds: 2.0})
@@ -307,7 +307,7 @@ func TestTimelineIsChronological(t *testing.T) {
 // TestDashboardDryRun: what a dry run would change is listed with the size of each diff.
 func TestDashboardDryRun(t *testing.T) {
 	r := &recorder{}
-	em := r.em("dry-run")
+	em := r.em(events.PhaseDryRun)
 	em.Emit(events.Event{Type: events.Info, Host: "cp1", Message: "would replace /etc/rancher/k3s/config.yaml (mode 0600, 210 bytes, sha256 0123456789ab)",
 		Diff: "--- /etc/rancher/k3s/config.yaml\n+++ /etc/rancher/k3s/config.yaml\n@@ -1,2 +1,3 @@\n-a: 1\n+a: 2\n+b: 3\n c: 4\n"})
 	em.Info("cp1", "would restart k3s")
@@ -343,7 +343,7 @@ func TestDashboardRancherPassword(t *testing.T) {
 		t.Fatal(err)
 	}
 	r := &recorder{}
-	r.em("apply").Summary(events.SummaryInfo{Command: "apply", OK: true, Seconds: 1, RancherURL: "https://rancher.192.0.2.10.sslip.io",
+	r.em(events.CommandPhase("apply")).Summary(events.SummaryInfo{Command: "apply", OK: true, Seconds: 1, RancherURL: "https://rancher.192.0.2.10.sslip.io",
 		RancherPasswordFile: pwFile, RancherPasswordNew: true})
 	for _, reveal := range []bool{false, true} {
 		opts := dashOpts(t0, nil)

@@ -2,14 +2,9 @@ package tui
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"strings"
-	"time"
 
-	"github.com/k3strap/k3strap/events"
 	"github.com/k3strap/k3strap/installer"
-	"github.com/k3strap/k3strap/installer/remote"
 	"github.com/k3strap/k3strap/inventory"
 )
 
@@ -30,55 +25,30 @@ type SSHResult struct {
 // SSHTester tries the SSH connection to host h of cluster c.
 type SSHTester func(ctx context.Context, c *inventory.Cluster, h *inventory.Host) SSHResult
 
-// sshTestTimeout bounds one connection test (connect, handshake, two commands).
-const sshTestTimeout = 20 * time.Second
-
-// TestSSH connects to h exactly as apply does (installer.Installer.Dial: the inventory, then
-// ~/.ssh/config, the bastion, known_hosts with an unknown key recorded — trust on first use,
-// reported in HostKey). It runs `uname -srm` and, for a user other than root, `sudo -n true`.
-// ctx and a 20 s timeout bound it. It changes nothing on the host.
+// TestSSH connects to h exactly as apply does, through installer.Installer.TestConnection
+// (the inventory, then ~/.ssh/config, the bastion, known_hosts with an unknown key recorded —
+// trust on first use, reported in HostKey), and says what it found. It changes nothing on
+// the host.
 func TestSSH(ctx context.Context, c *inventory.Cluster, h *inventory.Host) SSHResult {
-	start := time.Now()
-	ctx, cancel := context.WithTimeout(ctx, sshTestTimeout)
-	defer cancel()
-	res := SSHResult{}
-	done := func(ok bool, detail string) SSHResult {
-		res.OK, res.Detail, res.Seconds = ok, detail, time.Since(start).Seconds()
+	t := installer.New(c, installer.Options{}, nil).TestConnection(ctx, h)
+	res := SSHResult{Seconds: t.Duration.Seconds()}
+	if k := t.KeyRecorded; k != nil {
+		res.HostKey = fmt.Sprintf("recorded host key %s for %s in %s (trust on first use)", k.Fingerprint, k.Address, k.KnownHosts)
+	}
+	if !t.Connected {
+		res.Detail = fmt.Sprintf("%s failed: %v", t.FailedStep, t.Err)
 		return res
 	}
-	// Dial exactly as apply does (~/.ssh/config, bastion, known_hosts); a recorded host key
-	// arrives as a warning event.
-	in := installer.New(c, installer.Options{}, events.SinkFunc(func(e events.Event) {
-		if e.Type == events.Warning && strings.Contains(e.Message, "trust on first use") {
-			res.HostKey = e.Message
-		}
-	}))
-	cl, closeAll, err := in.Dial(ctx, h)
-	if err != nil {
-		var ce *remote.ConnectError
-		if errors.As(err, &ce) {
-			return done(false, fmt.Sprintf("%s failed: %v", ce.Step, ce.Err))
-		}
-		return done(false, err.Error())
+	res.OK = true
+	res.Detail = fmt.Sprintf("%s@%s · %s", t.User, t.Address, t.Uname)
+	switch {
+	case t.Root:
+	case t.SudoNeedsPassword:
+		res.Detail += " · sudo needs a password (set ssh.sudoPasswordEnv, or run with --ask-sudo-password)"
+	case t.SudoError != "":
+		res.Detail += " · sudo failed (" + t.SudoError + ")"
+	default:
+		res.Detail += " · sudo ok"
 	}
-	defer closeAll()
-	out, err := cl.Check(ctx, remote.Command("uname", "-srm"))
-	if err != nil {
-		return done(false, "logged in, but running a command failed: "+err.Error())
-	}
-	detail := fmt.Sprintf("%s@%s · %s", cl.User(), cl.Address(), strings.TrimSpace(string(out.Stdout)))
-	if !cl.IsRoot() {
-		r, err := cl.Run(ctx, remote.Command("true").AsRoot())
-		switch {
-		case errors.Is(err, remote.ErrSudoPassword):
-			detail += " · sudo needs a password (set ssh.sudoPasswordEnv, or run with --ask-sudo-password)"
-		case err != nil:
-			return done(false, "logged in, but sudo failed: "+err.Error())
-		case r.ExitCode != 0:
-			detail += fmt.Sprintf(" · sudo failed (exit %d): %s", r.ExitCode, strings.TrimSpace(string(r.Stderr)))
-		default:
-			detail += " · sudo ok"
-		}
-	}
-	return done(true, detail)
+	return res
 }

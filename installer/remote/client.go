@@ -20,7 +20,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/pkg/sftp"
 	"golang.org/x/crypto/ssh"
 	"golang.org/x/crypto/ssh/agent"
 
@@ -63,6 +62,14 @@ type Config struct {
 	// MaxSessions bounds the channels open at once on the connection (exec and SFTP); sshd
 	// refuses more than its MaxSessions (default 10). Default DefaultMaxSessions.
 	MaxSessions int
+	// StallTimeout declares the link dead when an upload moves no byte for this long (the
+	// connection is closed and the upload fails with a *TransportError, resumable after a
+	// reconnect). Default KeepaliveInterval × DefaultKeepaliveMax.
+	StallTimeout time.Duration
+	// Debug, when set, is called with every remote command the client runs (Cmd.String: the
+	// command line as root, scripts by their label; it never holds secrets) and every file it
+	// writes. It must not block.
+	Debug func(msg string)
 }
 
 // DefaultMaxSessions stays below OpenSSH's default MaxSessions of 10.
@@ -89,15 +96,20 @@ type Stats struct {
 }
 
 // Client is one SSH connection to one host. It is safe for concurrent use.
+//
+// No call blocks on a dead peer: every operation also ends when the context is done or the
+// connection is closed, and the keepalive (and an upload's stall deadline) closes a connection
+// whose link is dead. Close closes the network connection first, so that every reader of the
+// connection (channels, the SFTP session) ends at once.
 type Client struct {
 	cfg    Config
+	raw    *activityConn
 	conn   *ssh.Client
 	agent  net.Conn
 	isRoot bool
 
-	sftpOnce sync.Once
-	sftp     *sftp.Client
-	sftpErr  error
+	sftpMu sync.Mutex
+	sftpSt *sftpStart
 
 	commands, transfers, sftps, bytesUp atomic.Int64
 
@@ -184,7 +196,8 @@ func Dial(ctx context.Context, cfg Config) (*Client, error) {
 	deadline, _ := dctx.Deadline()
 	_ = conn.SetDeadline(deadline)
 	stopWatch := context.AfterFunc(dctx, func() { _ = conn.Close() })
-	c, chans, reqs, err := ssh.NewClientConn(conn, addr, sshCfg)
+	raw := newActivityConn(conn)
+	c, chans, reqs, err := ssh.NewClientConn(raw, addr, sshCfg)
 	stopped := stopWatch()
 	if err != nil || !stopped {
 		_ = conn.Close()
@@ -204,7 +217,10 @@ func Dial(ctx context.Context, cfg Config) (*Client, error) {
 		return fail("handshake", err)
 	}
 	_ = conn.SetDeadline(time.Time{})
-	cl := &Client{cfg: cfg, conn: ssh.NewClient(c, chans, reqs), agent: agentConn, isRoot: cfg.User == "root",
+	if cfg.StallTimeout <= 0 {
+		cfg.StallTimeout = cfg.KeepaliveInterval * DefaultKeepaliveMax
+	}
+	cl := &Client{cfg: cfg, raw: raw, conn: ssh.NewClient(c, chans, reqs), agent: agentConn, isRoot: cfg.User == "root",
 		stop: make(chan struct{}), sessions: make(chan struct{}, cfg.MaxSessions)}
 	go cl.keepalive()
 	return cl, nil
@@ -250,6 +266,10 @@ func authMethods(cfg Config) ([]ssh.AuthMethod, net.Conn, error) {
 	return methods, agentConn, nil
 }
 
+// keepalive sends keepalive@openssh.com every KeepaliveInterval and closes the connection
+// after DefaultKeepaliveMax intervals in a row in which neither a reply nor any other byte
+// arrived from the host (a busy but slow link, such as an upload under packet loss, is alive
+// as long as the host keeps acknowledging).
 func (c *Client) keepalive() {
 	t := time.NewTicker(c.cfg.KeepaliveInterval)
 	defer t.Stop()
@@ -260,6 +280,7 @@ func (c *Client) keepalive() {
 			return
 		case <-t.C:
 		}
+		sent := time.Now()
 		res := make(chan error, 1)
 		go func() {
 			_, _, err := c.conn.SendRequest("keepalive@openssh.com", true, nil)
@@ -270,19 +291,56 @@ func (c *Client) keepalive() {
 			return
 		case err := <-res:
 			if err != nil {
-				_ = c.Close()
+				c.dead()
 				return
 			}
 			missed = 0
 		case <-time.After(c.cfg.KeepaliveInterval):
+			if c.raw.lastRead().After(sent) {
+				missed = 0
+				continue
+			}
 			missed++
 			if missed >= DefaultKeepaliveMax {
-				_ = c.Close()
+				c.dead()
 				return
 			}
 		}
 	}
 }
+
+// dead closes a connection whose link was found dead (keepalives unanswered, an upload that
+// stalled).
+func (c *Client) dead() { _ = c.Close() }
+
+// debug reports msg through Config.Debug.
+func (c *Client) debug(msg string) {
+	if c.cfg.Debug != nil {
+		c.cfg.Debug(msg)
+	}
+}
+
+// activityConn is the client's network connection; it records when bytes last arrived.
+type activityConn struct {
+	net.Conn
+	last atomic.Int64
+}
+
+func newActivityConn(c net.Conn) *activityConn {
+	a := &activityConn{Conn: c}
+	a.last.Store(time.Now().UnixNano())
+	return a
+}
+
+func (a *activityConn) Read(p []byte) (int, error) {
+	n, err := a.Conn.Read(p)
+	if n > 0 {
+		a.last.Store(time.Now().UnixNano())
+	}
+	return n, err
+}
+
+func (a *activityConn) lastRead() time.Time { return time.Unix(0, a.last.Load()) }
 
 // Host returns the inventory name of the host.
 func (c *Client) Host() string { return c.cfg.Host }
@@ -304,17 +362,38 @@ func (c *Client) Stats() Stats {
 	return Stats{Commands: c.commands.Load(), FileTransfers: c.transfers.Load(), SFTPSessions: c.sftps.Load(), BytesUploaded: c.bytesUp.Load()}
 }
 
-// Close ends the connection (and the SFTP session). Safe to call more than once.
+// Close ends the connection (and the SFTP session). Safe to call more than once, and it never
+// waits for the host: the network connection is closed first, which ends every reader of it
+// (pending channel opens, commands, SFTP requests fail at once), then the SSH client and the
+// SFTP session are released in the background.
 func (c *Client) Close() error {
 	var err error
 	c.once.Do(func() {
 		close(c.stop)
-		if c.sftp != nil {
-			_ = c.sftp.Close()
+		// Closing a TCP socket never blocks; a stream through a bastion is a channel whose close
+		// message may wait for a dead bastion link, so it is closed in the background.
+		if c.cfg.Via == nil {
+			err = c.raw.Close()
+		} else {
+			go func() { _ = c.raw.Close() }()
 		}
-		err = c.conn.Close()
+		go func() {
+			_ = c.conn.Close()
+			c.sftpMu.Lock()
+			st := c.sftpSt
+			c.sftpMu.Unlock()
+			if st != nil {
+				<-st.done
+				if st.sc != nil {
+					_ = st.sc.Close()
+				}
+			}
+		}()
 		if c.agent != nil {
 			_ = c.agent.Close()
+		}
+		if errors.Is(err, net.ErrClosed) {
+			err = nil
 		}
 	})
 	return err
@@ -373,8 +452,10 @@ func (e *TransportError) Error() string { return fmt.Sprintf("%s: %s: %v", e.Hos
 func (e *TransportError) Unwrap() error { return e.Err }
 
 // IsTransient reports whether err is a transport failure worth a retry after reconnecting:
-// a *TransportError, or a connect error that was refused or reset (not a timeout, not a host
-// key or authentication failure).
+// a *TransportError, or a connect error where the host answered but the connection failed
+// (refused, reset, closed during the handshake, or a handshake that did not finish in time on
+// a slow or lossy link). A host that does not answer at all (TCP connect timeout, no route),
+// and host key or authentication failures, are not transient.
 func IsTransient(err error) bool {
 	var te *TransportError
 	if errors.As(err, &te) {
@@ -382,12 +463,15 @@ func IsTransient(err error) bool {
 	}
 	var ce *ConnectError
 	if errors.As(err, &ce) {
-		if ce.Step == "host key" || ce.Step == "auth" {
+		switch ce.Step {
+		case "host key", "auth":
 			return false
+		case "handshake":
+			return true
 		}
 		msg := ce.Err.Error()
 		return strings.Contains(msg, "connection refused") || strings.Contains(msg, "connection reset") ||
-			strings.Contains(msg, "EOF") || strings.Contains(msg, "no route to host")
+			strings.Contains(msg, "EOF")
 	}
 	return false
 }
@@ -478,6 +562,10 @@ func (c *Client) Stream(ctx context.Context, cmd Cmd, onLine func(string)) error
 	return nil
 }
 
+// cancelGrace is how long a cancelled command gets to end after SIGTERM and the channel close
+// before run returns without it (the channel is then left to the connection's fate).
+const cancelGrace = 2 * time.Second
+
 func (c *Client) run(ctx context.Context, cmd Cmd, stdout, stderr io.Writer) (int, error) {
 	if err := c.acquire(ctx); err != nil {
 		if ctx.Err() != nil {
@@ -485,32 +573,80 @@ func (c *Client) run(ctx context.Context, cmd Cmd, stdout, stderr io.Writer) (in
 		}
 		return 0, &TransportError{Host: c.cfg.Host, Op: cmd.name(), Err: err}
 	}
-	defer c.release()
-	sess, err := c.conn.NewSession()
-	if err != nil {
-		return 0, &TransportError{Host: c.cfg.Host, Op: "opening a channel for " + cmd.name(), Err: err}
+	c.debug(cmd.String())
+	// The channel is opened and the command started in the background: on a dead link both
+	// wait for an answer that never comes, and ctx or the connection's close must end the wait.
+	type started struct {
+		sess *ssh.Session
+		err  error
+		open bool // the channel opened (the error, if any, is from starting the command)
+	}
+	st := make(chan started, 1)
+	go func() {
+		sess, err := c.conn.NewSession()
+		if err != nil {
+			st <- started{err: err}
+			return
+		}
+		sess.Stdout, sess.Stderr = stdout, stderr
+		if in := c.stdin(cmd); in != nil {
+			sess.Stdin = in
+		}
+		if err := sess.Start(cmd.line(c.become())); err != nil {
+			_ = sess.Close()
+			st <- started{err: err, open: true}
+			return
+		}
+		st <- started{sess: sess, open: true}
+	}()
+	var sess *ssh.Session
+	select {
+	case s := <-st:
+		if s.err != nil {
+			c.release()
+			if !s.open || c.closed() || errors.Is(s.err, io.EOF) {
+				return 0, &TransportError{Host: c.cfg.Host, Op: "opening a channel for " + cmd.name(), Err: s.err}
+			}
+			return 0, fmt.Errorf("%s: starting %s: %w", c.cfg.Host, cmd.name(), s.err)
+		}
+		sess = s.sess
+	case <-ctx.Done():
+		go func() {
+			if s := <-st; s.sess != nil {
+				_ = s.sess.Signal(ssh.SIGTERM)
+				_ = s.sess.Close()
+			}
+			c.release()
+		}()
+		return 0, fmt.Errorf("%s: %s: %w", c.cfg.Host, cmd.name(), ctx.Err())
+	case <-c.stop:
+		go func() { <-st; c.release() }()
+		return 0, &TransportError{Host: c.cfg.Host, Op: cmd.name(), Err: errors.New("connection closed (link down or keepalives unanswered)")}
 	}
 	c.commands.Add(1)
-	defer sess.Close()
-	sess.Stdout, sess.Stderr = stdout, stderr
-	if in := c.stdin(cmd); in != nil {
-		sess.Stdin = in
-	}
-	if err := sess.Start(cmd.line(c.become())); err != nil {
-		return 0, fmt.Errorf("%s: starting %s: %w", c.cfg.Host, cmd.name(), err)
-	}
 	waited := make(chan error, 1)
-	go func() { waited <- sess.Wait() }()
+	go func() {
+		waited <- sess.Wait()
+		_ = sess.Close()
+		c.release()
+	}()
+	var err error
 	select {
 	case err = <-waited:
 	case <-ctx.Done():
-		_ = sess.Signal(ssh.SIGTERM)
-		_ = sess.Close()
-		<-waited
+		// SIGTERM and the channel close are messages to the host; on a dead link they may
+		// wait, so they are sent in the background and the wait for the end is bounded.
+		go func() {
+			_ = sess.Signal(ssh.SIGTERM)
+			_ = sess.Close()
+		}()
+		select {
+		case <-waited:
+		case <-c.stop:
+		case <-time.After(cancelGrace):
+		}
 		return 0, fmt.Errorf("%s: %s: %w", c.cfg.Host, cmd.name(), ctx.Err())
 	case <-c.stop:
-		_ = sess.Close()
-		<-waited
 		return 0, &TransportError{Host: c.cfg.Host, Op: cmd.name(), Err: errors.New("connection closed (link down or keepalives unanswered)")}
 	}
 	if err == nil {

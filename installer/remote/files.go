@@ -3,36 +3,133 @@ package remote
 import (
 	"context"
 	"crypto/rand"
+	"crypto/sha256"
 	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"os"
 	"path"
+	"strconv"
 	"strings"
+	"sync/atomic"
+	"time"
 
 	"github.com/pkg/sftp"
 )
 
-// sftpClient opens the one SFTP session of this connection on first use.
-func (c *Client) sftpClient() (*sftp.Client, error) {
-	c.sftpOnce.Do(func() {
-		// The SFTP channel holds a session slot for the connection's lifetime.
-		select {
-		case c.sessions <- struct{}{}:
-		case <-c.stop:
-			c.sftpErr = errors.New("connection closed")
-			return
+// errClosed is the cause of operations that found the connection closed.
+var errClosed = errors.New("connection closed (link down or keepalives unanswered)")
+
+// sftpStart is one attempt to start the connection's SFTP session; done is closed when it
+// succeeded (sc) or failed (err).
+type sftpStart struct {
+	done chan struct{}
+	sc   *sftp.Client
+	err  error
+}
+
+// sftpClient returns the connection's SFTP session, starting it on first use (and again after
+// a start that failed). It waits at most until ctx is done or the connection closes.
+func (c *Client) sftpClient(ctx context.Context) (*sftp.Client, error) {
+	c.sftpMu.Lock()
+	st := c.sftpSt
+	if st == nil || (isClosed(st.done) && st.err != nil) {
+		if c.closed() {
+			c.sftpMu.Unlock()
+			return nil, &TransportError{Host: c.cfg.Host, Op: "starting SFTP", Err: errClosed}
 		}
-		c.sftp, c.sftpErr = sftp.NewClient(c.conn, sftp.UseConcurrentWrites(true))
-		if c.sftpErr == nil {
-			c.sftps.Add(1)
+		st = &sftpStart{done: make(chan struct{})}
+		c.sftpSt = st
+		go c.startSFTP(st)
+	}
+	c.sftpMu.Unlock()
+	select {
+	case <-st.done:
+		return st.sc, st.err
+	case <-ctx.Done():
+		return nil, fmt.Errorf("%s: starting SFTP: %w", c.cfg.Host, ctx.Err())
+	case <-c.stop:
+		return nil, &TransportError{Host: c.cfg.Host, Op: "starting SFTP", Err: errClosed}
+	}
+}
+
+func (c *Client) startSFTP(st *sftpStart) {
+	defer close(st.done)
+	// The SFTP channel holds a session slot for the connection's lifetime.
+	select {
+	case c.sessions <- struct{}{}:
+	case <-c.stop:
+		st.err = &TransportError{Host: c.cfg.Host, Op: "starting SFTP", Err: errClosed}
+		return
+	}
+	sc, err := sftp.NewClient(c.conn, sftp.UseConcurrentWrites(true))
+	if err != nil {
+		c.release()
+		// A refused subsystem is the host's configuration; anything else (a channel open that
+		// got no proper answer, EOF) is the link, worth a retry after reconnecting.
+		if strings.Contains(err.Error(), "subsystem request failed") && !c.closed() {
+			st.err = fmt.Errorf("%s: starting SFTP (is the sftp subsystem enabled in sshd_config?): %w", c.cfg.Host, err)
 		} else {
-			c.release()
-			c.sftpErr = fmt.Errorf("%s: starting SFTP (is the sftp subsystem enabled in sshd_config?): %w", c.cfg.Host, c.sftpErr)
+			st.err = &TransportError{Host: c.cfg.Host, Op: "starting SFTP", Err: err}
 		}
-	})
-	return c.sftp, c.sftpErr
+		return
+	}
+	c.sftps.Add(1)
+	st.sc = sc
+}
+
+func isClosed(ch chan struct{}) bool {
+	select {
+	case <-ch:
+		return true
+	default:
+		return false
+	}
+}
+
+// connLost reports whether err means the connection under an SFTP request is gone.
+func (c *Client) connLost(err error) bool {
+	return c.closed() || errors.Is(err, sftp.ErrSSHFxConnectionLost) || errors.Is(err, io.EOF) ||
+		errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, net.ErrClosed)
+}
+
+// sftpDo runs one SFTP operation, waiting at most until ctx is done or the connection closes
+// (an operation stuck on a dead link ends when the keepalive closes the connection).
+func (c *Client) sftpDo(ctx context.Context, op string, fn func(*sftp.Client) error) error {
+	sc, err := c.sftpClient(ctx)
+	if err != nil {
+		return err
+	}
+	done := make(chan error, 1)
+	go func() { done <- fn(sc) }()
+	select {
+	case err := <-done:
+		switch {
+		case err == nil:
+			return nil
+		case c.connLost(err):
+			return &TransportError{Host: c.cfg.Host, Op: op, Err: err}
+		default:
+			return fmt.Errorf("%s: %s: %w", c.cfg.Host, op, err)
+		}
+	case <-ctx.Done():
+		return fmt.Errorf("%s: %s: %w", c.cfg.Host, op, ctx.Err())
+	case <-c.stop:
+		return &TransportError{Host: c.cfg.Host, Op: op, Err: errClosed}
+	}
+}
+
+// removeQuietly removes a temporary file, best effort and briefly: never on a closed
+// connection, never longer than cancelGrace.
+func (c *Client) removeQuietly(p string) {
+	if c.closed() {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), cancelGrace)
+	defer cancel()
+	_ = c.sftpDo(ctx, "removing "+p, func(sc *sftp.Client) error { return sc.Remove(p) })
 }
 
 // installScript moves a staged file into place as root: create the target's directory,
@@ -51,71 +148,294 @@ rm -f "$src"`
 // owned by root. As root the file goes over SFTP into a temporary name next to path and is
 // renamed over it; otherwise it is staged in /var/tmp and moved into place with sudo. progress
 // (may be nil) is called with the bytes sent so far. The context cancels the transfer (the
-// temporary file is removed; path is untouched).
+// temporary file is removed when the link still works; path is untouched). For large files
+// use WriteFileResumable.
 func (c *Client) WriteFile(ctx context.Context, dst string, mode os.FileMode, r io.Reader, size int64, progress func(sent int64)) error {
-	sc, err := c.sftpClient()
-	if err != nil {
-		return err
-	}
+	c.debug(fmt.Sprintf("write %s (mode %04o, %d bytes)", dst, mode.Perm(), size))
 	c.transfers.Add(1)
 	suffix := randHex(6)
 	var tmp string
 	if c.isRoot {
-		if err := sc.MkdirAll(path.Dir(dst)); err != nil {
-			return fmt.Errorf("%s: creating %s: %w", c.cfg.Host, path.Dir(dst), err)
+		dir := path.Dir(dst)
+		if err := c.sftpDo(ctx, "creating "+dir, func(sc *sftp.Client) error { return sc.MkdirAll(dir) }); err != nil {
+			return err
 		}
-		tmp = path.Join(path.Dir(dst), "."+path.Base(dst)+".k3strap-"+suffix)
+		tmp = path.Join(dir, "."+path.Base(dst)+".k3strap-"+suffix)
 	} else {
 		tmp = "/var/tmp/.k3strap-upload-" + suffix
 	}
-	if err := c.upload(ctx, sc, tmp, r, progress); err != nil {
-		_ = sc.Remove(tmp)
-		if c.closed() {
-			return &TransportError{Host: c.cfg.Host, Op: "upload " + dst, Err: err}
-		}
+	if _, err := c.send(ctx, tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0, r, progress); err != nil {
+		c.removeQuietly(tmp)
 		return err
 	}
 	if c.isRoot {
-		if err := sc.Chmod(tmp, mode); err != nil {
-			_ = sc.Remove(tmp)
-			return fmt.Errorf("%s: chmod %s: %w", c.cfg.Host, dst, err)
+		err := c.sftpDo(ctx, "chmod "+dst, func(sc *sftp.Client) error { return sc.Chmod(tmp, mode) })
+		if err == nil {
+			err = c.sftpDo(ctx, "renaming into "+dst, func(sc *sftp.Client) error { return sc.PosixRename(tmp, dst) })
 		}
-		if err := sc.PosixRename(tmp, dst); err != nil {
-			_ = sc.Remove(tmp)
-			return fmt.Errorf("%s: renaming into %s: %w", c.cfg.Host, dst, err)
+		if err != nil {
+			c.removeQuietly(tmp)
 		}
-		return nil
+		return err
 	}
 	cmd := Script("install file", installScript, tmp, dst, fmt.Sprintf("%04o", mode.Perm())).AsRoot()
 	if _, err := c.Check(ctx, cmd); err != nil {
-		_ = sc.Remove(tmp)
+		c.removeQuietly(tmp)
 		return fmt.Errorf("moving %s into place: %w", dst, err)
 	}
 	return nil
 }
 
-func (c *Client) upload(ctx context.Context, sc *sftp.Client, tmp string, r io.Reader, progress func(int64)) error {
-	f, err := sc.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL)
+// Transfer says what one WriteFileResumable call did.
+type Transfer struct {
+	// Resumed is the offset the upload continued from: the bytes the host already held from
+	// an interrupted upload of the same content, verified by checksum. 0 for a fresh start.
+	Resumed int64
+	// Sent is the payload this call sent (also counted in Stats.BytesUploaded).
+	Sent int64
+}
+
+// partialPrefix is the name prefix of the partial file of an upload to dst: next to dst as
+// root (".NAME.k3strap-part-"), in /var/tmp otherwise (one per destination).
+func (c *Client) partialPrefix(dst string) string {
+	if c.isRoot {
+		return path.Join(path.Dir(dst), "."+path.Base(dst)+".k3strap-part-")
+	}
+	h := sha256.Sum256([]byte(dst))
+	return "/var/tmp/.k3strap-part-" + hex.EncodeToString(h[:6]) + "-"
+}
+
+// blockSumsScript prints the sha256 of each of the first $3 blocks of $2 bytes of file $1.
+const blockSumsScript = `f=$1 bs=$2 n=$3 i=0
+while [ "$i" -lt "$n" ]; do
+  dd if="$f" bs="$bs" skip="$i" count=1 2>/dev/null | sha256sum | cut -c1-64
+  i=$((i + 1))
+done`
+
+// finishScript verifies an uploaded partial file against its sha256, moves it into place as
+// root with its mode (renamed next to the target: atomic), and removes every partial or
+// temporary file k3strap left for this target (older random names included). Exit 3: the
+// checksum did not match (the partial file is removed).
+const finishScript = `set -e
+src=$1 dst=$2 mode=$3 sum=$4 stage=$5
+if ! printf '%s  %s\n' "$sum" "$src" | sha256sum -c --quiet --strict - >/dev/null 2>&1; then
+  rm -f "$src"; echo "uploaded file does not match its sha256" >&2; exit 3
+fi
+d=$(dirname "$dst") b=$(basename "$dst")
+mkdir -p "$d"
+if [ "$(dirname "$src")" = "$d" ]; then
+  chown root:root "$src"; chmod "$mode" "$src"; mv -f "$src" "$dst"
+else
+  install -m "$mode" -o root -g root "$src" "$dst.k3strap-tmp"; mv -f "$dst.k3strap-tmp" "$dst"; rm -f "$src"
+fi
+rm -f "$d/.$b".k3strap-* "$dst.k3strap-tmp"
+if [ -n "$stage" ]; then rm -f "$stage"*; fi`
+
+// resumeBlock is the block size for verifying a partial upload: 1 MiB, larger for files over
+// 256 MiB so that at most 256 blocks are checked.
+func resumeBlock(size int64) int64 {
+	const mib = 1 << 20
+	bs := int64(mib)
+	if size > 256*mib {
+		bs = (size/256 + mib - 1) / mib * mib
+	}
+	return bs
+}
+
+// WriteFileResumable writes a large file to dst with mode, like WriteFile, but so that an
+// interrupted upload continues where it stopped: the content goes into a partial file whose
+// name depends on dst and sum (the hex sha256 of the content), which a later call — after a
+// reconnect, or in a later run — finds; the blocks the host already holds are verified against
+// r by sha256 and only the rest is sent. The whole file's sha256 is then checked on the host
+// before it is renamed into place (atomic), and stale partial and temporary files of k3strap's
+// for dst are removed. progress (may be nil) is called with the position in the file.
+//
+// The upload ends with a *TransportError when the connection drops, or when no byte moves for
+// Config.StallTimeout (the connection is then closed as dead); the partial file stays for the
+// next attempt.
+func (c *Client) WriteFileResumable(ctx context.Context, dst string, mode os.FileMode, r io.ReadSeeker, size int64, sum string, progress func(pos int64)) (Transfer, error) {
+	var tr Transfer
+	if b, err := hex.DecodeString(sum); err != nil || len(b) != sha256.Size {
+		return tr, fmt.Errorf("%s: upload %s: %q is not a sha256", c.cfg.Host, dst, sum)
+	}
+	c.debug(fmt.Sprintf("upload %s (mode %04o, %d bytes, sha256 %.12s, resumable)", dst, mode.Perm(), size, sum))
+	c.transfers.Add(1)
+	prefix := c.partialPrefix(dst)
+	part := prefix + sum[:16]
+	if c.isRoot {
+		dir := path.Dir(dst)
+		if err := c.sftpDo(ctx, "creating "+dir, func(sc *sftp.Client) error { return sc.MkdirAll(dir) }); err != nil {
+			return tr, err
+		}
+	}
+	var held int64
+	err := c.sftpDo(ctx, "looking for a partial upload of "+dst, func(sc *sftp.Client) error {
+		fi, err := sc.Stat(part)
+		if errors.Is(err, os.ErrNotExist) {
+			return nil
+		}
+		if err == nil {
+			held = fi.Size()
+		}
+		return err
+	})
 	if err != nil {
-		return fmt.Errorf("%s: creating %s: %w", c.cfg.Host, tmp, err)
+		return tr, err
 	}
-	if err := f.Chmod(0o600); err != nil {
-		_ = f.Close()
-		return fmt.Errorf("%s: chmod %s: %w", c.cfg.Host, tmp, err)
+	if held > 0 {
+		off, err := c.verifiedPrefix(ctx, part, min(held, size), r, size)
+		if err != nil {
+			return tr, err
+		}
+		tr.Resumed = off
 	}
-	// Cancellation: closing the file makes the pending write fail.
-	stop := context.AfterFunc(ctx, func() { _ = f.Close() })
-	defer stop()
-	cw := &countingReader{r: r, progress: progress, add: c.bytesUp.Add}
-	_, err = f.ReadFrom(cw)
-	cerr := f.Close()
-	if ctx.Err() != nil {
-		return fmt.Errorf("%s: upload: %w", c.cfg.Host, ctx.Err())
+	if tr.Resumed < size || held != size {
+		pos := func(sent int64) {
+			if progress != nil {
+				progress(tr.Resumed + sent)
+			}
+		}
+		if _, err := r.Seek(tr.Resumed, io.SeekStart); err != nil {
+			return tr, fmt.Errorf("%s: upload %s: %w", c.cfg.Host, dst, err)
+		}
+		tr.Sent, err = c.send(ctx, part, os.O_WRONLY|os.O_CREATE, tr.Resumed, r, pos)
+		if err != nil {
+			return tr, err
+		}
 	}
-	if err != nil || (cerr != nil && !errors.Is(cerr, os.ErrClosed)) {
-		return fmt.Errorf("%s: uploading %s: %w", c.cfg.Host, tmp, errors.Join(err, cerr))
+	stage := ""
+	if !c.isRoot {
+		stage = prefix
 	}
-	return nil
+	res, err := c.Run(ctx, Script("install file", finishScript, part, dst, fmt.Sprintf("%04o", mode.Perm()), sum, stage).AsRoot())
+	if err != nil {
+		return tr, err
+	}
+	switch {
+	case res.ExitCode == 3:
+		return tr, &TransportError{Host: c.cfg.Host, Op: "upload " + dst, Err: errors.New("the uploaded file does not match its sha256 (corrupted in transit); it was removed and is sent again")}
+	case res.ExitCode != 0:
+		return tr, &CommandError{Host: c.cfg.Host, Command: "install " + dst, ExitCode: res.ExitCode, Stderr: tail(res.Stderr, 5)}
+	}
+	return tr, nil
+}
+
+// verifiedPrefix returns how many leading bytes of the partial file part (holding at least
+// held bytes) equal r's, in whole blocks, comparing per-block sha256 computed on the host with
+// r's. Concurrent SFTP writes may leave holes before the last byte written; a hole's block
+// does not match and the upload resumes there.
+func (c *Client) verifiedPrefix(ctx context.Context, part string, held int64, r io.ReadSeeker, size int64) (int64, error) {
+	bs := resumeBlock(size)
+	n := held / bs
+	if held == size && size%bs != 0 {
+		n++ // the last, short block
+	}
+	if n == 0 {
+		return 0, nil
+	}
+	res, err := c.Check(ctx, Script("check partial upload", blockSumsScript, part, strconv.FormatInt(bs, 10), strconv.FormatInt(n, 10)))
+	if err != nil {
+		return 0, err
+	}
+	remote := strings.Fields(string(res.Stdout))
+	if _, err := r.Seek(0, io.SeekStart); err != nil {
+		return 0, err
+	}
+	var off int64
+	for i := int64(0); i < n && i < int64(len(remote)); i++ {
+		h := sha256.New()
+		k, err := io.CopyN(h, r, bs)
+		if err != nil && !errors.Is(err, io.EOF) {
+			return 0, err
+		}
+		if hex.EncodeToString(h.Sum(nil)) != remote[i] {
+			break
+		}
+		off += k
+	}
+	return off, nil
+}
+
+// sendConcurrency is the number of SFTP write requests in flight (pkg/sftp's default maximum).
+const sendConcurrency = 64
+
+// send writes r into the remote file p (opened with flags, mode 0600 when created) from offset
+// off (the file is truncated there first), and returns the bytes sent. It ends when r is
+// exhausted, ctx is done, the connection closes, or no byte moved for StallTimeout (the link
+// is then declared dead and the connection closed). A write blocked on a dead link is left to
+// end with the connection, never waited for.
+func (c *Client) send(ctx context.Context, p string, flags int, off int64, r io.Reader, progress func(int64)) (int64, error) {
+	var f *sftp.File
+	err := c.sftpDo(ctx, "creating "+p, func(sc *sftp.Client) error {
+		var err error
+		if f, err = sc.OpenFile(p, flags); err != nil {
+			return err
+		}
+		if err = f.Chmod(0o600); err == nil {
+			err = f.Truncate(off)
+		}
+		if err != nil {
+			_ = f.Close()
+		}
+		return err
+	})
+	if err != nil {
+		return 0, err
+	}
+	if _, err := f.Seek(off, io.SeekStart); err != nil {
+		go func() { _ = f.Close() }()
+		return 0, fmt.Errorf("%s: %s: %w", c.cfg.Host, p, err)
+	}
+	cr := &countingReader{r: r, progress: progress, add: c.bytesUp.Add, abort: make(chan struct{})}
+	cr.touch()
+	type result struct {
+		n   int64
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		n, err := f.ReadFromWithConcurrency(cr, sendConcurrency)
+		if err == nil {
+			err = f.Close()
+		} else {
+			_ = f.Close()
+		}
+		done <- result{n, err}
+	}()
+	tick := time.NewTicker(min(time.Second, c.cfg.StallTimeout/4+time.Millisecond))
+	defer tick.Stop()
+	for {
+		select {
+		case res := <-done:
+			switch {
+			case res.err == nil:
+				return cr.sent(), nil
+			case c.connLost(res.err):
+				return cr.sent(), &TransportError{Host: c.cfg.Host, Op: "upload " + p, Err: res.err}
+			default:
+				return cr.sent(), fmt.Errorf("%s: uploading %s: %w", c.cfg.Host, p, res.err)
+			}
+		case <-ctx.Done():
+			// The reader fails from now on; on a working link the transfer ends at once.
+			cr.stop()
+			select {
+			case <-done:
+			case <-c.stop:
+			case <-time.After(cancelGrace):
+			}
+			return cr.sent(), fmt.Errorf("%s: upload: %w", c.cfg.Host, ctx.Err())
+		case <-c.stop:
+			cr.stop()
+			return cr.sent(), &TransportError{Host: c.cfg.Host, Op: "upload " + p, Err: errClosed}
+		case <-tick.C:
+			if idle := time.Since(cr.lastMove()); idle > c.cfg.StallTimeout {
+				cr.stop()
+				c.dead()
+				return cr.sent(), &TransportError{Host: c.cfg.Host, Op: "upload " + p,
+					Err: fmt.Errorf("no byte moved for %s: link declared dead", idle.Round(time.Second))}
+			}
+		}
+	}
 }
 
 // ReadFile returns the content of path on the host, read as root. A missing file gives an
@@ -135,23 +455,47 @@ func (c *Client) ReadFile(ctx context.Context, p string) ([]byte, error) {
 	return res.Stdout, nil
 }
 
+// countingReader feeds an upload: it counts and reports the bytes, records when the transfer
+// last moved (SFTP reads the next chunk only when a write was acknowledged), and fails once
+// stopped.
 type countingReader struct {
 	r        io.Reader
-	n        int64
+	n        atomic.Int64
+	last     atomic.Int64
 	progress func(int64)
 	add      func(int64) int64
+	abort    chan struct{}
+	once     atomic.Bool
 }
 
+var errUploadStopped = errors.New("upload stopped")
+
 func (cr *countingReader) Read(p []byte) (int, error) {
+	select {
+	case <-cr.abort:
+		return 0, errUploadStopped
+	default:
+	}
+	cr.touch()
 	n, err := cr.r.Read(p)
 	if n > 0 {
-		cr.n += int64(n)
+		total := cr.n.Add(int64(n))
 		cr.add(int64(n))
 		if cr.progress != nil {
-			cr.progress(cr.n)
+			cr.progress(total)
 		}
 	}
 	return n, err
+}
+
+func (cr *countingReader) touch()              { cr.last.Store(time.Now().UnixNano()) }
+func (cr *countingReader) lastMove() time.Time { return time.Unix(0, cr.last.Load()) }
+func (cr *countingReader) sent() int64         { return cr.n.Load() }
+
+func (cr *countingReader) stop() {
+	if cr.once.CompareAndSwap(false, true) {
+		close(cr.abort)
+	}
 }
 
 func randHex(n int) string {

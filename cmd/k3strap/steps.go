@@ -1,0 +1,64 @@
+package main
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/k3strap/k3strap/installer"
+)
+
+// stepsCmd is `k3strap steps [COMMAND]`: every command's ordered list of named steps.
+func (a *app) stepsCmd() *cobra.Command {
+	return &cobra.Command{
+		Use:       "steps [COMMAND]",
+		Short:     "List the named steps each command runs, in order",
+		Args:      cobra.MaximumNArgs(1),
+		ValidArgs: installer.Commands(),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			names := installer.Commands()
+			if len(args) == 1 {
+				if installer.Steps(args[0]) == nil {
+					return usageError{fmt.Errorf("no command %q runs as steps (one of: %s)", args[0], strings.Join(names, ", "))}
+				}
+				names = args
+			}
+			for i, n := range names {
+				if i > 0 {
+					fmt.Fprintln(a.stdout)
+				}
+				fmt.Fprintf(a.stdout, "k3strap %s:\n%s", n, stepList(n))
+			}
+			return nil
+		},
+	}
+}
+
+// stepList renders command's steps as numbered lines; "*" marks a step that changes
+// something (previewed by --dry-run instead).
+func stepList(command string) string {
+	var b strings.Builder
+	for i, st := range installer.Steps(command) {
+		mark := " "
+		if st.Changes {
+			mark = "*"
+		}
+		fmt.Fprintf(&b, "  %2d. %s %-13s %s\n", i+1, mark, st.Phase, st.Summary)
+	}
+	return b.String()
+}
+
+// describeSteps appends each step-run command's step list to its --help text.
+func describeSteps(root *cobra.Command) {
+	for _, c := range root.Commands() {
+		if installer.Steps(c.Name()) == nil {
+			continue
+		}
+		long := c.Long
+		if long == "" {
+			long = c.Short + "."
+		}
+		c.Long = long + "\n\nSteps, in order (* = changes something; --dry-run previews it instead):\n" + stepList(c.Name())
+	}
+}

@@ -1,0 +1,106 @@
+package installer
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/k3strap/k3strap/installer/remote"
+	"github.com/k3strap/k3strap/inventory"
+)
+
+// RecordedKey is a host key recorded in known_hosts on first contact (trust on first use).
+type RecordedKey struct {
+	// Address is host:port as dialed; Fingerprint the key's SHA256 fingerprint; KnownHosts
+	// the file it was recorded in.
+	Address, Fingerprint, KnownHosts string
+}
+
+// ConnectionTest is the outcome of TestConnection.
+type ConnectionTest struct {
+	// Connected is true when k3strap logged in and ran a command.
+	Connected bool
+	// FailedStep names what failed when !Connected ("config", "tcp", "handshake", "auth",
+	// "command", ...); Err says why.
+	FailedStep string
+	Err        error
+	// User and Address are who and where k3strap logged in as (address host:port).
+	User, Address string
+	// Uname is `uname -srm` of the host.
+	Uname string
+	// KeyRecorded is set when the host's key was recorded now (trust on first use).
+	KeyRecorded *RecordedKey
+	// Root is true when the login user is root (sudo is not needed).
+	Root bool
+	// SudoOK is true when sudo works for a non-root user (without a password, or with the one
+	// given); SudoNeedsPassword when sudo asks for one that was not given; SudoError says
+	// what else went wrong with sudo.
+	SudoOK, SudoNeedsPassword bool
+	SudoError                 string
+	// Duration is how long the test took.
+	Duration time.Duration
+}
+
+// connectionTestTimeout bounds one connection test (connect, handshake, two commands).
+const connectionTestTimeout = 20 * time.Second
+
+// TestConnection connects to h exactly as apply does (the inventory, then ~/.ssh/config, the
+// bastion, known_hosts with an unknown key recorded: trust on first use), runs `uname -srm`
+// and, for a user other than root, `sudo -n true` (or sudo with the given password). ctx and
+// a 20 s timeout bound it. It changes nothing on the host but known_hosts on the workstation.
+func (in *Installer) TestConnection(ctx context.Context, h *inventory.Host) ConnectionTest {
+	start := time.Now()
+	ctx, cancel := context.WithTimeout(ctx, connectionTestTimeout)
+	defer cancel()
+	s := in.newSession(command{name: "connect"})
+	defer s.close()
+	res := ConnectionTest{}
+	done := func(step string, err error) ConnectionTest {
+		res.FailedStep, res.Err, res.Duration = step, err, time.Since(start)
+		res.Connected = err == nil
+		s.khMu.Lock()
+		if len(s.recorded) > 0 {
+			k := s.recorded[0]
+			res.KeyRecorded = &k
+		}
+		s.khMu.Unlock()
+		return res
+	}
+	cfg, err := s.remoteConfig(ctx, h)
+	if err != nil {
+		return done("config", err)
+	}
+	hs := &hostState{host: h}
+	c, err := s.dial(ctx, hs, cfg)
+	if err != nil {
+		var ce *remote.ConnectError
+		if errors.As(err, &ce) {
+			return done(ce.Step, ce.Err)
+		}
+		return done("connect", err)
+	}
+	hs.setClient(c)
+	defer func() { _ = c.Close() }()
+	res.User, res.Address, res.Root = c.User(), c.Address(), c.IsRoot()
+	out, err := c.Check(ctx, remote.Command("uname", "-srm"))
+	if err != nil {
+		return done("command", fmt.Errorf("logged in, but running a command failed: %w", err))
+	}
+	res.Uname = strings.TrimSpace(string(out.Stdout))
+	if !res.Root {
+		r, err := c.Run(ctx, remote.Command("true").AsRoot())
+		switch {
+		case errors.Is(err, remote.ErrSudoPassword):
+			res.SudoNeedsPassword = true
+		case err != nil:
+			return done("sudo", fmt.Errorf("logged in, but sudo failed: %w", err))
+		case r.ExitCode != 0:
+			res.SudoError = fmt.Sprintf("exit %d: %s", r.ExitCode, strings.TrimSpace(string(r.Stderr)))
+		default:
+			res.SudoOK = true
+		}
+	}
+	return done("", nil)
+}

@@ -1,0 +1,414 @@
+package remote
+
+import (
+	"bytes"
+	"context"
+	"crypto/ed25519"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/binary"
+	"encoding/hex"
+	"encoding/pem"
+	"errors"
+	"io"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/pkg/sftp"
+	"golang.org/x/crypto/ssh"
+)
+
+// testServer is an in-process SSH server for the transport's tests: exec requests run with
+// sh -c on this machine, the sftp subsystem serves this machine's filesystem, and stall makes
+// every connection stop reading and writing (a dead link, as a cut cable looks to the client).
+type testServer struct {
+	t       *testing.T
+	ln      net.Listener
+	key     string // client private key file
+	stalled atomic.Bool
+	// stallAfter, when > 0, stalls the link once the server has read this many bytes.
+	stallAfter atomic.Int64
+	read       atomic.Int64
+
+	mu    sync.Mutex
+	conns []net.Conn
+}
+
+func newTestServer(t *testing.T) *testServer {
+	t.Helper()
+	_, hostPriv, _ := ed25519.GenerateKey(rand.Reader)
+	hostSigner, err := ssh.NewSignerFromKey(hostPriv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, cliPriv, _ := ed25519.GenerateKey(rand.Reader)
+	block, err := ssh.MarshalPrivateKey(cliPriv, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	keyFile := filepath.Join(t.TempDir(), "id_ed25519")
+	if err := os.WriteFile(keyFile, pem.EncodeToMemory(block), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cfg := &ssh.ServerConfig{PublicKeyCallback: func(ssh.ConnMetadata, ssh.PublicKey) (*ssh.Permissions, error) { return nil, nil }}
+	cfg.AddHostKey(hostSigner)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := &testServer{t: t, ln: ln, key: keyFile}
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			sc := &stallConn{Conn: c, s: s}
+			s.mu.Lock()
+			s.conns = append(s.conns, c)
+			s.mu.Unlock()
+			go s.serve(sc, cfg)
+		}
+	}()
+	t.Cleanup(func() {
+		_ = ln.Close()
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		for _, c := range s.conns {
+			_ = c.Close()
+		}
+	})
+	return s
+}
+
+// stallConn stops moving bytes, in both directions, while its server is stalled.
+type stallConn struct {
+	net.Conn
+	s *testServer
+}
+
+func (c *stallConn) wait() {
+	for c.s.stalled.Load() {
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+func (c *stallConn) Read(p []byte) (int, error) {
+	c.wait()
+	n, err := c.Conn.Read(p)
+	if lim := c.s.stallAfter.Load(); lim > 0 && c.s.read.Add(int64(n)) > lim {
+		c.s.stalled.Store(true)
+	}
+	return n, err
+}
+
+func (c *stallConn) Write(p []byte) (int, error) {
+	c.wait()
+	return c.Conn.Write(p)
+}
+
+func (s *testServer) serve(c net.Conn, cfg *ssh.ServerConfig) {
+	_, chans, reqs, err := ssh.NewServerConn(c, cfg)
+	if err != nil {
+		return
+	}
+	go ssh.DiscardRequests(reqs)
+	for nc := range chans {
+		if nc.ChannelType() != "session" {
+			_ = nc.Reject(ssh.UnknownChannelType, "no")
+			continue
+		}
+		ch, creqs, err := nc.Accept()
+		if err != nil {
+			continue
+		}
+		go s.session(ch, creqs)
+	}
+}
+
+func (s *testServer) session(ch ssh.Channel, reqs <-chan *ssh.Request) {
+	defer ch.Close()
+	for req := range reqs {
+		switch req.Type {
+		case "exec":
+			if len(req.Payload) < 4 {
+				_ = req.Reply(false, nil)
+				continue
+			}
+			line := string(req.Payload[4:])
+			_ = req.Reply(true, nil)
+			cmd := exec.Command("sh", "-c", line)
+			cmd.Stdin, cmd.Stdout, cmd.Stderr = ch, ch, ch.Stderr()
+			code := 0
+			if err := cmd.Run(); err != nil {
+				code = 255
+				var ee *exec.ExitError
+				if errors.As(err, &ee) {
+					code = ee.ExitCode()
+				}
+			}
+			st := make([]byte, 4)
+			binary.BigEndian.PutUint32(st, uint32(code))
+			_, _ = ch.SendRequest("exit-status", false, st)
+			return
+		case "subsystem":
+			if len(req.Payload) < 4 || string(req.Payload[4:]) != "sftp" {
+				_ = req.Reply(false, nil)
+				continue
+			}
+			_ = req.Reply(true, nil)
+			srv, err := sftp.NewServer(ch)
+			if err != nil {
+				return
+			}
+			_ = srv.Serve()
+			return
+		default:
+			if req.WantReply {
+				_ = req.Reply(false, nil)
+			}
+		}
+	}
+}
+
+func (s *testServer) dial(t *testing.T, mod func(*Config)) *Client {
+	t.Helper()
+	addr := s.ln.Addr().(*net.TCPAddr)
+	cfg := Config{Host: "t1", Address: "127.0.0.1", Port: addr.Port, User: "root", KeyPath: s.key,
+		InsecureIgnoreHostKey: true, ConnectTimeout: 2 * time.Second, KeepaliveInterval: 10 * time.Second}
+	if mod != nil {
+		mod(&cfg)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	c, err := Dial(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Close() })
+	return c
+}
+
+// within fails the test when fn takes longer than d.
+func within(t *testing.T, d time.Duration, what string, fn func()) {
+	t.Helper()
+	done := make(chan struct{})
+	start := time.Now()
+	go func() { defer close(done); fn() }()
+	select {
+	case <-done:
+		t.Logf("%s: %s", what, time.Since(start).Round(time.Millisecond))
+	case <-time.After(d):
+		t.Fatalf("%s: still blocked after %s", what, d)
+	}
+}
+
+// bigFile writes n random bytes and returns the file (opened) and its sha256.
+func bigFile(t *testing.T, n int) (*os.File, string) {
+	t.Helper()
+	b := make([]byte, n)
+	_, _ = rand.Read(b)
+	p := filepath.Join(t.TempDir(), "artifact")
+	if err := os.WriteFile(p, b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.Open(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = f.Close() })
+	sum := sha256.Sum256(b)
+	return f, hex.EncodeToString(sum[:])
+}
+
+func TestRunAndDebugHook(t *testing.T) {
+	s := newTestServer(t)
+	var mu sync.Mutex
+	var seen []string
+	c := s.dial(t, func(cfg *Config) {
+		cfg.Debug = func(m string) { mu.Lock(); seen = append(seen, m); mu.Unlock() }
+	})
+	res, err := c.Run(context.Background(), Command("echo", "hello world"))
+	if err != nil || strings.TrimSpace(string(res.Stdout)) != "hello world" {
+		t.Fatalf("run: %v %+v", err, res)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(seen) != 1 || seen[0] != "echo 'hello world'" {
+		t.Fatalf("debug hook saw %q", seen)
+	}
+}
+
+// TestCloseNeverWaitsForDeadPeer: with the link dead while an upload and a command are in
+// flight, Close returns at once and both fail with a TransportError (the SFTP reader ends
+// because the network connection is closed first).
+func TestCloseNeverWaitsForDeadPeer(t *testing.T) {
+	s := newTestServer(t)
+	c := s.dial(t, func(cfg *Config) { cfg.StallTimeout = time.Hour })
+	src, _ := bigFile(t, 8<<20)
+	dst := filepath.Join(t.TempDir(), "dst")
+	if err := c.WriteFile(context.Background(), dst+".small", 0o644, strings.NewReader("x"), 1, nil); err != nil {
+		t.Fatal(err) // SFTP session up
+	}
+	s.stallAfter.Store(s.read.Load() + 1<<20)
+	upErr := make(chan error, 1)
+	go func() { upErr <- c.WriteFile(context.Background(), dst, 0o644, src, 8<<20, nil) }()
+	for !s.stalled.Load() {
+		time.Sleep(10 * time.Millisecond)
+	}
+	runErr := make(chan error, 1)
+	go func() { _, err := c.Run(context.Background(), Command("true")); runErr <- err }()
+	time.Sleep(300 * time.Millisecond)
+	within(t, time.Second, "Close with a dead peer", func() { _ = c.Close() })
+	within(t, 2*time.Second, "blocked upload and command end", func() {
+		for _, ch := range []chan error{upErr, runErr} {
+			var te *TransportError
+			if err := <-ch; !errors.As(err, &te) {
+				t.Errorf("want a TransportError, got %v", err)
+			}
+		}
+	})
+}
+
+// TestKeepaliveEndsCommandOnDeadLink: a command waiting on a dead link fails within the
+// keepalive's interval × count.
+func TestKeepaliveEndsCommandOnDeadLink(t *testing.T) {
+	s := newTestServer(t)
+	c := s.dial(t, func(cfg *Config) { cfg.KeepaliveInterval = 100 * time.Millisecond })
+	errc := make(chan error, 1)
+	go func() { _, err := c.Run(context.Background(), Command("sleep", "30")); errc <- err }()
+	time.Sleep(300 * time.Millisecond)
+	s.stalled.Store(true)
+	within(t, 3*time.Second, "command on a dead link", func() {
+		var te *TransportError
+		if err := <-errc; !errors.As(err, &te) || !IsTransient(err) {
+			t.Errorf("want a transient TransportError, got %v", err)
+		}
+	})
+	if !c.closed() {
+		t.Error("keepalive did not close the connection")
+	}
+}
+
+// TestCancelEndsBlockedUpload: cancelling the context of an upload blocked on a dead link
+// returns within the cancel grace, without waiting for the peer.
+func TestCancelEndsBlockedUpload(t *testing.T) {
+	s := newTestServer(t)
+	c := s.dial(t, func(cfg *Config) { cfg.StallTimeout = time.Hour })
+	src, sum := bigFile(t, 8<<20)
+	s.stallAfter.Store(s.read.Load() + 2<<20)
+	ctx, cancel := context.WithCancel(context.Background())
+	errc := make(chan error, 1)
+	go func() {
+		_, err := c.WriteFileResumable(ctx, filepath.Join(t.TempDir(), "dst"), 0o644, src, 8<<20, sum, nil)
+		errc <- err
+	}()
+	for !s.stalled.Load() {
+		time.Sleep(10 * time.Millisecond)
+	}
+	time.Sleep(200 * time.Millisecond)
+	cancel()
+	within(t, cancelGrace+time.Second, "cancelled upload on a dead link", func() {
+		if err := <-errc; !errors.Is(err, context.Canceled) {
+			t.Errorf("want context.Canceled, got %v", err)
+		}
+	})
+}
+
+// TestStalledUploadResumes: an upload that stops moving is declared dead after StallTimeout
+// (the connection is closed); a new connection resumes it from the verified prefix, sends less
+// than 60% of the file again, and leaves no partial file.
+func TestStalledUploadResumes(t *testing.T) {
+	if os.Getuid() != 0 {
+		t.Skip("the finishing step chowns to root: needs root")
+	}
+	s := newTestServer(t)
+	const size = 8 << 20
+	src, sum := bigFile(t, size)
+	dir := t.TempDir()
+	dst := filepath.Join(dir, "sub", "k3s")
+	// Leftovers of earlier runs with k3strap's naming, removed after the upload succeeds.
+	_ = os.MkdirAll(filepath.Dir(dst), 0o755)
+	for _, n := range []string{".k3s.k3strap-0a1b2c3d4e5f", ".k3s.k3strap-part-00000000deadbeef"} {
+		_ = os.WriteFile(filepath.Join(filepath.Dir(dst), n), []byte("stale"), 0o600)
+	}
+	c := s.dial(t, func(cfg *Config) { cfg.StallTimeout = 300 * time.Millisecond })
+	s.stallAfter.Store(s.read.Load() + size/2)
+	var tr Transfer
+	var err error
+	within(t, 5*time.Second, "stalled upload declared dead", func() {
+		tr, err = c.WriteFileResumable(context.Background(), dst, 0o755, src, size, sum, nil)
+	})
+	var te *TransportError
+	if !errors.As(err, &te) || !strings.Contains(err.Error(), "no byte moved") {
+		t.Fatalf("want a stall TransportError, got %v", err)
+	}
+	if !c.closed() {
+		t.Fatal("the stalled connection was not closed")
+	}
+	t.Logf("first attempt sent %d bytes", tr.Sent)
+	s.stalled.Store(false)
+	s.stallAfter.Store(0)
+	c2 := s.dial(t, nil)
+	var last int64
+	tr, err = c2.WriteFileResumable(context.Background(), dst, 0o755, src, size, sum, func(p int64) { last = p })
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("resumed at %d, sent %d of %d", tr.Resumed, tr.Sent, size)
+	if tr.Resumed == 0 || tr.Sent >= size*6/10 || tr.Resumed+tr.Sent != size || last != size {
+		t.Fatalf("resume: at %d, sent %d, last progress %d (size %d)", tr.Resumed, tr.Sent, last, size)
+	}
+	got, _ := os.ReadFile(dst)
+	h := sha256.Sum256(got)
+	if hex.EncodeToString(h[:]) != sum {
+		t.Fatal("content differs after resuming")
+	}
+	st, _ := os.Stat(dst)
+	if st.Mode().Perm() != 0o755 {
+		t.Errorf("mode %v", st.Mode())
+	}
+	ents, _ := os.ReadDir(filepath.Dir(dst))
+	for _, e := range ents {
+		if e.Name() != "k3s" {
+			t.Errorf("left behind: %s", e.Name())
+		}
+	}
+	// Same content again: a fresh upload (no partial), nothing left behind either.
+	if _, err := src.Seek(0, io.SeekStart); err != nil {
+		t.Fatal(err)
+	}
+	if tr, err = c2.WriteFileResumable(context.Background(), dst, 0o644, src, size, sum, nil); err != nil || tr.Resumed != 0 || tr.Sent != size {
+		t.Fatalf("second upload: %+v %v", tr, err)
+	}
+}
+
+// TestSFTPStartOnDeadLinkIsTransient: the SFTP session failing to start because the link is
+// dead is a transport failure (retried after reconnecting), not a configuration hint.
+func TestSFTPStartOnDeadLinkIsTransient(t *testing.T) {
+	s := newTestServer(t)
+	c := s.dial(t, func(cfg *Config) { cfg.KeepaliveInterval = 100 * time.Millisecond })
+	s.stalled.Store(true)
+	var err error
+	within(t, 3*time.Second, "write on a dead link", func() {
+		err = c.WriteFile(context.Background(), filepath.Join(t.TempDir(), "x"), 0o600, bytes.NewReader([]byte("x")), 1, nil)
+	})
+	if !IsTransient(err) || strings.Contains(err.Error(), "sshd_config") {
+		t.Fatalf("want a transient error without the sshd_config hint, got %v", err)
+	}
+}
+
+func TestResumeBlock(t *testing.T) {
+	for _, c := range []struct{ size, want int64 }{{10, 1 << 20}, {256 << 20, 1 << 20}, {800 << 20, 4 << 20}} {
+		if got := resumeBlock(c.size); got != c.want {
+			t.Errorf("resumeBlock(%d) = %d, want %d", c.size, got, c.want)
+		}
+	}
+}

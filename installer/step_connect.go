@@ -1,0 +1,102 @@
+package installer
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	"github.com/k3strap/k3strap/events"
+	"github.com/k3strap/k3strap/installer/remote"
+)
+
+// connectStep dials every host of the session in parallel (or only the first server, for
+// commands that work through it). Unreachable hosts keep their error: preflight's SSH check
+// reports them; commands without preflight fail on an unreachable first server here.
+type connectStep struct {
+	firstOnly bool
+}
+
+func (connectStep) Phase() events.Phase { return events.PhaseConnect }
+
+func (c connectStep) Summary() string {
+	if c.firstOnly {
+		return "connect to the first server over SSH (host keys verified, sudo checked)"
+	}
+	return "connect to every host over SSH in parallel (host keys verified, sudo checked)"
+}
+
+func (c connectStep) Run(ctx context.Context, s *session) error {
+	if s.first == nil && (c.firstOnly || s.command != "reset") {
+		return errNoServer(events.PhaseConnect)
+	}
+	hosts := s.hosts
+	if c.firstOnly {
+		hosts = []*hostState{s.first}
+	}
+	s.connect(ctx, hosts)
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if c.firstOnly && s.first.connErr != nil {
+		return s.hostFailure(s.first, "connect", ExitInstall, s.first.connErr)
+	}
+	return nil
+}
+
+// knownHosts returns the shared known_hosts verifier for path.
+func (s *session) knownHosts(path string) *remote.KnownHosts {
+	s.khMu.Lock()
+	defer s.khMu.Unlock()
+	if kh, ok := s.kh[path]; ok {
+		return kh
+	}
+	em := s.in.emitter(events.PhaseConnect)
+	kh := &remote.KnownHosts{Path: path, OnRecord: func(addr, fp string) {
+		s.khMu.Lock()
+		s.recorded = append(s.recorded, RecordedKey{Address: addr, Fingerprint: fp, KnownHosts: path})
+		s.khMu.Unlock()
+		em.Warn(hostForAddress(s, addr), fmt.Sprintf("recorded host key %s for %s in %s (trust on first use)", fp, addr, path))
+	}}
+	if s.kh == nil {
+		s.kh = map[string]*remote.KnownHosts{}
+	}
+	s.kh[path] = kh
+	return kh
+}
+
+func hostForAddress(s *session, addr string) string {
+	for _, hs := range s.hosts {
+		if strings.HasPrefix(addr, hs.host.Address+":") || strings.HasPrefix(addr, "["+hs.host.Address+"]") {
+			return hs.host.Name
+		}
+	}
+	return ""
+}
+
+// connect dials every host in parallel. Unreachable hosts keep connErr; the SSH preflight
+// check reports them.
+func (s *session) connect(ctx context.Context, hosts []*hostState) {
+	em := s.in.emitter(events.PhaseConnect)
+	em.Started(fmt.Sprintf("connecting to %d hosts", len(hosts)))
+	s.each(ctx, hosts, func(ctx context.Context, hs *hostState) {
+		cfg, err := s.remoteConfig(ctx, hs.host)
+		if err != nil {
+			hs.connErr = err
+			em.Step(hs.host.Name, "connect", events.StatusFailed, err.Error())
+			return
+		}
+		c, err := s.dial(ctx, hs, cfg)
+		if err != nil {
+			hs.connErr = err
+			em.Step(hs.host.Name, "connect", events.StatusFailed, err.Error())
+			return
+		}
+		hs.setClient(c)
+		via := ""
+		if cfg.Via != nil {
+			via = " via " + cfg.Via.Address()
+		}
+		em.Step(hs.host.Name, "connect", events.StatusOK, fmt.Sprintf("connected to %s as %s%s", c.Address(), cfg.User, via))
+	})
+	em.Finished(events.StatusOK, "")
+}

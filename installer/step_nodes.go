@@ -1,0 +1,148 @@
+package installer
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	"github.com/k3strap/k3strap/events"
+	"github.com/k3strap/k3strap/installer/kube"
+	"github.com/k3strap/k3strap/templates/cni"
+	corev1 "k8s.io/api/core/v1"
+)
+
+// nodesStep keeps the nodes true to the inventory after bring-up, on every apply: it labels
+// the nodes that kernelPolicy exclude keeps out of the CNI (and says so loudly), compares every
+// node of the run with the inventory (taints and labels), repairs the drift with
+// --reconcile-taints by read-modify-write (or reports it with the command that repairs it).
+// See docs/failure-modes.md (F5).
+type nodesStep struct{}
+
+func (nodesStep) Phase() events.Phase { return events.PhaseNodes }
+
+func (nodesStep) Summary() string {
+	return "compare node taints and labels with the inventory; label CNI-excluded nodes; repair drift with --reconcile-taints"
+}
+
+func (nodesStep) Run(ctx context.Context, s *session) error {
+	return s.reconcileNodes(ctx, s.first)
+}
+
+// Preview reports the drift of every node of the run and what apply would write.
+func (nodesStep) Preview(ctx context.Context, s *session) error {
+	em := s.in.emitter(events.PhaseNodes)
+	if s.first.facts == nil || !s.first.facts.K3s.Installed() || s.first.c() == nil {
+		em.Info("", "the cluster does not exist yet: nodes get their taints and labels from node-taint / node-label when they register")
+		return nil
+	}
+	nodes, err := kube.Kubectl{R: s.first.c()}.ListNodes(ctx)
+	if err != nil {
+		return s.hostFailure(s.first, "nodes", ExitInstall, fmt.Errorf("listing nodes: %w", err))
+	}
+	byName := map[string]*corev1.Node{}
+	for i := range nodes {
+		byName[nodes[i].Name] = &nodes[i]
+	}
+	for _, hs := range s.hosts {
+		if hs.plan == nil {
+			continue
+		}
+		drift := Diff(byName[hs.host.Name], s.desired(hs))
+		switch {
+		case !drift.Registered:
+			em.Info(hs.host.Name, "not registered yet: gets its taints and labels when it registers")
+		case !drift.Drifted():
+			em.Step(hs.host.Name, "taints", events.StatusUnchanged, "taints and labels match the inventory")
+		default:
+			rest := withoutCNILabel(drift)
+			if drift.CNIExcluded != "" {
+				em.Info(hs.host.Name, "would "+drift.CNIExcluded+" label "+cni.ExcludedLabel)
+			}
+			if rest.Drifted() {
+				verb := "would report (repair needs --reconcile-taints)"
+				if s.in.opts.ReconcileTaints {
+					verb = "would repair"
+				}
+				em.Info(hs.host.Name, verb+": "+strings.Join(rest.Describe(), "; "))
+			}
+		}
+	}
+	return nil
+}
+
+// desired is what the inventory declares for hs's node, with the CNI-exclusion verdict of
+// preflight when the host's facts were gathered.
+func (s *session) desired(hs *hostState) DesiredNode {
+	var ex *bool
+	if hs.facts != nil && s.excluded != nil {
+		_, isEx := s.excluded[hs.host.Name]
+		ex = &isEx
+	}
+	return desiredNode(s.in.cluster, hs.host, ex)
+}
+
+// reconcileNodes is the nodes step on the cluster reached through first.
+func (s *session) reconcileNodes(ctx context.Context, first *hostState) error {
+	if first == nil || first.c() == nil {
+		return nil
+	}
+	em := s.in.emitter(events.PhaseNodes)
+	mode := repairCNILabel
+	if s.in.opts.ReconcileTaints {
+		mode = repairAll
+	}
+	var drifted []string
+	for _, hs := range s.hosts {
+		if hs.plan == nil && hs != first {
+			continue // not worked on in this run (unreachable, or failed before planning)
+		}
+		d := s.desired(hs)
+		var drift NodeDrift
+		var wrote bool
+		// Transport failures reconnect and start over (s.retry): every attempt re-reads the
+		// node and writes only with the resourceVersion it read, so a replace whose answer
+		// was lost is harmless.
+		err := s.retry(ctx, first, "reconciling node "+hs.host.Name, func(ctx context.Context) error {
+			var err error
+			drift, wrote, err = reconcileNode(ctx, kube.Kubectl{R: first.c()}, d, mode, func(attempt int, err error) {
+				em.Info(hs.host.Name, fmt.Sprintf("node %s changed since it was read (409 Conflict on attempt %d: a concurrent write); reading it again and retrying, so that write is kept", hs.host.Name, attempt))
+			})
+			return err
+		})
+		if err != nil {
+			return s.hostFailure(hs, "nodes", ExitInstall, err)
+		}
+		lines := drift.Describe()
+		switch {
+		case !drift.Registered:
+			em.Warn(hs.host.Name, lines[0])
+		case mode == repairAll && drift.Drifted():
+			em.Step(hs.host.Name, "taints", events.StatusChanged, "repaired: "+strings.Join(lines, "; "))
+			hs.note(events.StatusChanged, "taints/labels repaired")
+		case drift.Drifted():
+			rest := withoutCNILabel(drift)
+			if rest.Drifted() {
+				drifted = append(drifted, hs.host.Name)
+				em.Warn(hs.host.Name, "drift: "+strings.Join(rest.Describe(), "; ")+" — repair with `k3strap apply --reconcile-taints`")
+			}
+			if drift.CNIExcluded != "" {
+				em.Step(hs.host.Name, "cni-label", events.StatusChanged, map[string]string{"add": "labelled", "remove": "unlabelled"}[drift.CNIExcluded]+" "+cni.ExcludedLabel)
+			}
+		case wrote:
+			em.Debug(hs.host.Name, "recorded the declared taints and labels in "+AnnotationTaints+" / "+AnnotationLabels)
+		}
+		for _, t := range drift.ForeignTaints {
+			em.Info(hs.host.Name, "taint "+t.String()+" is not in the inventory and was not put there by k3strap: left alone")
+		}
+	}
+	if len(drifted) > 0 {
+		em.Warn("", fmt.Sprintf("%d node(s) differ from the inventory: %s; run `k3strap apply --reconcile-taints` to repair, `k3strap check` to see", len(drifted), strings.Join(drifted, ", ")))
+	}
+	return nil
+}
+
+// withoutCNILabel is drift minus the CNI label (which apply always fixes).
+func withoutCNILabel(d NodeDrift) NodeDrift {
+	d.CNIExcluded = ""
+	return d
+}

@@ -1,0 +1,39 @@
+package installer
+
+import (
+	"context"
+
+	"github.com/k3strap/k3strap/events"
+)
+
+// planStep builds every reachable host's plan, once: the files it should hold (config.yaml,
+// token file, install script, airgap artifacts with verified checksums, the first server's
+// add-on manifests), the install environment and the service. Preflight judges these plans
+// and every later step writes exactly them. A host whose plan cannot be built keeps the
+// error; the preflight step reports it after the findings.
+type planStep struct{}
+
+func (planStep) Phase() events.Phase { return events.PhasePlan }
+
+func (planStep) Summary() string {
+	return "build each host's plan once: config.yaml, token file, artifacts (checksums verified), manifests, install environment"
+}
+
+func (planStep) Run(ctx context.Context, s *session) error {
+	em := s.in.emitter(events.PhasePlan)
+	em.Started("planning every host")
+	for _, hs := range s.hosts {
+		if hs.facts == nil {
+			continue // unreachable: preflight's SSH check reports it
+		}
+		p, err := s.planner.Plan(hs.host, hs.facts.Arch)
+		if err != nil {
+			hs.planErr = err
+			em.Step(hs.host.Name, "plan", events.StatusFailed, err.Error())
+			continue
+		}
+		hs.plan = p
+	}
+	em.Finished(events.StatusOK, "")
+	return ctx.Err()
+}

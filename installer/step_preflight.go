@@ -1,0 +1,98 @@
+package installer
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	"github.com/k3strap/k3strap/events"
+	"github.com/k3strap/k3strap/facts"
+	"github.com/k3strap/k3strap/preflight"
+)
+
+// preflightStep judges the gathered facts and the plans with every preflight check, emits
+// every finding, and keeps the report and its CNI-exclusion verdict for later steps. It fails
+// (ExitPreflight) when errors remain after --ignore-preflight-errors, and then (ExitInstall)
+// when a host's plan could not be built.
+type preflightStep struct{}
+
+func (preflightStep) Phase() events.Phase { return events.PhasePreflight }
+
+func (preflightStep) Summary() string {
+	return "run the preflight checks on the facts and plans (kubeadm-style IDs, --ignore-preflight-errors)"
+}
+
+func (preflightStep) Run(ctx context.Context, s *session) error {
+	if _, err := s.preflight(); err != nil {
+		return err
+	}
+	for _, hs := range s.hosts {
+		if hs.planErr != nil {
+			hs.setResult(events.StatusFailed, hs.planErr.Error())
+			return &Failure{Code: ExitInstall, Phase: events.PhasePlan, Host: hs.host.Name, Info: events.ErrorInfo{
+				Message: hs.planErr.Error(), Resume: "fix the inventory and re-run `k3strap " + s.command + "`"}}
+		}
+	}
+	return ctx.Err()
+}
+
+// preflightInput is what the checks judge: the inventory, every host's facts and the
+// connection failures.
+func (s *session) preflightInput() *preflight.Input {
+	input := &preflight.Input{Cluster: s.in.cluster, Facts: map[string]*facts.Host{}, Unreachable: map[string]error{}}
+	for _, hs := range s.hosts {
+		if hs.facts != nil {
+			input.Facts[hs.host.Name] = hs.facts
+		}
+		if hs.connErr != nil {
+			input.Unreachable[hs.host.Name] = hs.connErr
+		}
+	}
+	return input
+}
+
+// preflight runs the checks, emits every finding and records the report and the
+// CNI-exclusion verdict on the session. It returns a Failure with ExitPreflight when errors
+// remain after --ignore-preflight-errors.
+func (s *session) preflight() (*preflight.Report, error) {
+	em := s.in.emitter(events.PhasePreflight)
+	em.Started("running preflight checks")
+	input := s.preflightInput()
+	rep := preflight.Run(input, s.in.opts.IgnorePreflight)
+	s.report = rep
+	s.excluded = map[string]preflight.ExcludedHost{}
+	for _, e := range preflight.CNIExcludedHosts(input) {
+		s.excluded[e.Host] = e
+	}
+	for _, f := range rep.Findings {
+		sev := string(f.Severity)
+		if f.Ignored {
+			sev = "ignored"
+		}
+		em.Finding(f.Host, events.PreflightResult{Check: f.Check, Severity: sev, Message: f.Message, Fix: f.Fix})
+	}
+	errs := rep.Errors()
+	if len(errs) > 0 {
+		hosts := map[string]bool{}
+		var checks []string
+		seen := map[string]bool{}
+		for _, f := range errs {
+			hosts[f.Host] = true
+			if !seen[f.Check] {
+				seen[f.Check] = true
+				checks = append(checks, f.Check)
+			}
+			if hs := s.state(f.Host); hs != nil {
+				hs.setResult(events.StatusFailed, "preflight: "+f.Check)
+			}
+		}
+		em.Finished(events.StatusFailed, fmt.Sprintf("%d preflight errors", len(errs)))
+		return rep, &Failure{Code: ExitPreflight, Phase: events.PhasePreflight, Info: events.ErrorInfo{
+			Message: fmt.Sprintf("preflight found %d errors (%s); nothing was changed on any host", len(errs), strings.Join(checks, ", ")),
+			Fix:     "fix the findings above, or skip a check you accept with --ignore-preflight-errors=" + strings.Join(checks, ","),
+			Resume:  "re-run the same command",
+		}}
+	}
+	em.Finished(events.StatusOK, fmt.Sprintf("%d warnings", len(rep.Warnings())))
+	return rep, nil
+}
