@@ -1,8 +1,7 @@
-// Package diagnose explains why a K3s node did not come up, from evidence gathered on any
-// cluster — during `k3strap apply` (the bring-up supervisor) or on a cluster that is already
-// installed and broken (`k3strap doctor`). It is pure: callers gather the Evidence (the Node
-// object, pods, K3s journal lines, whether subnet.env exists) and get back a Diagnosis naming
-// cause, evidence and fixes. Rules follow docs/failure-modes.md (F1) and docs/k3s.md: the same symptom (the
+// Package diagnose explains why a K3s node did not come up; the bring-up supervisor of
+// `k3strap apply` uses it. It is pure: callers gather the Evidence (the Node object, pods, K3s
+// journal lines, whether subnet.env exists) and get back a Diagnosis naming cause, evidence and
+// fixes. Rules follow docs/failure-modes.md (F1) and docs/k3s.md: the same symptom (the
 // uninitialized taint staying) has several causes, so a diagnosis rests on evidence — the
 // node's K3s arguments, the journal — never on the symptom alone.
 package diagnose

@@ -1,7 +1,6 @@
 // Package facts is what k3strap knows about one host: the structured document that one remote
-// command prints (Script), and its parsed form (Host). The installer runs the script over SSH;
-// preflight judges the parsed facts; `k3strap doctor` will judge facts gathered from a cluster
-// that is already installed. Nothing here opens a connection.
+// command prints (Script), and its parsed form (Host). The installer runs the script over SSH
+// and preflight judges the parsed facts. Nothing here opens a connection.
 package facts
 
 import (
