@@ -11,6 +11,7 @@ import (
 
 	"github.com/k3strap/k3strap/events"
 	"github.com/k3strap/k3strap/installer/remote"
+	"github.com/k3strap/k3strap/k3s"
 )
 
 // changes is what converging a host takes, decided from its facts (checksums, unit, service
@@ -194,9 +195,9 @@ func (s *session) dryRun(ctx context.Context, hs *hostState, ch changes) error {
 				if err != nil {
 					return s.hostFailure(hs, "dry-run", ExitInstall, err)
 				}
-				old = maskSecrets(string(b))
+				old = k3s.Mask(string(b))
 			}
-			e.Diff = unifiedDiff(f.Path, old, maskSecrets(string(f.Content)))
+			e.Diff = unifiedDiff(f.Path, old, k3s.Mask(string(f.Content)))
 		}
 		em.Emit(e)
 		summary = append(summary, verb+" "+f.Path)
@@ -212,20 +213,6 @@ func (s *session) dryRun(ctx context.Context, hs *hostState, ch changes) error {
 	hs.setResult(events.StatusChanged, "would "+strings.Join(summary, ", "))
 	em.Step(name, "plan", events.StatusChanged, "would "+strings.Join(summary, ", "))
 	return nil
-}
-
-// maskSecrets hides the values of secret-looking keys in YAML text (a config.yaml written by
-// someone else may hold a token).
-func maskSecrets(text string) string {
-	lines := strings.Split(text, "\n")
-	for i, l := range lines {
-		k, _, ok := strings.Cut(l, ":")
-		key := strings.ToLower(strings.TrimSpace(k))
-		if ok && (strings.Contains(key, "token") && !strings.HasSuffix(key, "-file") || strings.Contains(key, "password") || strings.Contains(key, "secret-key")) {
-			lines[i] = k + ": ********"
-		}
-	}
-	return strings.Join(lines, "\n")
 }
 
 func unifiedDiff(path, old, new string) string {
