@@ -9,13 +9,16 @@ package diagnose
 import (
 	"encoding/json"
 	"fmt"
+	"regexp"
 	"sort"
 	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 
-	"github.com/k3strap/k3strap/inventory"
+	"k8s.io/klog/v2"
+
+	"github.com/k3strap/k3strap/k3s"
 )
 
 // Evidence is what is known about one node that did not come up.
@@ -135,7 +138,7 @@ func (ev Evidence) kubeletCloudProvider() (value, source string) {
 			return "", "journal: " + trimLine(l)
 		}
 	}
-	if v, ok := inventory.ArgValue(ev.args()["kubelet-arg"], "cloud-provider"); ok {
+	if v, ok := k3s.ArgValue(ev.args()["kubelet-arg"], "cloud-provider"); ok {
 		return v, "kubelet-arg cloud-provider=" + v
 	}
 	if !ev.embeddedCCMDisabled() {
@@ -176,18 +179,27 @@ func (ev Evidence) cloudControllerPods() (names []string, running bool) {
 
 // PendingOn returns "namespace/name" of pods that are Pending and do not tolerate taint.
 func PendingOn(pods []corev1.Pod, taint corev1.Taint) []string {
-	t := inventory.FromCore(taint)
 	var out []string
 	for _, p := range pods {
 		if p.Status.Phase != corev1.PodPending || p.Spec.NodeName != "" {
 			continue
 		}
-		if !t.ToleratedBy(p.Spec.Tolerations) {
+		if !tolerates(p.Spec.Tolerations, taint) {
 			out = append(out, p.Namespace+"/"+p.Name)
 		}
 	}
 	sort.Strings(out)
 	return out
+}
+
+// tolerates reports whether any of tolerations tolerates taint (Kubernetes's own matching).
+func tolerates(tolerations []corev1.Toleration, taint corev1.Taint) bool {
+	for i := range tolerations {
+		if tolerations[i].ToleratesTaint(klog.Background(), &taint, false) {
+			return true
+		}
+	}
+	return false
 }
 
 func (ev Evidence) journalMatches(fragment string) (count int, last string) {
@@ -226,7 +238,7 @@ func hasTaint(n *corev1.Node, key string) (corev1.Taint, bool) {
 // not running, the manifest-deployer (CRD) stall after a crash during first start
 // (docs/k3s.md), and an unknown cause (with the journal tail as evidence).
 func UninitializedStall(ev Evidence) Diagnosis {
-	taint, _ := hasTaint(ev.Node, inventory.TaintUninitialized)
+	taint, _ := hasTaint(ev.Node, k3s.TaintUninitialized)
 	cp, cpSource := ev.kubeletCloudProvider()
 	ccmOff := ev.embeddedCCMDisabled()
 	ccmPods, ccmRunning := ev.cloudControllerPods()
@@ -266,13 +278,13 @@ func UninitializedStall(ev Evidence) Diagnosis {
 				"but K3s's embedded cloud controller is disabled and no external cloud controller runs: nothing will remove the taint. "+
 				"CoreDNS and every pod without a matching toleration stay Pending; K3s's network policy controller waits for the taint "+
 				"and, on K3s v1.36, shuts K3s down after ~15 minutes, after which systemd restarts it and the cycle repeats.",
-				ev.NodeName, inventory.TaintUninitialized),
+				ev.NodeName, k3s.TaintUninitialized),
 			Evidence: evidence,
 			Fixes: []string{
 				"keep K3s's embedded cloud controller: remove disable-cloud-controller from the K3s config (spec.k3s.cloudController: embedded) and re-run `k3strap apply`",
 				"or declare the cloud controller you run: spec.k3s.cloudController: external with externalCloudController.manifest, and re-run `k3strap apply`",
 				"or, without any cloud controller, drop kubelet-arg cloud-provider=external (spec.k3s.cloudController: disabled; no ServiceLB then)",
-				fmt.Sprintf("last resort, by hand and never automatic: `kubectl taint nodes %s %s-`", ev.NodeName, inventory.TaintUninitialized),
+				fmt.Sprintf("last resort, by hand and never automatic: `kubectl taint nodes %s %s-`", ev.NodeName, k3s.TaintUninitialized),
 			},
 		}
 	case cp == "external" && ccmOff && (ev.ExternalCloudController || len(ccmPods) > 0) && !ccmRunning:
@@ -283,7 +295,7 @@ func UninitializedStall(ev Evidence) Diagnosis {
 				"so the external cloud controller must initialise the node — but none is running yet.", ev.NodeName),
 			Evidence: evidence,
 			Fixes: []string{
-				"check the external cloud controller's pods (`kubectl -n kube-system get pods`) — they must tolerate " + inventory.TaintUninitialized + " and node-role.kubernetes.io/control-plane",
+				"check the external cloud controller's pods (`kubectl -n kube-system get pods`) — they must tolerate " + k3s.TaintUninitialized + " and node-role.kubernetes.io/control-plane",
 				"check that its manifest (spec.k3s.externalCloudController.manifest) was applied: it is placed in /var/lib/rancher/k3s/server/manifests/ on the first server",
 			},
 		}
@@ -321,40 +333,128 @@ func UninitializedStall(ev Evidence) Diagnosis {
 }
 
 // ServiceFailing explains a K3s unit that does not stay up (crash loop or failed start), from
-// the journal's error lines.
+// its journal (oldest first, with or without journald's "date host unit[pid]: " prefix). The
+// evidence leads with the fatal line K3s printed before each exit (FatalLines): a K3s start
+// prints many error lines that are noise (503 responses while the runtime core is not ready,
+// sysctls it may not set), and the line that says why it exits is the last fatal one before
+// systemd's "Main process exited" (testdata/real-k3s-v1.36.3/journal-crashloop-readonly-sysctl.txt).
+// The other error lines follow as context.
 func ServiceFailing(ev Evidence, unit string) Diagnosis {
+	fatal := FatalLines(ev.Journal)
+	shown := map[string]bool{}
+	var evidence []string
+	for _, l := range fatal {
+		shown[l] = true
+		evidence = append(evidence, trimLine(l))
+	}
 	var errs []string
 	for _, l := range ev.Journal {
-		if strings.Contains(l, "level=fatal") || strings.Contains(l, "level=error") {
-			errs = append(errs, trimLine(l))
+		if !shown[l] && isErrorLine(l) {
+			errs = append(errs, "context: "+trimLine(l))
 		}
 	}
+	if len(errs) > 8 {
+		errs = errs[len(errs)-8:]
+	}
+	evidence = append(evidence, errs...)
+	if len(evidence) == 0 {
+		evidence = journalTail(ev.Journal, 10)
+	}
+	msg := fmt.Sprintf("The %s service keeps failing; systemd restarts it every few seconds. The last error lines of its journal "+
+		"say why.", unit)
+	if len(fatal) > 0 {
+		msg = fmt.Sprintf("The %s service keeps failing; systemd restarts it every few seconds. K3s exits because: %s",
+			unit, journalMessage(fatal[len(fatal)-1]))
+	}
 	d := Diagnosis{
-		ID:    "service-failing",
-		Title: fmt.Sprintf("%s does not stay up (state %q)", unit, ev.ServiceState),
-		Message: fmt.Sprintf("The %s service keeps failing; systemd restarts it every few seconds. The last error lines of its journal "+
-			"say why.", unit),
-		Fixes: []string{fmt.Sprintf("read `journalctl -u %s` on the host, fix the cause in the inventory, and re-run `k3strap apply`", unit)},
+		ID:       "service-failing",
+		Title:    fmt.Sprintf("%s does not stay up (state %q)", unit, ev.ServiceState),
+		Message:  msg,
+		Evidence: evidence,
+		Fixes:    []string{fmt.Sprintf("read `journalctl -u %s` on the host, fix the cause in the inventory, and re-run `k3strap apply`", unit)},
 	}
-	if len(errs) > 5 {
-		errs = errs[len(errs)-5:]
-	}
-	if len(errs) == 0 {
-		errs = journalTail(ev.Journal, 10)
-	}
-	d.Evidence = errs
 	if n, last := ev.journalMatches(lineCriticalMismatch); n > 0 {
 		d.ID = "critical-config-mismatch"
 		d.Title = "this server's critical settings differ from the cluster's"
 		d.Message = "K3s refuses to join a server whose critical settings (cluster-cidr, service-cidr, disable, flannel-backend, ...) differ from the first server's."
-		d.Evidence = append([]string{last}, d.Evidence...)
+		if !shown[last] {
+			d.Evidence = append([]string{last}, d.Evidence...)
+		}
 		d.Fixes = append([]string{"make the critical settings equal on every server (set them in spec.k3s.config, not per host)"}, d.Fixes...)
 	}
 	return d
 }
 
-// Timeout describes a bring-up that reached its deadline: the last milestone, the node's
-// taints and conditions, and the journal tail.
+// lineMainExited is systemd's line for a unit whose main process ended.
+const lineMainExited = "Main process exited"
+
+// Journal line patterns of a K3s exit (never written after initialisation).
+var (
+	// fatalRE matches the lines that say why K3s exits: logrus level=fatal, K3s's "Shutdown
+	// request received" (a component ended and took K3s down), and a klog error line
+	// `E1124 05:12:42.539502  189 kubelet.go:1821] "Failed to start …"`.
+	fatalRE = regexp.MustCompile(`level=fatal|Shutdown request received|\bE\d{4} \d\d:\d\d:\d\d\.\d+\s+\d+ \S+\] "Failed to start`)
+	// errorRE matches error lines (logrus level=error/fatal, klog E/F lines).
+	errorRE = regexp.MustCompile(`level=(?:error|fatal)|\b[EF]\d{4} \d\d:\d\d:\d\d\.\d+\s`)
+	// prefixRE matches journald's short prefix "Nov 24 05:12:42 host unit[pid]: ".
+	prefixRE = regexp.MustCompile(`^[A-Z][a-z]{2} +\d+ \d\d:\d\d:\d\d \S+ \S+: `)
+	// klogHeaderRE matches klog's "E1124 05:12:42.539502     189 file.go:1] ".
+	klogHeaderRE = regexp.MustCompile(`^[IWEF]\d{4} \d\d:\d\d:\d\d\.\d+\s+\d+ \S+\] `)
+	// logrusMsgRE extracts msg="…" of a logrus line.
+	logrusMsgRE = regexp.MustCompile(`msg="((?:[^"\\]|\\.)*)"`)
+)
+
+func isErrorLine(l string) bool { return errorRE.MatchString(l) }
+
+// FatalLines returns the lines of journal (oldest first) that say why K3s exited: for each
+// systemd "Main process exited" line, the last fatal line (level=fatal, "Shutdown request
+// received", a klog `E… "Failed to start …"`) since the previous exit; and the last fatal line
+// after the final exit (a crash in progress). A message repeated by several crashes is kept
+// once, at its latest occurrence (timestamps and pids ignored). nil when there is none.
+func FatalLines(journal []string) []string {
+	var all []string
+	add := func(l string) { all = append(all, l) }
+	last := ""
+	for _, l := range journal {
+		switch {
+		case strings.Contains(l, lineMainExited):
+			if last != "" {
+				add(last)
+			}
+			last = ""
+		case fatalRE.MatchString(l):
+			last = l
+		}
+	}
+	if last != "" {
+		add(last)
+	}
+	// Keep the latest occurrence of each message, in order.
+	var out []string
+	seen := map[string]bool{}
+	for i := len(all) - 1; i >= 0; i-- {
+		if k := journalMessage(all[i]); !seen[k] {
+			seen[k] = true
+			out = append([]string{all[i]}, out...)
+		}
+	}
+	return out
+}
+
+// journalMessage strips journald's prefix, klog's header and logrus's time/level from a
+// journal line, for comparing repeats and quoting in a message.
+func journalMessage(l string) string {
+	l = prefixRE.ReplaceAllString(strings.TrimSpace(l), "")
+	l = klogHeaderRE.ReplaceAllString(l, "")
+	if m := logrusMsgRE.FindStringSubmatch(l); m != nil {
+		return strings.ReplaceAll(m[1], `\"`, `"`)
+	}
+	return trimLine(l)
+}
+
+// Timeout describes a bring-up that reached its deadline: the last milestone (a k3s.Milestone
+// name, possibly with detail such as "node-registered at 9.3 s"), the node's taints and
+// conditions, and the journal tail.
 func Timeout(ev Evidence, lastMilestone string, after time.Duration) Diagnosis {
 	var evidence []string
 	evidence = append(evidence, "last milestone reached: "+lastMilestone)
@@ -363,7 +463,7 @@ func Timeout(ev Evidence, lastMilestone string, after time.Duration) Diagnosis {
 	} else {
 		var taints []string
 		for _, t := range ev.Node.Spec.Taints {
-			taints = append(taints, inventory.FromCore(t).String())
+			taints = append(taints, t.ToString())
 		}
 		evidence = append(evidence, "taints: "+orNone(strings.Join(taints, ", ")))
 		evidence = append(evidence, "spec.podCIDR: "+orNone(ev.Node.Spec.PodCIDR))
@@ -383,7 +483,7 @@ func Timeout(ev Evidence, lastMilestone string, after time.Duration) Diagnosis {
 		Fixes:    []string{"read the journal lines above and `journalctl -u k3s` on the host", "re-run `k3strap apply` once fixed (it resumes), or with a longer --timeout"},
 	}
 	if ev.Node != nil && ev.Node.Spec.PodCIDR == "" {
-		if v, ok := inventory.ArgValue(ev.args()["kube-controller-manager-arg"], "allocate-node-cidrs"); ok && v == "false" {
+		if v, ok := k3s.ArgValue(ev.args()["kube-controller-manager-arg"], "allocate-node-cidrs"); ok && v == "false" {
 			d.ID = "no-podcidr"
 			d.Message += " No PodCIDR is assigned because kube-controller-manager runs with allocate-node-cidrs=false, so flannel never writes subnet.env."
 			d.Fixes = append([]string{"remove kube-controller-manager-arg allocate-node-cidrs=false, or bring a CNI that assigns pod addresses itself (cni.type: none)"}, d.Fixes...)

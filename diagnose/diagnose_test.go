@@ -128,3 +128,88 @@ func TestTimeoutNoPodCIDR(t *testing.T) {
 		t.Fatalf("ID = %s", d.ID)
 	}
 }
+
+// journal reads a journal fixture without its '#' comment lines.
+func journal(t *testing.T, name string) []string {
+	var out []string
+	for _, l := range lines(t, name) {
+		if !strings.HasPrefix(l, "#") {
+			out = append(out, l)
+		}
+	}
+	return out
+}
+
+// TestServiceFailingLeadsWithFatalLine: with the journal of a real K3s v1.36.3 crash loop, the
+// diagnosis leads with the kubelet's "Failed to start ContainerManager" (the line before
+// "Main process exited"), not with the 503 and nf_conntrack_max lines every start prints.
+func TestServiceFailingLeadsWithFatalLine(t *testing.T) {
+	full := journal(t, "journal-crashloop-readonly-sysctl.txt")
+	var first []string // the first crash only
+	for _, l := range full {
+		first = append(first, l)
+		if strings.Contains(l, "Failed with result") {
+			break
+		}
+	}
+	// journalctl -o cat (what the installer gathers) drops the "date host unit[pid]: " prefix.
+	var cat []string
+	for _, l := range first {
+		if _, rest, ok := strings.Cut(l, "]: "); ok {
+			l = rest
+		}
+		cat = append(cat, l)
+	}
+	for name, j := range map[string][]string{"journald prefix": first, "-o cat": cat} {
+		t.Run(name, func(t *testing.T) {
+			d := ServiceFailing(Evidence{Journal: j, ServiceState: "activating"}, "k3s")
+			if d.ID != "service-failing" || len(d.Evidence) < 2 {
+				t.Fatalf("%s: %q", d.ID, d.Evidence)
+			}
+			if !strings.Contains(d.Evidence[0], `"Failed to start ContainerManager"`) || !strings.Contains(d.Evidence[0], "panic_on_oops: read-only file system") {
+				t.Errorf("evidence does not lead with the fatal line:\n%s", strings.Join(d.Evidence, "\n"))
+			}
+			if !strings.Contains(d.Message, "Failed to start ContainerManager") {
+				t.Errorf("message: %s", d.Message)
+			}
+			rest := strings.Join(d.Evidence[1:], "\n")
+			for _, ctx := range []string{"503 response", "nf_conntrack_max"} {
+				if !strings.Contains(rest, ctx) {
+					t.Errorf("context lacks %q:\n%s", ctx, rest)
+				}
+			}
+			for _, e := range d.Evidence[1:] {
+				if !strings.HasPrefix(e, "context: ") {
+					t.Errorf("not marked as context: %s", e)
+				}
+			}
+		})
+	}
+
+	// Both crashes of the fixture: each one's fatal line leads, in order, before any context.
+	d := ServiceFailing(Evidence{Journal: full}, "k3s")
+	if len(d.Evidence) < 3 || !strings.Contains(d.Evidence[0], "Failed to start ContainerManager") ||
+		!strings.Contains(d.Evidence[1], "Shutdown request received") || !strings.HasPrefix(d.Evidence[2], "context: ") {
+		t.Errorf("evidence:\n%s", strings.Join(d.Evidence, "\n"))
+	}
+	if !strings.Contains(d.Message, "iptables is not available") {
+		t.Errorf("message names the latest fatal line: %s", d.Message)
+	}
+}
+
+func TestFatalLinesRepeatsDropped(t *testing.T) {
+	j := []string{
+		`time="2026-01-01T00:00:01Z" level=error msg="Sending HTTP/1.1 503 response"`,
+		`time="2026-01-01T00:00:02Z" level=fatal msg="starting kubernetes: port 6443 in use"`,
+		`k3s.service: Main process exited, code=exited, status=1/FAILURE`,
+		`time="2026-01-01T00:00:07Z" level=fatal msg="starting kubernetes: port 6443 in use"`,
+		`k3s.service: Main process exited, code=exited, status=1/FAILURE`,
+	}
+	got := FatalLines(j)
+	if len(got) != 1 || !strings.Contains(got[0], "00:00:07") {
+		t.Fatalf("FatalLines = %q", got)
+	}
+	if m := journalMessage(got[0]); m != "starting kubernetes: port 6443 in use" {
+		t.Errorf("journalMessage = %q", m)
+	}
+}
