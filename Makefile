@@ -1,6 +1,9 @@
 # k3strap — make targets. `make demo` runs the main job against local throw-away hosts;
-# `make test` runs every test (unit and end-to-end). Both need root for the host harness.
+# `make test` runs every test (unit and end-to-end). Both need root for the host harness, and
+# both do their own set-up first (`make setup`), so they work on a fresh Debian machine.
 SHELL      := /bin/bash
+# Go is installed in /usr/local/go on the machines this project targets; it may not be on PATH.
+export PATH := $(PATH):/usr/local/go/bin
 GO         ?= go
 VERSION    ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 K3S_SIM_VERSION ?= v1.36.3+k3s1
@@ -8,9 +11,19 @@ HARNESS    := e2e/harness/harness.sh
 SUDO       := $(shell [ "$$(id -u)" = 0 ] || echo sudo -E)
 export HARNESS_DIR ?= /var/tmp/k3strap-e2e
 
-.PHONY: all build artifacts demo demo-down test unit e2e bench vet fmt lint clean
+.PHONY: all setup build artifacts demo demo-down test unit e2e bench vet fmt lint clean
 
 all: build
+
+# What the demo and the tests need, all idempotent (fast when already done): the Debian packages
+# of the host harness (debootstrap, systemd-container, nftables, iproute2, openssh-client) and
+# tmux for the terminal UI tests, the Go modules, and the base image of the throw-away hosts
+# (debootstrap'ed once, about a minute).
+setup:
+	$(SUDO) bash $(HARNESS) deps
+	@command -v tmux >/dev/null || { $(SUDO) apt-get update -qq && $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq tmux >/dev/null; }
+	$(GO) mod download
+	$(SUDO) bash $(HARNESS) base
 
 build:
 	$(GO) build -ldflags "-X main.version=$(VERSION)" -o bin/k3strap ./cmd/k3strap
@@ -27,7 +40,7 @@ artifacts:
 # The throw-away host gets new SSH host keys whenever the harness recreates it (and the tests
 # change them on purpose), so the demo starts its known_hosts afresh: k3strap records the key on
 # first contact (trust on first use) and refuses a changed one afterwards.
-demo: build artifacts
+demo: setup build artifacts
 	$(SUDO) bash $(HARNESS) up 1
 	rm -f $(HARNESS_DIR)/demo_known_hosts
 	./bin/k3strap apply -f examples/single-server.yaml --kubeconfig-out demo.kubeconfig
@@ -37,7 +50,7 @@ demo-down:
 
 # Every test: unit tests and the end-to-end tests on throw-away hosts (they skip, saying why,
 # without root).
-test: vet
+test: setup vet
 	$(GO) test -race -count=1 -p 1 -timeout 60m ./...
 
 unit:
