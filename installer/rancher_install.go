@@ -383,7 +383,7 @@ func deploymentState(d *appsv1.Deployment) string {
 
 // probeURL asks https://host/ping (Rancher answers "pong") through the cluster's ingress on
 // the first server's port 443. The connection goes through the first server's SSH connection
-// (direct-tcpip: no port but SSH has to be reachable from the workstation, DESIGN.md); when
+// (direct-tcpip: no port but SSH has to be reachable from the workstation); when
 // the server refuses TCP forwarding it is made directly. The TLS certificate is not verified:
 // it may come from Rancher's own CA or a Let's Encrypt order still in progress, and nothing
 // secret is sent.

@@ -1,5 +1,5 @@
 // Package kube reads and writes the cluster through a server's own `k3s kubectl` over SSH
-// (DESIGN.md: no port but SSH has to be reachable from the workstation) and decodes what it
+// (by design: no port but SSH has to be reachable from the workstation) and decodes what it
 // prints into k8s.io/api types.
 package kube
 

@@ -11,7 +11,7 @@ import (
 	"github.com/k3strap/k3strap/e2e/k3ssim/internal/flags"
 )
 
-// Settings are the config values the simulator acts on (SIM-SPEC.md "Config"), with K3s's
+// Settings are the config values the simulator acts on (e2e/k3ssim/README.md, "What it does"), with K3s's
 // defaults filled in.
 type Settings struct {
 	Role        flags.Role

@@ -19,8 +19,8 @@ import (
 const cidrAux = "ipam/nodeCIDRs"
 
 // ExternalCCMActive reports when an external cloud controller was applied: any Deployment or
-// DaemonSet in kube-system whose name contains "cloud-controller-manager" (SIM-SPEC.md
-// "Embedded cloud controller"). It returns the first time one was seen (zero if none).
+// DaemonSet in kube-system whose name contains "cloud-controller-manager" (e2e/k3ssim/README.md,
+// "What it does"). It returns the first time one was seen (zero if none).
 func (c *Controller) externalCCM(now time.Time) (time.Time, bool) {
 	present := map[string]bool{}
 	for _, gr := range []store.GR{store.Deployments, store.DaemonSets} {

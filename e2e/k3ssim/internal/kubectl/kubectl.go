@@ -1,7 +1,7 @@
 // Package kubectl is the simulator's `k3s kubectl`: a small kubectl that speaks real
 // Kubernetes REST over HTTPS to the API named in the kubeconfig (KUBECONFIG, --kubeconfig,
 // default /etc/rancher/k3s/k3s.yaml) with its client certificate, printing output and
-// errors the way kubectl does (SIM-SPEC.md "Commands").
+// errors the way kubectl does (e2e/k3ssim/README.md, "What it does").
 package kubectl
 
 import (

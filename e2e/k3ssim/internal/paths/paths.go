@@ -20,7 +20,7 @@ const (
 	DefaultDataDir = "/var/lib/rancher/k3s"
 	// SubnetEnv is the file embedded flannel writes once the node has a PodCIDR.
 	SubnetEnv = "/run/flannel/subnet.env"
-	// KnobsFile holds the simulator's test-only knobs (SIM-SPEC.md "Knobs").
+	// KnobsFile holds the simulator's test-only knobs (e2e/k3ssim/README.md, "Knobs").
 	KnobsFile = "/etc/k3ssim/sim.yaml"
 	// OSRelease is read for the Node's status.nodeInfo.osImage.
 	OSRelease = "/etc/os-release"

@@ -1,7 +1,7 @@
 // Package store is the simulator's object store: every Kubernetes object the simulated
 // server holds, a global resourceVersion bumped by every write (as etcd/kine do), watch
 // events with a short history, and atomic persistence under <data-dir>/server/db/ so a
-// service restart keeps the cluster state (SIM-SPEC.md "Server behaviour").
+// service restart keeps the cluster state (e2e/k3ssim/README.md, "What it does").
 //
 // Objects are kept as JSON; writes take map[string]any (unstructured content). Typed access
 // (corev1.Node, corev1.Pod, ...) goes through the generic helpers in typed.go. Errors are
