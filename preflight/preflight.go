@@ -68,23 +68,44 @@ type Input struct {
 	// packaged ones, by component name (see Components), e.g. rendered from the inventory.
 	// FirstNodeTaints counts them.
 	Tolerations map[string][]corev1.Toleration
+	// BinaryReleases are the K3s releases of the inventory's airgap binaries, by architecture
+	// (the keys of spec.k3s.airgap), as ReadBinaryReleases finds them on the workstation.
+	// AirgapRelease compares them with spec.k3s.version; nil skips that comparison.
+	BinaryReleases map[string]BinaryRelease
+}
+
+// BinaryRelease is what was found in one airgap binary.
+type BinaryRelease struct {
+	// File is the local path of the binary.
+	File string
+	// Release is its K3s release (e.g. "v1.36.3+k3s1"); "" when Err is set.
+	Release string
+	// Err says why the release could not be read (missing file, not a K3s binary).
+	Err error
 }
 
 // Check is one preflight check.
 type Check interface {
 	// ID is the stable name used in output and in --ignore-preflight-errors.
 	ID() string
+	// Static reports whether the check reads only the inventory (Input.Cluster, and for
+	// AirgapRelease Input.BinaryReleases), never host facts: `k3strap validate` runs the static
+	// checks without connecting (RunStatic); host checks need gathered facts.
+	Static() bool
 	// Run returns the check's findings. Hosts without facts are skipped (the SSH check reports
 	// them).
 	Run(in *Input) []Finding
 }
 
 type check struct {
-	id  string
-	run func(in *Input) []Finding
+	id     string
+	run    func(in *Input) []Finding
+	static bool
 }
 
 func (c check) ID() string { return c.id }
+
+func (c check) Static() bool { return c.static }
 
 func (c check) Run(in *Input) []Finding {
 	out := c.run(in)
@@ -97,33 +118,34 @@ func (c check) Run(in *Input) []Finding {
 // Checks returns every check in its stable order (the order of the output within one host).
 func Checks() []Check {
 	cs := []Check{
-		check{"SSH", checkSSH},
-		check{"Sudo", checkSudo},
-		check{"OS", checkOS},
-		check{"Arch", checkArch},
-		check{"InitSystem", checkInitSystem},
-		check{"KernelConfig", checkKernelConfig},
-		check{"CNIKernel", checkCNIKernel},
-		check{"Cgroups", checkCgroups},
-		check{"Swap", checkSwap},
+		check{id: "SSH", run: checkSSH},
+		check{id: "Sudo", run: checkSudo},
+		check{id: "OS", run: checkOS},
+		check{id: "Arch", run: checkArch},
+		check{id: "InitSystem", run: checkInitSystem},
+		check{id: "KernelConfig", run: checkKernelConfig},
+		check{id: "CNIKernel", run: checkCNIKernel},
+		check{id: "Cgroups", run: checkCgroups},
+		check{id: "Swap", run: checkSwap},
 	}
 	for _, p := range portSpecs() {
-		cs = append(cs, check{p.id(), p.run})
+		cs = append(cs, check{id: p.id(), run: p.run})
 	}
 	return append(cs,
-		check{"Mem", checkMem},
-		check{"Disk", checkDisk},
-		check{"Hostname", checkHostname},
-		check{"MachineID", checkMachineID},
-		check{"ClockSkew", checkClockSkew},
-		check{"DefaultRoute", checkDefaultRoute},
-		check{"ExistingInstall", checkExistingInstall},
-		check{"ServerCount", checkServerCount},
-		check{"CriticalConfig", checkCriticalConfig},
-		check{"CloudController", checkCloudController},
-		check{"FirstNodeTaints", checkFirstNodeTaints},
-		check{"RancherAgentTolerations", checkRancherAgentTolerations},
-		check{"RancherVersion", checkRancherVersion},
+		check{id: "Mem", run: checkMem},
+		check{id: "Disk", run: checkDisk},
+		check{id: "Hostname", run: checkHostname},
+		check{id: "MachineID", run: checkMachineID},
+		check{id: "ClockSkew", run: checkClockSkew},
+		check{id: "DefaultRoute", run: checkDefaultRoute},
+		check{id: "ExistingInstall", run: checkExistingInstall},
+		check{id: "ServerCount", run: checkServerCount, static: true},
+		check{id: "CriticalConfig", run: checkCriticalConfig, static: true},
+		check{id: "CloudController", run: checkCloudController, static: true},
+		check{id: "FirstNodeTaints", run: checkFirstNodeTaints, static: true},
+		check{id: "RancherAgentTolerations", run: checkRancherAgentTolerations, static: true},
+		check{id: "RancherVersion", run: checkRancherVersion, static: true},
+		check{id: "AirgapRelease", run: checkAirgapRelease, static: true},
 	)
 }
 
@@ -202,11 +224,32 @@ func (r *Report) bySeverity(s Severity) []Finding {
 // sorts the findings stably by host order in the inventory, then check order. A nil Cluster
 // yields one error finding (check "Inventory", not ignorable).
 func Run(in *Input, ign Ignore) *Report {
+	return run(in, ign, Checks())
+}
+
+// StaticChecks returns the checks that read only the inventory (Check.Static), in Checks order.
+func StaticChecks() []Check {
+	var out []Check
+	for _, c := range Checks() {
+		if c.Static() {
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
+// RunStatic runs only the static checks (StaticChecks) on in, as Run does; in.Facts and
+// in.Unreachable are not read. For `k3strap validate`, which connects to nothing: fill
+// in.BinaryReleases with ReadBinaryReleases for the AirgapRelease check.
+func RunStatic(in *Input, ign Ignore) *Report {
+	return run(in, ign, StaticChecks())
+}
+
+func run(in *Input, ign Ignore, checks []Check) *Report {
 	if in == nil || in.Cluster == nil {
 		return &Report{Findings: []Finding{{Check: "Inventory", Severity: SeverityError,
 			Message: "no inventory to check", Fix: "load the inventory before running preflight"}}}
 	}
-	checks := Checks()
 	var all []Finding
 	order := map[string]int{}
 	for i, c := range checks {
