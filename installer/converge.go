@@ -184,10 +184,13 @@ func (s *session) dryRun(ctx context.Context, hs *hostState, ch changes) error {
 			verb = "replace"
 		}
 		msg := fmt.Sprintf("would %s %s (mode %04o, %d bytes, sha256 %.12s)", verb, f.Path, f.Mode, f.Size, f.SHA256)
+		if f.Secret {
+			// No digest, no size: a digest of a secret lets anyone test guesses at it.
+			msg = fmt.Sprintf("would %s %s (mode %04o): the secret changed, not shown", verb, f.Path, f.Mode)
+		}
 		e := events.Event{Type: events.Info, Host: name, Message: msg}
 		switch {
 		case f.Secret:
-			e.Message += " — secret, not shown"
 		case f.LocalPath == "":
 			old := ""
 			if hs.facts.K3s.Files[f.Path] != "" {

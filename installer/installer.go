@@ -100,6 +100,11 @@ type Installer struct {
 // New returns an Installer for c emitting to sink.
 func New(c *inventory.Cluster, opts Options, sink events.Sink) *Installer {
 	opts.defaults()
+	if opts.APIAddress != "" && c.APIAddress != opts.APIAddress {
+		cc := *c // the caller's inventory stays as it was
+		cc.APIAddress = opts.APIAddress
+		c = &cc
+	}
 	if sink == nil {
 		sink = events.Discard
 	}

@@ -7,7 +7,6 @@ import (
 	"encoding/hex"
 	"fmt"
 	"io"
-	"net"
 	"os"
 	"path"
 	"path/filepath"
@@ -24,9 +23,8 @@ import (
 const (
 	PathConfig        = "/etc/rancher/k3s/config.yaml"
 	PathConfigDropins = "/etc/rancher/k3s/config.yaml.d"
-	// PathTokenFile holds the cluster token; K3s reads it through the token-file flag so that
-	// config.yaml (and `k3strap render`) never holds the secret.
-	PathTokenFile     = "/etc/rancher/k3s/cluster-token"
+	// PathTokenFile holds the cluster token (inventory.TokenFilePath).
+	PathTokenFile     = inventory.TokenFilePath
 	PathInstallScript = facts.ManagedMarker
 	PathBinary        = "/usr/local/bin/k3s"
 	DirImages         = "/var/lib/rancher/k3s/agent/images"
@@ -119,17 +117,10 @@ func (p *HostPlan) SetToken(token inventory.Secret, keep bool) {
 	p.Files = append([]File{f}, p.Files...)
 }
 
-// ServerURL is the supervisor address joining nodes use.
-func ServerURL(h *inventory.Host) string {
-	return "https://" + net.JoinHostPort(h.Address, "6443")
-}
-
 // Planner builds HostPlans. It caches local artifact checksums (hosts of one architecture
 // share them).
 type Planner struct {
 	Cluster *inventory.Cluster
-	// APIAddress is an extra address clients use for the API (added to tls-san).
-	APIAddress string
 
 	mu   sync.Mutex
 	sums map[string]string
@@ -143,30 +134,8 @@ type Planner struct {
 // an error for airgap installs).
 func (pl *Planner) Plan(h *inventory.Host, arch string) (*HostPlan, error) {
 	c := pl.Cluster
-	first := c.FirstServer()
 	p := &HostPlan{Host: h, First: c.IsFirstServer(h), Service: ServiceName(h.Role)}
 	cfg := c.HostConfig(h)
-	cfg.TokenFile = PathTokenFile
-	if h.Role == inventory.RoleServer {
-		sans := []string{h.Address}
-		if pl.APIAddress != "" {
-			sans = append(sans, pl.APIAddress)
-		}
-		for _, s := range sans {
-			if !contains(cfg.TLSSAN, s) {
-				cfg.TLSSAN = append(cfg.TLSSAN, s)
-			}
-		}
-		if len(c.Servers()) > 1 && p.First {
-			cfg.ClusterInit = inventory.Bool(true)
-		}
-	}
-	if !p.First {
-		if first == nil {
-			return nil, fmt.Errorf("host %s: no server in the inventory to join", h.Name)
-		}
-		cfg.Server = ServerURL(first)
-	}
 	p.Config = cfg
 	y, err := templates.K3sConfig(h.Role, cfg)
 	if err != nil {

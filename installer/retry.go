@@ -90,6 +90,11 @@ func (s *session) retry(ctx context.Context, hs *hostState, label string, fn fun
 		if wait == backoff.Stop {
 			return err
 		}
+		if attempt == 1 {
+			// The first reconnect is immediate: a link found dead is tried again at once, and a
+			// host that no longer answers fails within the connect timeout.
+			wait = 0
+		}
 		s.in.emitter("retry").Emit(events.Event{Type: events.Warning, Host: hs.host.Name,
 			Message: fmt.Sprintf("%s failed on attempt %d (%v); reconnecting and retrying", label, attempt, err)})
 		t := time.NewTimer(wait)

@@ -133,7 +133,7 @@ type session struct {
 // inventory order, plus the first server when cmd needs it.
 func (in *Installer) newSession(cmd command) *session {
 	s := &session{in: in, uploadSlots: make(chan struct{}, in.opts.ConcurrentUploads), command: cmd.name,
-		planner: &Planner{Cluster: in.cluster, APIAddress: in.opts.APIAddress}}
+		planner: &Planner{Cluster: in.cluster}}
 	sel := map[string]bool{}
 	for _, n := range in.opts.Hosts {
 		sel[n] = true

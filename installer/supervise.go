@@ -13,23 +13,11 @@ import (
 
 	"github.com/k3strap/k3strap/diagnose"
 	"github.com/k3strap/k3strap/events"
+	"github.com/k3strap/k3strap/facts"
 	"github.com/k3strap/k3strap/installer/remote"
 	"github.com/k3strap/k3strap/inventory"
+	"github.com/k3strap/k3strap/k3s"
 )
-
-// Bring-up milestones of a server, in their usual order (issue 2). Either of
-// uninitialized-taint-gone and subnet-env may come first; neither is inferred from the other.
-const (
-	MilestoneServiceActive = "service-active"
-	MilestoneAPIReady      = "api-ready"
-	MilestoneRegistered    = "node-registered"
-	MilestoneTaintGone     = "uninitialized-taint-gone"
-	MilestonePodCIDR       = "podcidr-set"
-	MilestoneSubnetEnv     = "subnet-env"
-	MilestoneNodeReady     = "node-ready"
-)
-
-var milestoneOrder = []string{MilestoneServiceActive, MilestoneAPIReady, MilestoneRegistered, MilestoneTaintGone, MilestonePodCIDR, MilestoneSubnetEnv, MilestoneNodeReady}
 
 // probeScript prints the server's state every $3 seconds until killed: service state and
 // restart count, subnet.env, /readyz, the Node. One SSH channel for the whole bring-up.
@@ -51,24 +39,6 @@ while :; do
   sleep "$interval"
 done`
 
-// evidenceScript prints what a diagnosis needs: the K3s journal tail, pods, the node, the
-// config files' keys, subnet.env presence and the service state.
-const evidenceScript = `svc=$1 node=$2
-k3s=/usr/local/bin/k3s
-echo "@journal"
-journalctl -u "$svc" -n 400 -o cat --no-pager 2>/dev/null || tail -n 400 "/var/log/$svc.log" 2>/dev/null
-echo "@pods"
-"$k3s" kubectl get pods -A -o json 2>/dev/null | tr -d '\n'; echo
-echo "@node"
-"$k3s" kubectl get node "$node" -o json 2>/dev/null | tr -d '\n'; echo
-echo "@config"
-for f in /etc/rancher/k3s/config.yaml /etc/rancher/k3s/config.yaml.d/*.yaml; do
-  [ -r "$f" ] && { echo "@file $f"; grep -v -E '^[[:space:]]*(token|agent-token|datastore-endpoint)[[:space:]]*:' "$f"; }
-done
-echo "@subnet $(test -e /run/flannel/subnet.env && echo present || echo missing)"
-echo "@service $(systemctl is-active "$svc" 2>/dev/null)"
-echo "@end"`
-
 // probeState is the server's state as of the last probe tick.
 type probeState struct {
 	service   string
@@ -86,8 +56,8 @@ type supervisor struct {
 	em events.Emitter
 
 	started  time.Time
-	reached  map[string]float64
-	last     string
+	reached  map[k3s.Milestone]float64
+	last     k3s.Milestone
 	baseRest int
 	tick     int
 	// taintSince is when the uninitialized taint was first seen (local clock).
@@ -106,7 +76,7 @@ func (sup *supervisor) flannelOff() bool {
 // uninitialized taint outlives the grace period (diagnosed), the service keeps restarting
 // (diagnosed), or the timeout passes.
 func (sup *supervisor) run(ctx context.Context, res convergeResult) error {
-	sup.reached = map[string]float64{}
+	sup.reached = map[k3s.Milestone]float64{}
 	sup.started = res.started
 	quick := res.started.IsZero()
 	sup.quick = quick
@@ -123,8 +93,8 @@ func (sup *supervisor) run(ctx context.Context, res convergeResult) error {
 		default:
 			reason += "the CNI you bring configures pod networking"
 		}
-		sup.em.Milestone(sup.hs.host.Name, events.MilestoneInfo{Name: MilestoneSubnetEnv, Skipped: true, Detail: reason})
-		sup.reached[MilestoneSubnetEnv] = 0
+		sup.em.Milestone(sup.hs.host.Name, events.MilestoneInfo{Name: string(k3s.MilestoneSubnetEnv), Skipped: true, Detail: reason})
+		sup.reached[k3s.MilestoneSubnetEnv] = 0
 	}
 	if !quick {
 		sup.em.Started(fmt.Sprintf("watching %s come up (stall grace %s, timeout %s)", sup.hs.host.Name, sup.s.in.opts.StallGrace, sup.s.in.opts.Timeout))
@@ -218,16 +188,16 @@ func (sup *supervisor) evaluate(ctx context.Context, st *probeState) (bool, erro
 	if sup.tick == 1 {
 		sup.baseRest = st.restarts
 	}
-	hit := map[string]string{}
+	hit := map[k3s.Milestone]string{}
 	if st.service == "active" {
-		hit[MilestoneServiceActive] = ""
+		hit[k3s.MilestoneServiceActive] = ""
 	}
 	if st.readyz == "ok" {
-		hit[MilestoneAPIReady] = ""
+		hit[k3s.MilestoneAPIReady] = ""
 	}
 	var taint *corev1.Taint
 	if n := st.node; n != nil {
-		hit[MilestoneRegistered] = ""
+		hit[k3s.MilestoneRegistered] = ""
 		for i := range n.Spec.Taints {
 			if n.Spec.Taints[i].Key == inventory.TaintUninitialized {
 				taint = &n.Spec.Taints[i]
@@ -235,41 +205,41 @@ func (sup *supervisor) evaluate(ctx context.Context, st *probeState) (bool, erro
 		}
 		if taint == nil {
 			detail := ""
-			if _, seen := sup.reached[MilestoneRegistered]; !seen {
+			if _, seen := sup.reached[k3s.MilestoneRegistered]; !seen {
 				detail = "registered without it (the kubelet does not run with cloud-provider=external)"
 			}
 			if n.Spec.ProviderID != "" {
 				detail = "providerID " + n.Spec.ProviderID
 			}
-			hit[MilestoneTaintGone] = detail
+			hit[k3s.MilestoneTaintGone] = detail
 		}
 		if n.Spec.PodCIDR != "" {
-			hit[MilestonePodCIDR] = n.Spec.PodCIDR
+			hit[k3s.MilestonePodCIDR] = n.Spec.PodCIDR
 		}
 		for _, c := range n.Status.Conditions {
 			if c.Type == corev1.NodeReady && c.Status == corev1.ConditionTrue {
-				hit[MilestoneNodeReady] = ""
+				hit[k3s.MilestoneNodeReady] = ""
 			}
 		}
 	}
 	if st.subnet != nil && !sup.flannelOff() {
-		hit[MilestoneSubnetEnv] = st.subnet.String()
+		hit[k3s.MilestoneSubnetEnv] = st.subnet.String()
 	}
-	for _, m := range milestoneOrder {
+	for _, m := range k3s.Milestones() {
 		detail, ok := hit[m]
 		if _, seen := sup.reached[m]; !ok || seen {
 			continue
 		}
 		sup.reached[m] = sec
 		sup.last = m
-		mi := events.MilestoneInfo{Name: m, Seconds: round1(sec), Detail: detail}
+		mi := events.MilestoneInfo{Name: string(m), Seconds: round1(sec), Detail: detail}
 		if sup.quick {
 			sup.pending = append(sup.pending, mi)
 		} else {
 			sup.em.Milestone(sup.hs.host.Name, mi)
 		}
 	}
-	if len(sup.reached) == len(milestoneOrder) {
+	if len(sup.reached) == len(k3s.Milestones()) {
 		return true, nil
 	}
 	if sup.quick {
@@ -332,69 +302,23 @@ func (sup *supervisor) evidence(ctx context.Context, st *probeState) diagnose.Ev
 	}
 	ectx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 	defer cancel()
-	res, err := sup.hs.c().Run(ectx, remote.Script("gather evidence", evidenceScript, sup.hs.plan.Service, sup.hs.host.Name).AsRoot())
+	res, err := sup.hs.c().Run(ectx, remote.Script("gather evidence", facts.EvidenceScript, facts.EvidenceArgs(sup.hs.plan.Service, sup.hs.host.Name)...).AsRoot())
 	if err != nil || res.ExitCode != 0 {
 		return ev
 	}
-	ParseEvidence(string(res.Stdout), &ev)
+	got := facts.ParseEvidence(res.Stdout)
+	ev.Journal, ev.Pods = got.Journal, got.Pods
+	if got.Node != nil {
+		ev.Node = got.Node
+	}
+	if got.SubnetEnvPresent != nil {
+		ev.SubnetEnvPresent = *got.SubnetEnvPresent
+	}
+	if got.ServiceState != "" {
+		ev.ServiceState = got.ServiceState
+	}
+	ev.ConfigArgs = diagnose.MergeConfigFiles(got.ConfigFiles)
 	return ev
-}
-
-// ParseEvidence fills ev from the output of the evidence script.
-func ParseEvidence(out string, ev *diagnose.Evidence) {
-	section := ""
-	var configDocs []string
-	var cur strings.Builder
-	flushFile := func() {
-		if cur.Len() > 0 {
-			configDocs = append(configDocs, cur.String())
-			cur.Reset()
-		}
-	}
-	for _, line := range strings.Split(out, "\n") {
-		switch {
-		case line == "@journal", line == "@pods", line == "@node", line == "@config":
-			section = line
-			continue
-		case strings.HasPrefix(line, "@file "):
-			flushFile()
-			continue
-		case strings.HasPrefix(line, "@subnet "):
-			ev.SubnetEnvPresent = strings.TrimSpace(strings.TrimPrefix(line, "@subnet ")) == "present"
-			section = ""
-			continue
-		case strings.HasPrefix(line, "@service "):
-			ev.ServiceState = strings.TrimSpace(strings.TrimPrefix(line, "@service "))
-			continue
-		case line == "@end":
-			section = ""
-			continue
-		}
-		switch section {
-		case "@journal":
-			if strings.TrimSpace(line) != "" {
-				ev.Journal = append(ev.Journal, line)
-			}
-		case "@pods":
-			if strings.HasPrefix(line, "{") {
-				var l corev1.PodList
-				if json.Unmarshal([]byte(line), &l) == nil {
-					ev.Pods = l.Items
-				}
-			}
-		case "@node":
-			if strings.HasPrefix(line, "{") {
-				var n corev1.Node
-				if json.Unmarshal([]byte(line), &n) == nil {
-					ev.Node = &n
-				}
-			}
-		case "@config":
-			cur.WriteString(line + "\n")
-		}
-	}
-	flushFile()
-	ev.ConfigArgs = diagnose.MergeConfigFiles(configDocs)
 }
 
 // fail emits the diagnosis and returns it as a bring-up Failure.
@@ -404,7 +328,7 @@ func (sup *supervisor) fail(_ context.Context, d diagnose.Diagnosis) error {
 		Fix:       strings.Join(d.Fixes, "\n"),
 		Diagnosis: d.ID,
 		Evidence:  d.Evidence,
-		Resume:    "fix the cause and re-run `k3strap apply`; the host keeps what was installed",
+		Resume:    "fix the cause and re-run `k3strap " + sup.s.command + "`; the host keeps what was installed",
 	}
-	return &Failure{Code: ExitBringUp, Phase: "supervise", Host: sup.hs.host.Name, Info: info}
+	return &Failure{Code: ExitBringUp, Phase: events.PhaseSupervise, Host: sup.hs.host.Name, Info: info}
 }

@@ -2,6 +2,7 @@ package inventory
 
 import (
 	"fmt"
+	"net"
 	"sort"
 	"strings"
 
@@ -122,15 +123,19 @@ func (c *Cluster) HostSSHExplicit(h *Host) SSH {
 }
 
 // HostConfig returns the K3s config k3strap will write for h, except the runtime values
-// (token, server URL, cluster-init) that the installer fills in: the cluster-wide config, the
-// host's overrides, then what the inventory's own fields imply:
+// the cluster-wide config, the host's overrides, then what the inventory's own fields imply:
 //   - node-name is the inventory name; node-label and node-taint come from Labels and Taints;
 //   - cloudController external sets disable-cloud-controller and kubelet-arg
 //     cloud-provider=external; disabled sets disable-cloud-controller only (docs/failure-modes.md F1);
 //   - cni calico / flannel-standalone / none set flannel-backend none, calico also
 //     disable-network-policy (docs/cni.md);
-//   - write-kubeconfig-mode defaults to 0600.
+//   - write-kubeconfig-mode defaults to 0600;
+//   - token-file is TokenFilePath (the token itself never stands in config.yaml);
+//   - servers get their address and APIAddress in tls-san, the first server of an HA cluster
+//     cluster-init, every other host server: ServerURL(first server).
 //
+// It is the one place a host's config is assembled: the installer's plan renders it, preflight
+// and the CNI templates judge it.
 // Agents get only agent flags: server-only keys from the cluster-wide config are dropped
 // (validation reports a server-only key set per agent host).
 func (c *Cluster) HostConfig(h *Host) K3sConfig {
@@ -174,10 +179,34 @@ func (c *Cluster) HostConfig(h *Host) K3sConfig {
 	if h.Role == RoleServer && cfg.WriteKubeconfigMode == "" {
 		cfg.WriteKubeconfigMode = DefaultKubeconfigMode
 	}
+	cfg.TokenFile = TokenFilePath
+	first := c.FirstServer()
+	if h.Role == RoleServer {
+		cfg.TLSSAN = appendUnique(cfg.TLSSAN, h.Address)
+		if c.APIAddress != "" {
+			cfg.TLSSAN = appendUnique(cfg.TLSSAN, c.APIAddress)
+		}
+		if len(c.Servers()) > 1 && c.IsFirstServer(h) {
+			cfg.ClusterInit = Bool(true)
+		}
+	}
+	if first != nil && !c.IsFirstServer(h) {
+		cfg.Server = ServerURL(first)
+	}
 	if h.Role == RoleAgent {
 		cfg = cfg.ForAgent()
 	}
 	return cfg
+}
+
+// TokenFilePath is where k3strap keeps the cluster token on every host (mode 0600). K3s reads
+// it through the token-file flag, so config.yaml (and `k3strap render`) never holds the secret.
+const TokenFilePath = "/etc/rancher/k3s/cluster-token"
+
+// ServerURL is the supervisor address nodes joining through h use (https://ADDRESS:6443;
+// docs/k3s.md).
+func ServerURL(h *Host) string {
+	return "https://" + net.JoinHostPort(h.Address, "6443")
 }
 
 // ForAgent drops the keys an agent does not accept.

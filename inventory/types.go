@@ -1,6 +1,6 @@
 // Package inventory is the user's model of a cluster: the hosts, their roles, SSH settings,
 // taints, labels, K3s settings, CNI and Rancher options, loaded from one YAML file (with
-// K3STRAP_* environment variables and command-line flags layered over it through viper) and
+// overrides that the command layer applies through LoadOptions.Override) and
 // validated with errors that name file, line, column, host and fix.
 //
 // The package does no I/O beyond reading the inventory file (and, for validation, checking that
@@ -37,9 +37,15 @@ type Cluster struct {
 	// map entries; list items have none). Load fills it; errors about a key (unknown field,
 	// unknown K3s flag) point there, errors about a value point at Positions.
 	KeyPositions Positions `yaml:"-"`
-	// Overridden maps the field paths whose value came from a K3STRAP_* environment variable or
-	// a command-line flag (not from Source) to the override key that set them ("ssh.port").
+	// Overridden maps the field paths whose value came from an override (LoadOptions.Override:
+	// a K3STRAP_* environment variable or a command-line flag, not Source) to a description of
+	// where it came from, shown in messages ("override ssh.port (a command-line flag or
+	// $K3STRAP_SSH_PORT)").
 	Overridden map[string]string `yaml:"-"`
+	// APIAddress is an extra address clients use for the API server (a load balancer or DNS
+	// name; --api-address): added to every server's tls-san and used in the kubeconfig. Set
+	// by the command layer, not read from the file.
+	APIAddress string `yaml:"-"`
 }
 
 // Metadata names the cluster.

@@ -90,7 +90,8 @@ func (a *app) renderCmd() *cobra.Command {
 				}
 				sel[h] = true
 			}
-			pl := &installer.Planner{Cluster: c, APIAddress: apiAddress}
+			c.APIAddress = apiAddress
+			pl := &installer.Planner{Cluster: c}
 			for i := range c.Spec.Hosts {
 				h := &c.Spec.Hosts[i]
 				if len(sel) > 0 && !sel[h.Name] {

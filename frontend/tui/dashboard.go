@@ -15,6 +15,7 @@ import (
 
 	"github.com/k3strap/k3strap/events"
 	"github.com/k3strap/k3strap/frontend"
+	"github.com/k3strap/k3strap/k3s"
 )
 
 // Minimum terminal size of the full dashboard (issue 6); below it the dashboard shows one line
@@ -59,10 +60,6 @@ type DashboardOptions struct {
 	// names the file only. Events never carry the password (frontend.RancherPasswordLines).
 	RevealRancherPassword bool
 }
-
-// milestoneOrder is the order of the first server's bring-up milestones
-// (events.MilestoneInfo.Name; installer/supervise.go).
-var milestoneOrder = []string{"service-active", "api-ready", "node-registered", "uninitialized-taint-gone", "podcidr-set", "subnet-env", "node-ready"}
 
 // phaseWaiting is shown for a host no step has worked on yet.
 const phaseWaiting events.Phase = "waiting"
@@ -882,13 +879,12 @@ func (d *Dashboard) timelineSection() section {
 	}
 	// Reached milestones in the order they happened (skipped ones where the canonical order
 	// puts them), then the pending ones in the canonical order.
+	canonical := k3s.Milestones()
 	rank := func(n string) int {
-		for i, k := range milestoneOrder {
-			if k == n {
-				return i
-			}
+		if i := k3s.Milestone(n).Index(); i >= 0 {
+			return i
 		}
-		return len(milestoneOrder)
+		return len(canonical)
 	}
 	sort.SliceStable(order, func(i, j int) bool {
 		a, b := seen[order[i]], seen[order[j]]
@@ -898,8 +894,8 @@ func (d *Dashboard) timelineSection() section {
 		return a.Seconds < b.Seconds
 	})
 	names := order
-	for _, n := range milestoneOrder {
-		if _, ok := seen[n]; !ok {
+	for _, m := range canonical {
+		if n := string(m); seen[n].Name == "" {
 			names = append(names, n)
 		}
 	}

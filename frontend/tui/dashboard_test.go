@@ -20,6 +20,7 @@ import (
 	"github.com/charmbracelet/x/exp/teatest/v2"
 
 	"github.com/k3strap/k3strap/events"
+	"github.com/k3strap/k3strap/k3s"
 )
 
 var sizes = []struct{ w, h int }{{80, 24}, {120, 40}}
@@ -292,7 +293,8 @@ func TestTimelineIsChronological(t *testing.T) {
 	var got []string
 	_, tl, _ := strings.Cut(frame(d), "Bring-up")
 	for _, l := range strings.Split(tl, "\n") {
-		for _, n := range milestoneOrder {
+		for _, m := range k3s.Milestones() {
+			n := string(m)
 			if strings.HasSuffix(strings.TrimSpace(l), n) || strings.Contains(l, " "+n+" ") {
 				got = append(got, n)
 			}

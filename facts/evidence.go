@@ -1,0 +1,111 @@
+package facts
+
+import (
+	"bytes"
+	"encoding/json"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+)
+
+// EvidenceScript prints what diagnosing a K3s server needs, in one SSH command (run as root,
+// arguments EvidenceArgs): the unit's journal tail (400 lines), every pod and the node as JSON
+// (through the host's own `k3s kubectl`), the K3s config files (config.yaml and its drop-ins,
+// lexical order; secret keys never printed), whether /run/flannel/subnet.env exists and the
+// service state. ParseEvidence reads its output. It is the facts script's companion: facts
+// describe a host before anything is installed, evidence a K3s that runs (or fails to).
+const EvidenceScript = `svc=$1 node=$2
+k3s=/usr/local/bin/k3s
+echo "@journal"
+journalctl -u "$svc" -n 400 -o cat --no-pager 2>/dev/null || tail -n 400 "/var/log/$svc.log" 2>/dev/null
+echo "@pods"
+"$k3s" kubectl get pods -A -o json 2>/dev/null | tr -d '\n'; echo
+echo "@node"
+"$k3s" kubectl get node "$node" -o json 2>/dev/null | tr -d '\n'; echo
+echo "@config"
+for f in /etc/rancher/k3s/config.yaml /etc/rancher/k3s/config.yaml.d/*.yaml; do
+  [ -r "$f" ] && { echo "@file $f"; grep -v -E '^[[:space:]]*"?(token|agent-token|datastore-endpoint|etcd-s3-access-key|etcd-s3-secret-key|etcd-s3-session-token)"?[[:space:]]*:' "$f"; }
+done
+echo "@subnet $(test -e /run/flannel/subnet.env && echo present || echo missing)"
+echo "@service $(systemctl is-active "$svc" 2>/dev/null)"
+echo "@end"`
+
+// EvidenceArgs are EvidenceScript's arguments: the K3s unit (k3s or k3s-agent) and the node
+// name.
+func EvidenceArgs(service, node string) []string { return []string{service, node} }
+
+// Evidence is what EvidenceScript printed, parsed.
+type Evidence struct {
+	// Journal holds the non-empty journal lines of the unit, oldest first.
+	Journal []string
+	// Pods are every pod of the cluster (nil when the API did not answer).
+	Pods []corev1.Pod
+	// Node is the node object (nil when it is not registered or the API did not answer).
+	Node *corev1.Node
+	// ConfigFiles are the K3s config files' texts in the order K3s reads them, secret keys
+	// left out.
+	ConfigFiles []string
+	// SubnetEnvPresent says whether /run/flannel/subnet.env exists (nil: not reported).
+	SubnetEnvPresent *bool
+	// ServiceState is `systemctl is-active` of the unit ("" when not reported).
+	ServiceState string
+}
+
+// ParseEvidence reads EvidenceScript's output. Sections it cannot parse stay empty; it never
+// fails (a diagnosis works with what there is).
+func ParseEvidence(out []byte) Evidence {
+	var ev Evidence
+	section := ""
+	var cur strings.Builder
+	flushFile := func() {
+		if cur.Len() > 0 {
+			ev.ConfigFiles = append(ev.ConfigFiles, cur.String())
+			cur.Reset()
+		}
+	}
+	for _, line := range strings.Split(string(bytes.TrimRight(out, "\n")), "\n") {
+		switch {
+		case line == "@journal", line == "@pods", line == "@node", line == "@config":
+			section = line
+			continue
+		case strings.HasPrefix(line, "@file "):
+			flushFile()
+			continue
+		case strings.HasPrefix(line, "@subnet "):
+			present := strings.TrimSpace(strings.TrimPrefix(line, "@subnet ")) == "present"
+			ev.SubnetEnvPresent = &present
+			section = ""
+			continue
+		case strings.HasPrefix(line, "@service "):
+			ev.ServiceState = strings.TrimSpace(strings.TrimPrefix(line, "@service "))
+			continue
+		case line == "@end":
+			section = ""
+			continue
+		}
+		switch section {
+		case "@journal":
+			if strings.TrimSpace(line) != "" {
+				ev.Journal = append(ev.Journal, line)
+			}
+		case "@pods":
+			if strings.HasPrefix(line, "{") {
+				var l corev1.PodList
+				if json.Unmarshal([]byte(line), &l) == nil {
+					ev.Pods = l.Items
+				}
+			}
+		case "@node":
+			if strings.HasPrefix(line, "{") {
+				var n corev1.Node
+				if json.Unmarshal([]byte(line), &n) == nil {
+					ev.Node = &n
+				}
+			}
+		case "@config":
+			cur.WriteString(line + "\n")
+		}
+	}
+	flushFile()
+	return ev
+}
