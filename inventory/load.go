@@ -11,17 +11,18 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/spf13/viper"
 	"go.yaml.in/yaml/v3"
 )
 
 // LoadOptions tune Load and Parse.
 type LoadOptions struct {
-	// Viper is the override layer: NewViper's instance with the command-line flags cmd bound
-	// to the override keys (OverrideKeys). Every key set by a changed flag or a K3STRAP_*
-	// environment variable replaces the file's value (flag > env > file). Nil means the file
-	// alone; the environment is then not read either.
-	Viper *viper.Viper
+	// Override is the override layer the command layer builds (cmd/k3strap: K3STRAP_*
+	// environment variables and command-line flags, flag > env > file). Load calls it after
+	// decoding the file and resolving its paths, before defaults and validation. It sets the
+	// fields it overrides on c, records each in c.Overridden (field path → where the value
+	// came from, for messages), and returns the values that do not convert (errors without a
+	// file position). Nil means the file alone.
+	Override func(c *Cluster) ErrorList
 	// SkipFileChecks skips checking that the local files the inventory names (airgap binary,
 	// images and checksums, external cloud controller and Calico manifests) exist. For
 	// validating inventories whose artifacts are elsewhere (tests, examples); never for an
@@ -33,7 +34,7 @@ type LoadOptions struct {
 const DefaultKnownHosts = "~/.ssh/known_hosts"
 
 // Load reads the inventory at path, decodes it strictly, applies the overrides of
-// opts.Viper, the defaults (ApplyDefaults) and resolves local paths (ResolvePath), then
+// opts.Override, the defaults (ApplyDefaults) and resolves local paths (ResolvePath), then
 // validates it.
 //
 // Errors: a file that cannot be read gives the os error wrapped (errors.Is(err,
@@ -77,7 +78,9 @@ func Parse(source string, data []byte, opts LoadOptions) (*Cluster, error) {
 	c.KeyPositions = d.keyPos
 	c.resolvePaths()
 	errs := d.errs
-	errs = append(errs, applyOverrides(c, opts.Viper)...)
+	if opts.Override != nil {
+		errs = append(errs, opts.Override(c)...)
+	}
 	c.ApplyDefaults()
 	for _, e := range errs {
 		if e.Host == "" {

@@ -29,7 +29,7 @@ func mustAbs(t *testing.T, p string) string {
 func TestLoadFull(t *testing.T) {
 	home := t.TempDir()
 	t.Setenv("HOME", home)
-	c, err := Load("testdata/full.yaml", LoadOptions{Viper: NewViper()})
+	c, err := Load("testdata/full.yaml", LoadOptions{})
 	if err != nil {
 		t.Fatalf("Load: %v", err)
 	}
@@ -232,7 +232,7 @@ func TestSecretNeverPrinted(t *testing.T) {
 		"testdata/errors/hosts.yaml":     {envToken},
 	}
 	for file, values := range secrets {
-		_, err := Load(file, LoadOptions{Viper: NewViper()})
+		_, err := Load(file, LoadOptions{})
 		if err == nil {
 			t.Fatalf("%s loaded", file)
 		}

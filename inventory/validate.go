@@ -107,9 +107,9 @@ func (c *Cluster) position(path string, w at) Position {
 
 func (v *validator) add(path string, w at, host, msg, fix string) {
 	e := &FieldError{File: v.c.Source, Host: host, Path: path, Message: msg, Fix: fix}
-	if key, ok := v.c.Overridden[path]; ok {
+	if src, ok := v.c.Overridden[path]; ok {
 		e.File = ""
-		e.Message += " (set by " + overrideSource(key) + ")"
+		e.Message += " (set by " + src + ")"
 	} else {
 		p := v.c.position(path, w)
 		e.Line, e.Column = p.Line, p.Column

@@ -46,7 +46,7 @@ type app struct {
 func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	a := &app{ctx: ctx, stdin: stdin, stdout: stdout, stderr: stderr, v: inventory.NewViper(), cancel: cancel}
+	a := &app{ctx: ctx, stdin: stdin, stdout: stdout, stderr: stderr, v: NewViper(), cancel: cancel}
 	defer a.close()
 	root := a.rootCmd()
 	root.SetArgs(args)
@@ -103,7 +103,7 @@ func (a *app) rootCmd() *cobra.Command {
 	pf.BoolVarP(&a.quiet, "quiet", "q", false, "only warnings, errors and the summary")
 	pf.BoolVarP(&a.verbose, "verbose", "v", false, "also show remote command lines (secrets masked)")
 	pf.StringVar(&a.logFile, "log-file", "", "also write every event as a plain line (verbose) to this file")
-	for _, o := range inventory.OverrideKeys() {
+	for _, o := range OverrideKeys() {
 		if o.Secret {
 			continue // secrets come from the environment only, never a command line
 		}
@@ -144,7 +144,7 @@ func (a *app) load() (*inventory.Cluster, error) {
 	if path == "" {
 		return nil, usageError{errors.New("no inventory: give -f FILE (or set K3STRAP_FILE)")}
 	}
-	return inventory.Load(path, inventory.LoadOptions{Viper: a.v})
+	return inventory.Load(path, inventory.LoadOptions{Override: overrideLayer(a.v)})
 }
 
 // sink builds the front-end for a run: plain lines, JSON lines, plus --log-file.

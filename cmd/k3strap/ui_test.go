@@ -17,7 +17,7 @@ import (
 // terminal (pipelines, CI), whatever the other flags say.
 func TestAutoIsPlainWithoutATerminal(t *testing.T) {
 	var out bytes.Buffer
-	a := &app{stdin: strings.NewReader(""), stdout: &out, stderr: &out, v: inventory.NewViper(), output: "auto"}
+	a := &app{stdin: strings.NewReader(""), stdout: &out, stderr: &out, v: NewViper(), output: "auto"}
 	if a.useTUI() {
 		t.Fatal("useTUI without a terminal")
 	}

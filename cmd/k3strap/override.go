@@ -1,4 +1,8 @@
-package inventory
+package main
+
+// The override layer: K3STRAP_* environment variables and command-line flags layered over the
+// inventory file through viper. The command layer builds it; package inventory stays free of
+// viper and only receives a function (inventory.LoadOptions.Override) that sets fields.
 
 import (
 	"fmt"
@@ -7,6 +11,8 @@ import (
 	"time"
 
 	"github.com/spf13/viper"
+
+	"github.com/k3strap/k3strap/inventory"
 )
 
 // EnvPrefix is the prefix of the environment variables that override inventory values:
@@ -77,8 +83,8 @@ func envName(key string) string {
 }
 
 // NewViper returns a viper instance with every override key bound to its K3STRAP_*
-// environment variable (OverrideKeys lists them). cmd binds flags to the same keys and passes
-// the instance in LoadOptions.Viper. The inventory document itself is never decoded through
+// environment variable (OverrideKeys lists them). The root command binds flags to the same keys
+// and loads the inventory with overrideLayer of the instance. The inventory document itself is never decoded through
 // viper: viper lowercases keys, and label keys are case-sensitive.
 func NewViper() *viper.Viper {
 	v := viper.New()
@@ -103,16 +109,26 @@ func overrideSource(key string) string {
 	return "override " + key
 }
 
-// applyOverrides sets every override key that v has a value for (from a changed flag or the
-// environment) over c's value from the file, and records it in c.Overridden. Values that do not
-// convert are reported without a file position; a secret's value is never echoed.
-func applyOverrides(c *Cluster, v *viper.Viper) ErrorList {
+// overrideLayer returns the inventory.LoadOptions.Override function of v: it applies
+// applyOverrides. nil for a nil v (no overrides, the environment is not read).
+func overrideLayer(v *viper.Viper) func(*inventory.Cluster) inventory.ErrorList {
 	if v == nil {
 		return nil
 	}
-	var errs ErrorList
+	return func(c *inventory.Cluster) inventory.ErrorList { return applyOverrides(c, v) }
+}
+
+// applyOverrides sets every override key that v has a value for (from a changed flag or the
+// environment) over c's value from the file, and records it in c.Overridden (field path →
+// overrideSource). Values that do not convert are reported without a file position; a
+// secret's value is never echoed. Paths are resolved against the current directory.
+func applyOverrides(c *inventory.Cluster, v *viper.Viper) inventory.ErrorList {
+	if v == nil {
+		return nil
+	}
+	var errs inventory.ErrorList
 	bad := func(k OverrideKey, val, want, fix string) {
-		errs = append(errs, &FieldError{Path: k.Field,
+		errs = append(errs, &inventory.FieldError{Path: k.Field,
 			Message: fmt.Sprintf("%s from %s must be %s, not %q", k.Field, overrideSource(k.Key), want, val), Fix: fix})
 	}
 	set := map[string]bool{}
@@ -140,9 +156,9 @@ func applyOverrides(c *Cluster, v *viper.Viper) ErrorList {
 			}
 			c.Spec.SSH.Port = p
 		case OverrideSSHKeyPath:
-			c.Spec.SSH.KeyPath = resolveFrom("", raw)
+			c.Spec.SSH.KeyPath = cwdPath(raw)
 		case OverrideSSHKnownHosts:
-			c.Spec.SSH.KnownHosts = resolveFrom("", raw)
+			c.Spec.SSH.KnownHosts = cwdPath(raw)
 		case OverrideSSHAgent:
 			b, err := strconv.ParseBool(raw)
 			if err != nil {
@@ -150,7 +166,7 @@ func applyOverrides(c *Cluster, v *viper.Viper) ErrorList {
 				ok = false
 				break
 			}
-			c.Spec.SSH.Agent = Bool(b)
+			c.Spec.SSH.Agent = inventory.Bool(b)
 		case OverrideSSHConnectTimeout:
 			d, err := time.ParseDuration(raw)
 			if err != nil {
@@ -158,7 +174,7 @@ func applyOverrides(c *Cluster, v *viper.Viper) ErrorList {
 				ok = false
 				break
 			}
-			c.Spec.SSH.ConnectTimeout = Duration(d)
+			c.Spec.SSH.ConnectTimeout = inventory.Duration(d)
 		case OverrideK3sVersion:
 			c.Spec.K3s.Version = raw
 			if !set[OverrideK3sChannel] {
@@ -170,13 +186,17 @@ func applyOverrides(c *Cluster, v *viper.Viper) ErrorList {
 				c.Spec.K3s.Version = ""
 			}
 		case OverrideK3sToken:
-			c.Spec.K3s.Token = Secret(v.GetString(k.Key))
+			c.Spec.K3s.Token = inventory.Secret(v.GetString(k.Key))
 		case OverrideK3sInstall:
-			c.Spec.K3s.Install = InstallMode(raw)
+			c.Spec.K3s.Install = inventory.InstallMode(raw)
 		}
 		if ok {
-			c.Overridden[k.Field] = k.Key
+			c.Overridden[k.Field] = overrideSource(k.Key)
 		}
 	}
 	return errs
 }
+
+// cwdPath resolves a path given through an override: relative to the current directory, "~"
+// expanded (inventory.Cluster.ResolvePath of a cluster without a source file).
+func cwdPath(p string) string { return (&inventory.Cluster{}).ResolvePath(p) }

@@ -1,4 +1,4 @@
-package inventory
+package main
 
 import (
 	"errors"
@@ -11,6 +11,8 @@ import (
 
 	"github.com/spf13/pflag"
 	"github.com/spf13/viper"
+
+	"github.com/k3strap/k3strap/inventory"
 )
 
 const overrideInventory = `apiVersion: k3strap.io/v1alpha1
@@ -49,6 +51,15 @@ func newFlagViper(t *testing.T, args ...string) *viper.Viper {
 		t.Fatal(err)
 	}
 	return v
+}
+
+func mustAbs(t *testing.T, p string) string {
+	t.Helper()
+	a, err := filepath.Abs(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return a
 }
 
 func writeInventory(t *testing.T, data string) string {
@@ -96,7 +107,7 @@ func TestOverridePrecedence(t *testing.T) {
 				t.Setenv(k, v)
 			}
 			file := writeInventory(t, overrideInventory)
-			c, err := Load(file, LoadOptions{Viper: newFlagViper(t, tt.args...)})
+			c, err := inventory.Load(file, inventory.LoadOptions{Override: overrideLayer(newFlagViper(t, tt.args...))})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -129,13 +140,13 @@ func TestOverrideEveryKeyFromEnv(t *testing.T) {
 	for k, v := range env {
 		t.Setenv(k, v)
 	}
-	c, err := Parse("", []byte(overrideInventory), LoadOptions{Viper: NewViper()})
+	c, err := inventory.Parse("", []byte(overrideInventory), inventory.LoadOptions{Override: overrideLayer(NewViper())})
 	if err != nil {
 		t.Fatal(err)
 	}
 	s, k := c.Spec.SSH, c.Spec.K3s
 	if s.User != "u" || s.Port != 2022 || s.KeyPath != "/home/tester/k" || s.KnownHosts != "/kh" || s.Agent == nil || *s.Agent ||
-		s.ConnectTimeout.D() != time.Minute || k.Channel != "latest" || k.Token.Reveal() != "tok" || k.Install != Online {
+		s.ConnectTimeout.D() != time.Minute || k.Channel != "latest" || k.Token.Reveal() != "tok" || k.Install != inventory.Online {
 		t.Errorf("overrides not applied: ssh %+v k3s channel %q install %q", s, k.Channel, k.Install)
 	}
 	keys := OverrideKeys()
@@ -177,8 +188,8 @@ func TestOverrideErrors(t *testing.T) {
 				t.Setenv(k, v)
 			}
 			file := writeInventory(t, overrideInventory)
-			_, err := Load(file, LoadOptions{Viper: NewViper()})
-			var list ErrorList
+			_, err := inventory.Load(file, inventory.LoadOptions{Override: overrideLayer(NewViper())})
+			var list inventory.ErrorList
 			if !errors.As(err, &list) {
 				t.Fatalf("err = %v", err)
 			}
@@ -210,7 +221,7 @@ func mapKeys(m map[string]string) []string {
 // Without a viper instance the environment is not read.
 func TestNoViperNoEnv(t *testing.T) {
 	t.Setenv("K3STRAP_SSH_USER", "envuser")
-	c, err := Parse("", []byte(overrideInventory), LoadOptions{})
+	c, err := inventory.Parse("", []byte(overrideInventory), inventory.LoadOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
