@@ -331,6 +331,26 @@ func (h *Harness) Cut(ctx context.Context, i int) error { return h.hostCmd(ctx, 
 // Heal replugs host i's cable(s) after Cut.
 func (h *Harness) Heal(ctx context.Context, i int) error { return h.hostCmd(ctx, "heal", i) }
 
+// Loss makes host i lose pct percent of its packets in each direction (0 ends it), with
+// nftables in the host's own network namespace. It survives Reset; tests set it back to 0.
+func (h *Harness) Loss(ctx context.Context, i, pct int) error {
+	if pct < 0 || pct > 100 {
+		return fmt.Errorf("harness: loss %d%% out of range", pct)
+	}
+	_, err := h.run(ctx, nil, nil, "loss", strconv.Itoa(i), strconv.Itoa(pct))
+	return err
+}
+
+// Rate limits what host i receives to kbytes kB/s (excess packets dropped; 0 ends it). It
+// survives Reset; tests set it back to 0.
+func (h *Harness) Rate(ctx context.Context, i, kbytes int) error {
+	if kbytes < 0 {
+		return fmt.Errorf("harness: rate %d out of range", kbytes)
+	}
+	_, err := h.run(ctx, nil, nil, "rate", strconv.Itoa(i), strconv.Itoa(kbytes))
+	return err
+}
+
 // RegenHostKey gives host i new SSH host keys (sshd reloaded), so clients that recorded the old
 // key see a host key mismatch.
 func (h *Harness) RegenHostKey(ctx context.Context, i int) error {

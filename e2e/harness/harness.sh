@@ -24,6 +24,10 @@
 #   harness.sh reset i               wipe host i's filesystem back to the base (keeps SSH host keys
 #                                    and machine-id) and boot it again
 #   harness.sh cut i | heal i        unplug | replug host i's network cable(s)
+#   harness.sh loss i PCT            host i loses PCT % of its packets, each direction (nftables
+#                                    numgen random in the host's namespace; 0 ends it)
+#   harness.sh rate i KBYTES         host i receives at most KBYTES kB/s (nftables limit, excess
+#                                    dropped; 0 ends it). Loss and rate survive reset, not down.
 #   harness.sh regen-hostkey i       new SSH host keys for host i (host-key-mismatch tests)
 #   harness.sh kernel-mask i F...    host i sees a kernel without features F (see below)
 #   harness.sh kernel-unmask i       host i sees the machine's kernel again
@@ -497,6 +501,42 @@ cmd_heal() {
   true
 }
 
+# Link quality of host i: a table in the host's own network namespace (loopback untouched),
+# rebuilt from $HD/state/{loss,rate}.h<i>.
+link_rules() {
+  local i=$1 n loss rate in="" out=""
+  n=$(hns "$i")
+  ns_exists "$n" || die "h$i has no network namespace (harness up first)"
+  loss=$(cat "$HD/state/loss.h$i" 2>/dev/null || echo 0)
+  rate=$(cat "$HD/state/rate.h$i" 2>/dev/null || echo 0)
+  ip netns exec "$n" nft delete table inet "${P}link" 2>/dev/null || true
+  [ "$loss" = 0 ] && [ "$rate" = 0 ] && return 0
+  if [ "$loss" != 0 ]; then
+    in="iifname != \"lo\" numgen random mod 100 < $loss drop"
+    out="oifname != \"lo\" numgen random mod 100 < $loss drop"
+  fi
+  [ "$rate" = 0 ] || in="$in
+    iifname != \"lo\" limit rate over $rate kbytes/second burst $((rate / 4 + 64)) kbytes drop"
+  ip netns exec "$n" nft -f - <<EOF
+table inet ${P}link {
+  chain in { type filter hook input priority -5; policy accept;
+    $in
+  }
+  chain out { type filter hook output priority -5; policy accept;
+    $out
+  }
+}
+EOF
+}
+cmd_loss() {
+  [[ "${2:-}" =~ ^[0-9]+$ ]] && [ "$2" -le 100 ] || die "usage: loss i PCT (0-100)"
+  mkdir -p "$HD/state"; echo "$2" > "$HD/state/loss.h$1"; link_rules "$1"
+}
+cmd_rate() {
+  [[ "${2:-}" =~ ^[0-9]+$ ]] || die "usage: rate i KBYTES (kB/s, 0 = unlimited)"
+  mkdir -p "$HD/state"; echo "$2" > "$HD/state/rate.h$1"; link_rules "$1"
+}
+
 cmd_regen_hostkey() {
   local i=$1 d; d=$(hdir "$i")
   new_hostkeys "$i"
@@ -659,5 +699,6 @@ case $c in
   stop|start|kill|reset|cut|heal|regen-hostkey|kernel-unmask)
     [ $# -eq 1 ] || die "usage: $c i"; valid_index "$1"; "cmd_${c//-/_}" "$1" ;;
   kernel-mask) valid_index "${1:-}"; cmd_kernel_mask "$@" ;;
+  loss|rate) [ $# -eq 2 ] || die "usage: $c i VALUE"; valid_index "$1"; "cmd_$c" "$1" "$2" ;;
   *) sed -n '2,/^set -euo/p' "$0" | sed '$d'; exit 2 ;;
 esac
