@@ -12,26 +12,6 @@ import (
 	"github.com/k3strap/k3strap/k3s"
 )
 
-func (a *app) validateCmd() *cobra.Command {
-	return &cobra.Command{
-		Use:   "validate -f FILE",
-		Short: "Check an inventory file without connecting to any host",
-		Args:  cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			c, err := a.load()
-			if err != nil {
-				return err
-			}
-			var roles []string
-			for _, h := range c.Spec.Hosts {
-				roles = append(roles, h.Name+" ("+string(h.Role)+")")
-			}
-			fmt.Fprintf(a.stdout, "%s: valid — cluster %s, %d hosts: %s\n", c.Source, c.Metadata.Name, len(c.Spec.Hosts), strings.Join(roles, ", "))
-			return nil
-		},
-	}
-}
-
 func (a *app) preflightCmd() *cobra.Command {
 	rf := &runFlags{}
 	cmd := &cobra.Command{

@@ -58,23 +58,23 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	if err == nil {
 		return 0
 	}
-	code := installer.CodeOf(err)
+	code := exitCode(err)
 	var f *installer.Failure
 	var il inventory.ErrorList
 	switch {
 	case errors.As(err, &il):
 		fmt.Fprintln(stderr, "error: the inventory is not valid:")
-		fmt.Fprintln(stderr, il.Error())
-		return int(installer.ExitInvalid)
+		printErrorList(stderr, il, maxPrintedErrors)
+		return code
 	case errors.As(err, &f):
 		// Already reported through events.
 	case errors.As(err, new(usageError)):
 		fmt.Fprintln(stderr, "error:", err)
-		return int(installer.ExitInvalid)
+		return code
 	default:
 		fmt.Fprintln(stderr, "error:", err)
 	}
-	return int(code)
+	return code
 }
 
 type usageError struct{ error }
@@ -144,7 +144,11 @@ func (a *app) load() (*inventory.Cluster, error) {
 	if path == "" {
 		return nil, usageError{errors.New("no inventory: give -f FILE (or set K3STRAP_FILE)")}
 	}
-	return inventory.Load(path, inventory.LoadOptions{Override: overrideLayer(a.v)})
+	c, err := inventory.Load(path, inventory.LoadOptions{Override: overrideLayer(a.v)})
+	if err != nil && !errors.As(err, new(inventory.ErrorList)) {
+		return nil, readError(path, err) // validate.go
+	}
+	return c, err
 }
 
 // sink builds the front-end for a run: plain lines, JSON lines, plus --log-file.
@@ -268,6 +272,7 @@ func (a *app) installerOptions(c *inventory.Cluster, rf *runFlags) (installer.Op
 		return installer.Options{}, err
 	}
 	return installer.Options{
+		ExitCode:              exitCode,
 		IgnorePreflight:       ign,
 		InsecureIgnoreHostKey: rf.insecure,
 		KubeconfigOut:         rf.kubeconfigOut,
