@@ -275,3 +275,32 @@ func TestNonRootSudoUser(t *testing.T) {
 		t.Errorf("config.yaml owner/mode %q", got)
 	}
 }
+
+// TestAirgapReleaseRefused: an airgap binary of another release than spec.k3s.version is
+// refused by preflight (AirgapRelease) before anything is installed, naming both versions and
+// the file; `validate` refuses it too, without connecting.
+func TestAirgapReleaseRefused(t *testing.T) {
+	c := newCluster(t, 1)
+	c.writeInventory(singleServer, map[string]any{"version": "v1.31.4+k3s1"})
+	r := c.k3strap(2*time.Minute, "apply")
+	defer r.dump(t)
+	if r.code != 3 {
+		t.Fatalf("apply exited %d, want 3 (preflight)", r.code)
+	}
+	var found *events.PreflightResult
+	for _, e := range r.ofType(events.Finding) {
+		if e.Finding.Check == "AirgapRelease" && e.Finding.Severity == "error" {
+			found = e.Finding
+		}
+	}
+	if found == nil || !strings.Contains(found.Message, "v1.31.4+k3s1") || !strings.Contains(found.Message, "v1.36.3+k3s1") || !strings.Contains(found.Message, "/k3s") {
+		t.Fatalf("no AirgapRelease error naming both versions and the file: %+v", found)
+	}
+	if out := c.exec(0, "sh", "-c", "ls /usr/local/bin/k3s /etc/rancher/k3s 2>&1 || true"); !strings.Contains(out, "No such file") {
+		t.Fatalf("the refused apply changed the host: %s", out)
+	}
+	v := c.k3strap(time.Minute, "validate")
+	if v.code != 2 || !strings.Contains(v.stdout+v.stderr, "AirgapRelease") {
+		t.Fatalf("validate exited %d, want 2 naming AirgapRelease:\n%s%s", v.code, v.stdout, v.stderr)
+	}
+}

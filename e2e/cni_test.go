@@ -287,6 +287,10 @@ func TestTaintDriftCheckAndReconcile(t *testing.T) {
 	if strings.Contains(drift.Message, "unschedulable") {
 		t.Errorf("K3s's own taint reported as drift: %s", drift.Message)
 	}
+	// The way on is apply's repair, not another check.
+	if next := strings.Join(r.summary(t).Next, "\n"); !strings.Contains(next, "k3strap apply --reconcile-taints") || strings.Contains(next, "k3strap check") {
+		t.Errorf("check's next steps on drift: %q", next)
+	}
 
 	// A plain apply reports, does not repair.
 	r = c.k3strap(3*time.Minute, "apply")

@@ -137,7 +137,7 @@ func (s *session) waitCNI(ctx context.Context, first *hostState, excluded map[st
 		} else if ctx.Err() != nil {
 			return ctx.Err()
 		} else {
-			return s.hostFailure(first, "cni", ExitInstall, fmt.Errorf("reading %s/%s: %w", w.Namespace, w.Name, err))
+			return s.hostFailure(first, "cni", KindInstall, fmt.Errorf("reading %s/%s: %w", w.Namespace, w.Name, err))
 		}
 		select {
 		case <-ctx.Done():
@@ -208,7 +208,7 @@ func (s *session) cniTimeout(w cni.Workload, st *cniSnapshot, missing []string) 
 		if s.in.cluster.Spec.CNI.Type == inventory.CNIFlannelStandalone {
 			what = "K3s did not apply the manifest: check `kubectl -n kube-system get addon " + strings.TrimSuffix(ManifestPrefix+cni.FileFlannel, ".yaml") + " -o yaml`"
 		}
-		return &Failure{Code: ExitInstall, Phase: "cni", Info: events.ErrorInfo{
+		return &Failure{Kind: KindInstall, Phase: "cni", Info: events.ErrorInfo{
 			Message: fmt.Sprintf("%s %s/%s does not exist after %s: %s", w.Kind, w.Namespace, w.Name, s.in.opts.Timeout, what),
 			Resume:  "re-run `k3strap apply` once it runs",
 		}}
@@ -243,7 +243,7 @@ func (s *session) cniTimeout(w cni.Workload, st *cniSnapshot, missing []string) 
 			}
 		}
 	}
-	return &Failure{Code: ExitInstall, Phase: "cni", Info: events.ErrorInfo{
+	return &Failure{Kind: KindInstall, Phase: "cni", Info: events.ErrorInfo{
 		Message:  fmt.Sprintf("%s %s/%s does not run on %d node(s) after %s: %s", w.Kind, w.Namespace, w.Name, len(missing), s.in.opts.Timeout, strings.Join(missing, ", ")),
 		Fix:      "see the evidence per node; a kernel lacking what the CNI needs is excluded with spec.cni.kernelPolicy: exclude",
 		Evidence: ev,

@@ -27,7 +27,7 @@ func (in *Installer) Upgrade(ctx context.Context) error {
 }
 
 // Preflight connects, gathers facts, plans and runs every check; it changes nothing. It
-// returns the report (nil when the checks did not run) and a *Failure with ExitPreflight
+// returns the report (nil when the checks did not run) and a *Failure with KindPreflight
 // when errors remain.
 func (in *Installer) Preflight(ctx context.Context) (*preflight.Report, error) {
 	var s *session
@@ -37,7 +37,7 @@ func (in *Installer) Preflight(ctx context.Context) (*preflight.Report, error) {
 
 // Check compares every node's taints and labels with the inventory through the first server
 // and reports drift per node, changing nothing (`k3strap check`). It returns a *Failure with
-// ExitDrift when any node differs.
+// KindDrift when any node differs.
 func (in *Installer) Check(ctx context.Context) error {
 	return in.runCommand(ctx, "check", nil)
 }
@@ -57,7 +57,7 @@ func (in *Installer) Kubeconfig(ctx context.Context, req KubeconfigRequest) (str
 	return s.kubeconfig, err
 }
 
-// finish turns a run's error into what the user sees: cancellation becomes ExitCancelled,
+// finish turns a run's error into what the user sees: cancellation becomes KindCancelled,
 // every failure but preflight's (already reported as findings) is emitted with its fix.
 func (s *session) finish(ctx context.Context, err error) error {
 	if err == nil {
@@ -65,7 +65,7 @@ func (s *session) finish(ctx context.Context, err error) error {
 	}
 	cmd := events.CommandPhase(s.command)
 	if ctx.Err() != nil {
-		err = &Failure{Code: ExitCancelled, Phase: s.current, Info: events.ErrorInfo{
+		err = &Failure{Kind: KindCancelled, Phase: s.current, Info: events.ErrorInfo{
 			Message: "cancelled during step " + string(s.current) + "; the step that was running finished or was stopped before anything was half-written",
 			Resume:  "re-run `k3strap " + s.command + "` to continue",
 		}}
@@ -73,7 +73,7 @@ func (s *session) finish(ctx context.Context, err error) error {
 	var f *Failure
 	switch {
 	case errors.As(err, &f):
-		if f.Code != ExitPreflight {
+		if f.Kind != KindPreflight {
 			s.in.emitter(f.Phase).Fail(f.Host, f.Step, f.Info)
 		}
 	default:

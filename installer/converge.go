@@ -132,7 +132,7 @@ func (s *session) converge(ctx context.Context, hs *hostState) (convergeResult, 
 	p := hs.plan
 	for _, file := range ch.uploads {
 		if err := s.retry(ctx, hs, "upload "+file.Path, func(ctx context.Context) error { return s.upload(ctx, hs, file) }); err != nil {
-			return res, s.hostFailure(hs, "upload", ExitInstall, err)
+			return res, s.hostFailure(hs, "upload", KindInstall, err)
 		}
 		res.uploaded = append(res.uploaded, file.Path)
 	}
@@ -146,7 +146,7 @@ func (s *session) converge(ctx context.Context, hs *hostState) (convergeResult, 
 			return err
 		})
 		if err != nil {
-			return res, s.hostFailure(hs, "install", ExitInstall, err)
+			return res, s.hostFailure(hs, "install", KindInstall, err)
 		}
 		res.installed = true
 		if unitChanged && verb == "" {
@@ -158,7 +158,7 @@ func (s *session) converge(ctx context.Context, hs *hostState) (convergeResult, 
 		// (Re)starting is not retried blindly: after a lost connection the next run's facts
 		// show whether it happened.
 		if _, err := hs.c().Check(ctx, startCommand(hs, verb)); err != nil {
-			return res, s.hostFailure(hs, "start", ExitInstall, err)
+			return res, s.hostFailure(hs, "start", KindInstall, err)
 		}
 		res.restarted, res.verb = true, verb
 		s.in.emitter(events.PhaseInstall).Step(hs.host.Name, "start", events.StatusChanged, fmt.Sprintf("%sed %s", verb, p.Service))
@@ -196,7 +196,7 @@ func (s *session) dryRun(ctx context.Context, hs *hostState, ch changes) error {
 			if hs.facts.K3s.Files[f.Path] != "" {
 				b, err := hs.c().ReadFile(ctx, f.Path)
 				if err != nil {
-					return s.hostFailure(hs, "dry-run", ExitInstall, err)
+					return s.hostFailure(hs, "dry-run", KindInstall, err)
 				}
 				old = k3s.Mask(string(b))
 			}

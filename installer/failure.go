@@ -8,12 +8,33 @@ import (
 	"github.com/k3strap/k3strap/events"
 )
 
-// ExitCode is a process exit code of k3strap (documented in the README).
-type ExitCode int
+// Kind says what ended a run. The command layer maps each kind to the process exit code
+// documented in the README (cmd/k3strap/exitcodes.go); the installer knows no exit codes.
+type Kind int
 
-// Failure is an error with the exit code it maps to and the explanation shown to the user.
+// Kinds of outcome.
+const (
+	// KindOK: the run succeeded.
+	KindOK Kind = iota
+	// KindError: an unexpected error.
+	KindError
+	// KindInvalid: the inventory or the command line is invalid.
+	KindInvalid
+	// KindPreflight: preflight found errors (unreachable hosts included).
+	KindPreflight
+	// KindInstall: a host step failed.
+	KindInstall
+	// KindBringUp: the first server did not come up (stall diagnosed or timeout).
+	KindBringUp
+	// KindDrift: `check` found nodes whose taints or labels differ from the inventory.
+	KindDrift
+	// KindCancelled: the run was cancelled (Ctrl-C).
+	KindCancelled
+)
+
+// Failure is an error with the kind of outcome it is and the explanation shown to the user.
 type Failure struct {
-	Code ExitCode
+	Kind Kind
 	// Phase is the step of the command that failed.
 	Phase events.Phase
 	// Step is the per-host stage within it ("upload", "install", "token", ...), "" for the
@@ -35,29 +56,18 @@ func (f *Failure) Error() string {
 	return msg
 }
 
-// CodeOf returns the exit code for err: a Failure's code, ExitCancelled for context
-// cancellation, ExitError otherwise, ExitOK for nil.
-func CodeOf(err error) ExitCode {
+// KindOf returns the kind of outcome err is: a Failure's kind, KindCancelled for context
+// cancellation, KindError otherwise, KindOK for nil.
+func KindOf(err error) Kind {
 	if err == nil {
-		return ExitOK
+		return KindOK
 	}
 	var f *Failure
 	if errors.As(err, &f) {
-		return f.Code
+		return f.Kind
 	}
 	if errors.Is(err, context.Canceled) {
-		return ExitCancelled
+		return KindCancelled
 	}
-	return ExitError
+	return KindError
 }
-
-// Exit codes.
-const (
-	ExitOK        ExitCode = 0
-	ExitError     ExitCode = 1 // unexpected error
-	ExitInvalid   ExitCode = 2 // invalid inventory or command line
-	ExitPreflight ExitCode = 3 // preflight found errors (unreachable hosts included)
-	ExitInstall   ExitCode = 4 // a host step failed
-	ExitBringUp   ExitCode = 5 // the first server did not come up (stall diagnosed or timeout)
-	ExitCancelled ExitCode = 130
-)

@@ -58,12 +58,23 @@ type Options struct {
 	// Retries is how often an idempotent step is retried after a transient transport failure
 	// (default 3).
 	Retries int
+	// ExitCode maps a run's outcome to the process exit code the summary event reports
+	// (the command layer's table); nil reports 0 for success and 1 for any failure.
+	ExitCode func(error) int
 	// ReconcileTaints makes apply repair node taint and label drift (issue 4); without it
 	// drift is only reported.
 	ReconcileTaints bool
 }
 
 func (o *Options) defaults() {
+	if o.ExitCode == nil {
+		o.ExitCode = func(err error) int {
+			if err == nil {
+				return 0
+			}
+			return 1
+		}
+	}
 	if o.StallGrace <= 0 {
 		o.StallGrace = 60 * time.Second
 	}

@@ -20,7 +20,7 @@ func joinFailure(phase events.Phase, failed []string) error {
 		return nil
 	}
 	sort.Strings(failed)
-	return &Failure{Code: ExitInstall, Phase: phase, Info: events.ErrorInfo{
+	return &Failure{Kind: KindInstall, Phase: phase, Info: events.ErrorInfo{
 		Message: fmt.Sprintf("%d hosts did not join: %s", len(failed), strings.Join(failed, ", ")),
 		Fix:     "see each host's error above",
 		Resume:  "re-run `k3strap apply`: hosts that joined are left unchanged",
@@ -75,7 +75,7 @@ func (s *session) drain(ctx context.Context, first, hs *hostState) error {
 		if strings.Contains(err.Error(), "not found") {
 			return nil
 		}
-		return s.hostFailure(hs, "drain", ExitInstall, fmt.Errorf("draining before the upgrade: %w (use --no-drain to skip)", err))
+		return s.hostFailure(hs, "drain", KindInstall, fmt.Errorf("draining before the upgrade: %w (use --no-drain to skip)", err))
 	}
 	em.Step(hs.host.Name, "drain", events.StatusOK, "cordoned and drained for the upgrade to "+s.in.cluster.Spec.K3s.Version)
 	return nil
@@ -85,7 +85,7 @@ func (s *session) drain(ctx context.Context, first, hs *hostState) error {
 func (s *session) uncordon(ctx context.Context, first, hs *hostState) error {
 	kc := kube.Kubectl{R: first.c()}
 	if _, err := kc.Run(ctx, nil, "uncordon", hs.host.Name); err != nil {
-		return s.hostFailure(hs, "uncordon", ExitInstall, err)
+		return s.hostFailure(hs, "uncordon", KindInstall, err)
 	}
 	s.in.emitter(events.PhaseUpgrade).Step(hs.host.Name, "uncordon", events.StatusOK, "Ready on "+s.in.cluster.Spec.K3s.Version+", uncordoned")
 	return nil

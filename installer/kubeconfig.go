@@ -22,7 +22,7 @@ func (s *session) writeKubeconfig(ctx context.Context, first *hostState) (string
 	em := s.in.emitter(events.PhaseKubeconfig)
 	raw, err := first.c().ReadFile(ctx, PathKubeconfig)
 	if err != nil {
-		return "", s.hostFailure(first, "kubeconfig", ExitInstall, fmt.Errorf("reading %s: %w", PathKubeconfig, err))
+		return "", s.hostFailure(first, "kubeconfig", KindInstall, fmt.Errorf("reading %s: %w", PathKubeconfig, err))
 	}
 	addr := s.in.cluster.APIAddress
 	if addr == "" {
@@ -30,7 +30,7 @@ func (s *session) writeKubeconfig(ctx context.Context, first *hostState) (string
 	}
 	out, err := RewriteKubeconfig(raw, s.in.cluster.Metadata.Name, "https://"+net.JoinHostPort(addr, "6443"))
 	if err != nil {
-		return "", s.hostFailure(first, "kubeconfig", ExitInstall, err)
+		return "", s.hostFailure(first, "kubeconfig", KindInstall, err)
 	}
 	path := s.kubeconfigPath()
 	if old, err := os.ReadFile(path); err == nil && bytes.Equal(old, out) {
@@ -38,7 +38,7 @@ func (s *session) writeKubeconfig(ctx context.Context, first *hostState) (string
 		return path, nil
 	}
 	if err := writeFileAtomic(path, out, 0o600); err != nil {
-		return "", &Failure{Code: ExitInstall, Phase: events.PhaseKubeconfig, Info: events.ErrorInfo{Message: "writing the kubeconfig: " + err.Error(), Fix: "choose a writable path with --kubeconfig-out"}}
+		return "", &Failure{Kind: KindInstall, Phase: events.PhaseKubeconfig, Info: events.ErrorInfo{Message: "writing the kubeconfig: " + err.Error(), Fix: "choose a writable path with --kubeconfig-out"}}
 	}
 	em.Step(first.host.Name, "kubeconfig", events.StatusChanged, "wrote "+path)
 	return path, nil
@@ -121,7 +121,7 @@ func (s *session) kubeconfigCmd(ctx context.Context, req KubeconfigRequest) (str
 	first := fs.host
 	raw, err := fs.c().ReadFile(ctx, PathKubeconfig)
 	if err != nil {
-		return "", s.hostFailure(fs, "kubeconfig", ExitInstall, fmt.Errorf("reading %s (is K3s installed? run `k3strap apply` first): %w", PathKubeconfig, err))
+		return "", s.hostFailure(fs, "kubeconfig", KindInstall, fmt.Errorf("reading %s (is K3s installed? run `k3strap apply` first): %w", PathKubeconfig, err))
 	}
 	name := req.Context
 	if name == "" {
@@ -133,7 +133,7 @@ func (s *session) kubeconfigCmd(ctx context.Context, req KubeconfigRequest) (str
 	}
 	out, err := RewriteKubeconfig(raw, name, "https://"+net.JoinHostPort(addr, "6443"))
 	if err != nil {
-		return "", s.hostFailure(fs, "kubeconfig", ExitInstall, err)
+		return "", s.hostFailure(fs, "kubeconfig", KindInstall, err)
 	}
 	em := s.in.emitter(events.PhaseKubeconfig)
 	if !req.Merge {
@@ -142,7 +142,7 @@ func (s *session) kubeconfigCmd(ctx context.Context, req KubeconfigRequest) (str
 			path = s.in.cluster.Metadata.Name + ".kubeconfig"
 		}
 		if err := writeFileAtomic(path, out, 0o600); err != nil {
-			return "", &Failure{Code: ExitInstall, Phase: events.PhaseKubeconfig, Info: events.ErrorInfo{Message: err.Error()}}
+			return "", &Failure{Kind: KindInstall, Phase: events.PhaseKubeconfig, Info: events.ErrorInfo{Message: err.Error()}}
 		}
 		fs.setResult(events.StatusChanged, "wrote "+path)
 		em.Step(first.Name, "kubeconfig", events.StatusChanged, "wrote "+path)
@@ -153,7 +153,7 @@ func (s *session) kubeconfigCmd(ctx context.Context, req KubeconfigRequest) (str
 		path = clientcmd.NewDefaultPathOptions().GetDefaultFilename()
 	}
 	if err := MergeKubeconfig(path, out, name); err != nil {
-		return "", &Failure{Code: ExitInstall, Phase: events.PhaseKubeconfig, Info: events.ErrorInfo{Message: "merging into " + path + ": " + err.Error()}}
+		return "", &Failure{Kind: KindInstall, Phase: events.PhaseKubeconfig, Info: events.ErrorInfo{Message: "merging into " + path + ": " + err.Error()}}
 	}
 	fs.setResult(events.StatusChanged, fmt.Sprintf("merged context %s into %s", name, path))
 	em.Step(first.Name, "kubeconfig", events.StatusChanged, fmt.Sprintf("merged context %s into %s and made it current", name, path))

@@ -217,7 +217,7 @@ func TryLock(ctx context.Context, c *remote.Client, command string) (LockAttempt
 func (s *session) lock(ctx context.Context, first *hostState, command string) (*runLock, error) {
 	at, err := TryLock(ctx, first.c(), command)
 	if err != nil {
-		return nil, s.hostFailure(first, "lock", ExitInstall, err)
+		return nil, s.hostFailure(first, "lock", KindInstall, err)
 	}
 	id := at.ID
 	ttl := strconv.Itoa(int(LockTTL.Seconds()))
@@ -226,7 +226,7 @@ func (s *session) lock(ctx context.Context, first *hostState, command string) (*
 		s.in.emitter("lock").Warn(first.host.Name, fmt.Sprintf("took over a stale lock (%s s old) of %s", at.Age, at.Holder))
 	case !at.Acquired:
 		first.setResult(events.StatusFailed, "locked by "+at.Holder)
-		return nil, &Failure{Code: ExitInstall, Phase: "lock", Host: first.host.Name, Info: events.ErrorInfo{
+		return nil, &Failure{Kind: KindInstall, Phase: "lock", Host: first.host.Name, Info: events.ErrorInfo{
 			Message: fmt.Sprintf("another k3strap run holds the cluster lock on %s: %s (refreshed %s s ago)", first.host.Name, at.Holder, at.Age),
 			Fix:     fmt.Sprintf("wait for it to finish; a lock not refreshed for %s, or whose run is gone from this machine, is taken over automatically (or remove %s on %s if you are sure)", LockTTL, PathLock, first.host.Name),
 			Resume:  "re-run the same command",

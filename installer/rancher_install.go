@@ -94,7 +94,7 @@ func (w *rancherWatch) wait(what string, evidence ...string) {
 }
 
 func (w *rancherWatch) failure(msg, fix string, evidence []string) *Failure {
-	return &Failure{Code: ExitInstall, Phase: "rancher", Host: w.first.host.Name, Info: events.ErrorInfo{
+	return &Failure{Kind: KindInstall, Phase: "rancher", Host: w.first.host.Name, Info: events.ErrorInfo{
 		Message: msg, Fix: fix, Evidence: evidence,
 		Resume: "fix the cause and re-run `k3strap apply`: the cluster stays as it is and the Rancher step starts again",
 	}}

@@ -83,6 +83,9 @@ type session struct {
 	// current is the step running, named in failures.
 	current events.Phase
 
+	// binaryReleases are the releases inside the airgap binaries, by architecture (plan
+	// step; preflight's AirgapRelease judges them).
+	binaryReleases map[string]preflight.BinaryRelease
 	// report is the preflight step's report; excluded its verdict on which hosts
 	// kernelPolicy exclude keeps out of the CNI, by host name (nil before preflight ran, e.g.
 	// in `check`, which has no facts).
@@ -229,13 +232,13 @@ func firstLine(err error) string {
 
 // hostFailure records err as hs's failure in step (a stage of the current step) and returns
 // the Failure.
-func (s *session) hostFailure(hs *hostState, step string, code ExitCode, err error) error {
+func (s *session) hostFailure(hs *hostState, step string, kind Kind, err error) error {
 	hs.setResult(events.StatusFailed, step+": "+err.Error())
 	fix := ""
 	if errors.Is(err, remote.ErrSudoPassword) {
 		fix = "allow NOPASSWD sudo for the SSH user, or give the sudo password (ssh.sudoPasswordEnv, ssh.sudoPasswordFile or --ask-sudo-password)"
 	}
-	return &Failure{Code: code, Phase: s.current, Step: step, Host: hs.host.Name, Info: events.ErrorInfo{
+	return &Failure{Kind: kind, Phase: s.current, Step: step, Host: hs.host.Name, Info: events.ErrorInfo{
 		Message: fmt.Sprintf("%s failed: %v", step, err),
 		Fix:     fix,
 		Resume:  fmt.Sprintf("fix the cause and re-run `k3strap %s`: finished steps are skipped, nothing is left half-written", s.command),

@@ -38,7 +38,7 @@ func (c connectStep) Run(ctx context.Context, s *session) error {
 		return err
 	}
 	if c.firstOnly && s.first.connErr != nil {
-		return s.hostFailure(s.first, "connect", ExitInstall, s.first.connErr)
+		return s.hostFailure(s.first, "connect", KindInstall, s.first.connErr)
 	}
 	return nil
 }

@@ -12,7 +12,7 @@ import (
 
 // driftStep is `k3strap check`: it compares every selected node's taints and labels with the
 // inventory through the first server and reports drift per node, changing nothing. It fails
-// with ExitDrift when any node differs. Without gathered facts it cannot tell which hosts
+// with KindDrift when any node differs. Without gathered facts it cannot tell which hosts
 // kernelPolicy exclude keeps out of the CNI, so cni.ExcludedLabel is only judged under strict
 // (where it must be absent). See docs/failure-modes.md (F5).
 type driftStep struct{}
@@ -35,7 +35,7 @@ func (driftStep) Run(ctx context.Context, s *session) error {
 		return err
 	})
 	if err != nil {
-		return s.hostFailure(fs, "check", ExitInstall, fmt.Errorf("listing nodes: %w", err))
+		return s.hostFailure(fs, "check", KindInstall, fmt.Errorf("listing nodes: %w", err))
 	}
 	byName := map[string]*corev1.Node{}
 	for i := range nodes {
@@ -66,7 +66,7 @@ func (driftStep) Run(ctx context.Context, s *session) error {
 		return nil
 	}
 	em.Finished(events.StatusFailed, fmt.Sprintf("%d node(s) differ from the inventory", len(drifted)))
-	return &Failure{Code: ExitDrift, Phase: events.PhaseDrift, Info: events.ErrorInfo{
+	return &Failure{Kind: KindDrift, Phase: events.PhaseDrift, Info: events.ErrorInfo{
 		Message: fmt.Sprintf("%d node(s) differ from the inventory: %s", len(drifted), strings.Join(drifted, ", ")),
 		Fix:     "run `k3strap apply --reconcile-taints -f " + orFile(c.Source) + "` to repair (read-modify-write; K3s's own node.kubernetes.io/* and node.cloudprovider.kubernetes.io/* taints are never touched)",
 		Resume:  "then `k3strap check` again",

@@ -33,7 +33,7 @@ func (firstServerStep) Summary() string {
 func (firstServerStep) Run(ctx context.Context, s *session) error {
 	hs := s.first
 	if hs.facts == nil {
-		return s.hostFailure(hs, "connect", ExitInstall, fmt.Errorf("the first server is unreachable: %w", hs.connErr))
+		return s.hostFailure(hs, "connect", KindInstall, fmt.Errorf("the first server is unreachable: %w", hs.connErr))
 	}
 	em := s.in.emitter(events.PhaseFirstServer)
 	em.Started("first server " + hs.host.Name)
@@ -59,7 +59,7 @@ func (firstServerStep) Run(ctx context.Context, s *session) error {
 func (firstServerStep) Preview(ctx context.Context, s *session) error {
 	hs := s.first
 	if hs.facts == nil {
-		return s.hostFailure(hs, "connect", ExitInstall, fmt.Errorf("the first server is unreachable: %w", hs.connErr))
+		return s.hostFailure(hs, "connect", KindInstall, fmt.Errorf("the first server is unreachable: %w", hs.connErr))
 	}
 	if err := s.firstServerToken(ctx, hs); err != nil {
 		return err
@@ -83,7 +83,7 @@ func (s *session) firstServerToken(ctx context.Context, hs *hostState) error {
 	if hs.facts.K3s.TokenPresent {
 		b, err := hs.c().ReadFile(ctx, PathServerToken)
 		if err != nil {
-			return s.hostFailure(hs, "token", ExitInstall, fmt.Errorf("reading the existing K3s token: %w", err))
+			return s.hostFailure(hs, "token", KindInstall, fmt.Errorf("reading the existing K3s token: %w", err))
 		}
 		hs.plan.SetToken(inventory.Secret(TokenPassword(strings.TrimSpace(string(b)))), false)
 		return nil

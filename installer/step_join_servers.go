@@ -71,7 +71,7 @@ func (s *session) joinToken(ctx context.Context) error {
 	}
 	b, err := s.first.c().ReadFile(ctx, PathServerToken)
 	if err != nil {
-		return s.hostFailure(s.first, "token", ExitInstall, fmt.Errorf("reading the join token: %w", err))
+		return s.hostFailure(s.first, "token", KindInstall, fmt.Errorf("reading the join token: %w", err))
 	}
 	s.token = inventory.Secret(strings.TrimSpace(string(b)))
 	return nil

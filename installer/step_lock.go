@@ -19,7 +19,7 @@ func (lockStep) Summary() string {
 
 func (lockStep) Run(ctx context.Context, s *session) error {
 	if s.first.c() == nil {
-		return s.hostFailure(s.first, "connect", ExitInstall, fmt.Errorf("the first server is unreachable: %w", s.first.connErr))
+		return s.hostFailure(s.first, "connect", KindInstall, fmt.Errorf("the first server is unreachable: %w", s.first.connErr))
 	}
 	lk, err := s.lock(ctx, s.first, s.command)
 	if err != nil {

@@ -37,7 +37,7 @@ func (nodesStep) Preview(ctx context.Context, s *session) error {
 	}
 	nodes, err := kube.Kubectl{R: s.first.c()}.ListNodes(ctx)
 	if err != nil {
-		return s.hostFailure(s.first, "nodes", ExitInstall, fmt.Errorf("listing nodes: %w", err))
+		return s.hostFailure(s.first, "nodes", KindInstall, fmt.Errorf("listing nodes: %w", err))
 	}
 	byName := map[string]*corev1.Node{}
 	for i := range nodes {
@@ -110,7 +110,7 @@ func (s *session) reconcileNodes(ctx context.Context, first *hostState) error {
 			return err
 		})
 		if err != nil {
-			return s.hostFailure(hs, "nodes", ExitInstall, err)
+			return s.hostFailure(hs, "nodes", KindInstall, err)
 		}
 		lines := drift.Describe()
 		switch {

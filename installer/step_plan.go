@@ -4,12 +4,14 @@ import (
 	"context"
 
 	"github.com/k3strap/k3strap/events"
+	"github.com/k3strap/k3strap/preflight"
 )
 
 // planStep builds every reachable host's plan, once: the files it should hold (config.yaml,
 // token file, install script, airgap artifacts with verified checksums, the first server's
 // add-on manifests), the install environment and the service. Preflight judges these plans
-// and every later step writes exactly them. A host whose plan cannot be built keeps the
+// and every later step writes exactly them. It also reads the release inside each airgap
+// binary (AirgapRelease). A host whose plan cannot be built keeps the
 // error; the preflight step reports it after the findings.
 type planStep struct{}
 
@@ -22,6 +24,9 @@ func (planStep) Summary() string {
 func (planStep) Run(ctx context.Context, s *session) error {
 	em := s.in.emitter(events.PhasePlan)
 	em.Started("planning every host")
+	// The release inside each airgap binary, for preflight's AirgapRelease check: a binary of
+	// another release than spec.k3s.version is refused before anything is installed.
+	s.binaryReleases = preflight.ReadBinaryReleases(s.in.cluster)
 	for _, hs := range s.hosts {
 		if hs.facts == nil {
 			continue // unreachable: preflight's SSH check reports it

@@ -12,7 +12,7 @@ import (
 
 // preflightStep judges the gathered facts and the plans with every preflight check, emits
 // every finding, and keeps the report and its CNI-exclusion verdict for later steps. It fails
-// (ExitPreflight) when errors remain after --ignore-preflight-errors, and then (ExitInstall)
+// (KindPreflight) when errors remain after --ignore-preflight-errors, and then (KindInstall)
 // when a host's plan could not be built.
 type preflightStep struct{}
 
@@ -29,7 +29,7 @@ func (preflightStep) Run(ctx context.Context, s *session) error {
 	for _, hs := range s.hosts {
 		if hs.planErr != nil {
 			hs.setResult(events.StatusFailed, hs.planErr.Error())
-			return &Failure{Code: ExitInstall, Phase: events.PhasePlan, Host: hs.host.Name, Info: events.ErrorInfo{
+			return &Failure{Kind: KindInstall, Phase: events.PhasePlan, Host: hs.host.Name, Info: events.ErrorInfo{
 				Message: hs.planErr.Error(), Resume: "fix the inventory and re-run `k3strap " + s.command + "`"}}
 		}
 	}
@@ -39,7 +39,8 @@ func (preflightStep) Run(ctx context.Context, s *session) error {
 // preflightInput is what the checks judge: the inventory, every host's facts and the
 // connection failures.
 func (s *session) preflightInput() *preflight.Input {
-	input := &preflight.Input{Cluster: s.in.cluster, Facts: map[string]*facts.Host{}, Unreachable: map[string]error{}}
+	input := &preflight.Input{Cluster: s.in.cluster, Facts: map[string]*facts.Host{}, Unreachable: map[string]error{},
+		BinaryReleases: s.binaryReleases}
 	for _, hs := range s.hosts {
 		if hs.facts != nil {
 			input.Facts[hs.host.Name] = hs.facts
@@ -52,7 +53,7 @@ func (s *session) preflightInput() *preflight.Input {
 }
 
 // preflight runs the checks, emits every finding and records the report and the
-// CNI-exclusion verdict on the session. It returns a Failure with ExitPreflight when errors
+// CNI-exclusion verdict on the session. It returns a Failure with KindPreflight when errors
 // remain after --ignore-preflight-errors.
 func (s *session) preflight() (*preflight.Report, error) {
 	em := s.in.emitter(events.PhasePreflight)
@@ -87,7 +88,7 @@ func (s *session) preflight() (*preflight.Report, error) {
 			}
 		}
 		em.Finished(events.StatusFailed, fmt.Sprintf("%d preflight errors", len(errs)))
-		return rep, &Failure{Code: ExitPreflight, Phase: events.PhasePreflight, Info: events.ErrorInfo{
+		return rep, &Failure{Kind: KindPreflight, Phase: events.PhasePreflight, Info: events.ErrorInfo{
 			Message: fmt.Sprintf("preflight found %d errors (%s); nothing was changed on any host", len(errs), strings.Join(checks, ", ")),
 			Fix:     "fix the findings above, or skip a check you accept with --ignore-preflight-errors=" + strings.Join(checks, ","),
 			Resume:  "re-run the same command",

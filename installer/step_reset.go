@@ -93,7 +93,7 @@ func (s *session) reset(ctx context.Context) error {
 		one(ctx, fs)
 	}
 	if len(failed) > 0 {
-		return &Failure{Code: ExitInstall, Phase: events.PhaseReset, Info: events.ErrorInfo{
+		return &Failure{Kind: KindInstall, Phase: events.PhaseReset, Info: events.ErrorInfo{
 			Message: "reset failed on " + strings.Join(failed, ", "),
 			Fix:     "see each host's error above",
 			Resume:  "re-run `k3strap reset` for those hosts",

@@ -29,7 +29,7 @@ func (superviseStep) Run(ctx context.Context, s *session) error {
 	}
 	if s.upgrading(hs) {
 		if err := s.waitNode(ctx, hs, s.nodeView(), s.in.cluster.Spec.K3s.Version); err != nil {
-			return s.hostFailure(hs, "upgrade", ExitBringUp, err)
+			return s.hostFailure(hs, "upgrade", KindBringUp, err)
 		}
 		if s.firstDrained {
 			if err := s.uncordon(ctx, hs, hs); err != nil {

@@ -126,6 +126,6 @@ func (s *session) runSteps(ctx context.Context, steps []step) error {
 
 // errNoServer is the failure of a command that needs a server when the inventory has none.
 func errNoServer(phase events.Phase) *Failure {
-	return &Failure{Code: ExitInvalid, Phase: phase, Info: events.ErrorInfo{
+	return &Failure{Kind: KindInvalid, Phase: phase, Info: events.ErrorInfo{
 		Message: "the inventory has no server", Fix: "give at least one host role: server"}}
 }

@@ -11,7 +11,7 @@ import (
 // summary emits the run's summary event.
 func (s *session) summary(start time.Time, err error) {
 	command := s.command
-	sum := events.SummaryInfo{Command: command, OK: err == nil, ExitCode: int(CodeOf(err)), Kubeconfig: s.kubeconfig,
+	sum := events.SummaryInfo{Command: command, OK: err == nil, ExitCode: s.in.opts.ExitCode(err), Kubeconfig: s.kubeconfig,
 		RancherURL: s.rancherURL, RancherPasswordFile: s.rancherPasswordFile, RancherPasswordNew: s.rancherPasswordNew,
 		Seconds: time.Since(start).Seconds()}
 	var failed []string
@@ -47,7 +47,7 @@ func (s *session) summary(start time.Time, err error) {
 		if s.kubeconfig != "" {
 			sum.Next = append(sum.Next, "export KUBECONFIG="+s.kubeconfig, "kubectl get nodes")
 		}
-	case CodeOf(err) == ExitDrift:
+	case KindOf(err) == KindDrift:
 		// check found drift: the repair is apply's, not another check.
 		sum.Next = append(sum.Next, "look at: "+strings.Join(failed, ", "), fmt.Sprintf("k3strap apply --reconcile-taints -f %s   # repairs the drift by read-modify-write", file))
 	case err != nil && len(failed) > 0:

@@ -142,7 +142,7 @@ func (sup *supervisor) run(ctx context.Context, res convergeResult) error {
 	case ctx.Err() != nil:
 		return ctx.Err()
 	case err != nil && !errors.Is(err, context.Canceled) && !errors.Is(err, context.DeadlineExceeded):
-		return sup.s.hostFailure(sup.hs, "supervise", ExitBringUp, fmt.Errorf("watching bring-up: %w", err))
+		return sup.s.hostFailure(sup.hs, "supervise", KindBringUp, fmt.Errorf("watching bring-up: %w", err))
 	}
 	return sup.fail(ctx, diagnose.Timeout(sup.evidence(ctx, st), sup.lastReached(), opts.Timeout))
 }
@@ -330,5 +330,5 @@ func (sup *supervisor) fail(_ context.Context, d diagnose.Diagnosis) error {
 		Evidence:  d.Evidence,
 		Resume:    "fix the cause and re-run `k3strap " + sup.s.command + "`; the host keeps what was installed",
 	}
-	return &Failure{Code: ExitBringUp, Phase: events.PhaseSupervise, Host: sup.hs.host.Name, Info: info}
+	return &Failure{Kind: KindBringUp, Phase: events.PhaseSupervise, Host: sup.hs.host.Name, Info: info}
 }

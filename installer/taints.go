@@ -19,10 +19,6 @@ import (
 	"github.com/k3strap/k3strap/templates/cni"
 )
 
-// ExitDrift is the exit code of `k3strap check` when a node's taints or labels differ from
-// the inventory (issue 4).
-const ExitDrift ExitCode = 6
-
 // Annotations k3strap keeps on each node to remember what it manages (issue 4, docs/failure-modes.md F5).
 // K3s applies node-taint and node-label only when a node registers, and its k3s.io/node-args
 // annotation follows the current config, so neither says which taints k3strap put on a node

@@ -6,7 +6,7 @@ import (
 
 // checkCmd is `k3strap check -f FILE` (issue 4): it reads every node through the first server
 // and reports, per node, where its taints and labels differ from the inventory. It changes
-// nothing and exits 6 (installer.ExitDrift) when any node differs.
+// nothing and exits 6 (exitDrift) when any node differs.
 func (a *app) checkCmd() *cobra.Command {
 	rf := &runFlags{}
 	cmd := &cobra.Command{

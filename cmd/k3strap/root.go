@@ -37,6 +37,11 @@ type app struct {
 	verbose bool
 	logFile string
 
+	// loaded is the inventory the command loaded (load reads the file once per run); loadErr
+	// its error.
+	loaded  *inventory.Cluster
+	loadErr error
+
 	closers []func()
 	// cancel cancels the context of the command that runs (the terminal UI's q key).
 	cancel context.CancelFunc
@@ -137,6 +142,15 @@ func flagName(key string) string {
 
 // load reads and validates the inventory named by -f or K3STRAP_FILE.
 func (a *app) load() (*inventory.Cluster, error) {
+	if a.loaded != nil || a.loadErr != nil {
+		return a.loaded, a.loadErr
+	}
+	a.loaded, a.loadErr = a.loadFile()
+	return a.loaded, a.loadErr
+}
+
+// loadFile reads and validates the inventory named by -f (or $K3STRAP_FILE).
+func (a *app) loadFile() (*inventory.Cluster, error) {
 	path := a.file
 	if path == "" {
 		path = os.Getenv("K3STRAP_FILE")

@@ -48,8 +48,8 @@ func (a *app) autoSink() events.Sink {
 	// The dashboard runs only on a terminal: like plain lines there, its summary shows a
 	// Rancher bootstrap password this run generated, once (issue 5).
 	opts := tui.DashboardOptions{Verbose: a.verbose, Cancel: a.cancel, Fallback: plain, RevealRancherPassword: true}
-	// The command loaded the inventory already; reading it again only names the rows before
-	// the first events arrive.
+	// The command loaded the inventory already (load returns it): it names the rows before the
+	// first events arrive.
 	if c, err := a.load(); err == nil {
 		opts.Cluster, opts.Hosts = c.Metadata.Name, dashboardHosts(c)
 	}

@@ -8,10 +8,10 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/k3strap/k3strap/e2e/k3ssim/internal/flags"
 	"github.com/k3strap/k3strap/e2e/k3ssim/internal/join"
 	"github.com/k3strap/k3strap/e2e/k3ssim/internal/nodeagent"
 	"github.com/k3strap/k3strap/e2e/k3ssim/internal/pki"
-	"github.com/k3strap/k3strap/e2e/k3ssim/internal/flags"
 )
 
 // joinCluster fetches and checks the cluster CA and joins with the token. Connection errors

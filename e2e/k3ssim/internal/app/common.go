@@ -13,13 +13,13 @@ import (
 
 	"github.com/k3strap/k3strap/e2e/k3ssim/internal/clock"
 	"github.com/k3strap/k3strap/e2e/k3ssim/internal/config"
+	"github.com/k3strap/k3strap/e2e/k3ssim/internal/flags"
 	"github.com/k3strap/k3strap/e2e/k3ssim/internal/hostinfo"
 	"github.com/k3strap/k3strap/e2e/k3ssim/internal/knobs"
 	"github.com/k3strap/k3strap/e2e/k3ssim/internal/nodeagent"
 	"github.com/k3strap/k3strap/e2e/k3ssim/internal/paths"
 	"github.com/k3strap/k3strap/e2e/k3ssim/internal/sched"
 	"github.com/k3strap/k3strap/e2e/k3ssim/internal/simlog"
-	"github.com/k3strap/k3strap/e2e/k3ssim/internal/flags"
 )
 
 // Real seconds after process start of the server milestones (timeline-default.txt,

@@ -14,13 +14,13 @@ import (
 
 	"github.com/k3strap/k3strap/e2e/k3ssim/internal/apiserver"
 	"github.com/k3strap/k3strap/e2e/k3ssim/internal/controllers"
+	"github.com/k3strap/k3strap/e2e/k3ssim/internal/flags"
 	"github.com/k3strap/k3strap/e2e/k3ssim/internal/join"
 	"github.com/k3strap/k3strap/e2e/k3ssim/internal/knobs"
 	"github.com/k3strap/k3strap/e2e/k3ssim/internal/nodeagent"
 	"github.com/k3strap/k3strap/e2e/k3ssim/internal/paths"
 	"github.com/k3strap/k3strap/e2e/k3ssim/internal/pki"
 	"github.com/k3strap/k3strap/e2e/k3ssim/internal/store"
-	"github.com/k3strap/k3strap/e2e/k3ssim/internal/flags"
 )
 
 // StateFile is the store's file under <data-dir>/server/db/.

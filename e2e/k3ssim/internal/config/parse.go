@@ -6,8 +6,8 @@ import (
 	"sort"
 	"strings"
 
-	"github.com/k3strap/k3strap/e2e/k3ssim/internal/paths"
 	"github.com/k3strap/k3strap/e2e/k3ssim/internal/flags"
+	"github.com/k3strap/k3strap/e2e/k3ssim/internal/paths"
 )
 
 // Input is what a `k3s server` / `k3s agent` invocation sees.

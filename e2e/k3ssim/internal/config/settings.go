@@ -7,8 +7,8 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/k3strap/k3strap/e2e/k3ssim/internal/paths"
 	"github.com/k3strap/k3strap/e2e/k3ssim/internal/flags"
+	"github.com/k3strap/k3strap/e2e/k3ssim/internal/paths"
 )
 
 // Settings are the config values the simulator acts on (e2e/k3ssim/README.md, "What it does"), with K3s's

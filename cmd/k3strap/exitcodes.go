@@ -1,0 +1,46 @@
+package main
+
+import (
+	"errors"
+
+	"github.com/k3strap/k3strap/installer"
+	"github.com/k3strap/k3strap/inventory"
+)
+
+// Process exit codes of k3strap (the README's table). Only this file knows the numbers: the
+// installer reports what kind of outcome a run had (installer.Kind).
+const (
+	exitOK        = 0
+	exitError     = 1   // unexpected error
+	exitInvalid   = 2   // invalid inventory, command line or static check
+	exitPreflight = 3   // preflight found errors (unreachable hosts included)
+	exitInstall   = 4   // a host step failed
+	exitBringUp   = 5   // the first server did not come up (stall diagnosed or timeout)
+	exitDrift     = 6   // check: node taints or labels differ from the inventory
+	exitCancelled = 130 // cancelled (Ctrl-C)
+)
+
+// exitCode returns the process exit code for a command's error (0 for nil).
+func exitCode(err error) int {
+	if err == nil {
+		return exitOK
+	}
+	if errors.As(err, new(inventory.ErrorList)) || errors.As(err, new(usageError)) {
+		return exitInvalid
+	}
+	switch installer.KindOf(err) {
+	case installer.KindInvalid:
+		return exitInvalid
+	case installer.KindPreflight:
+		return exitPreflight
+	case installer.KindInstall:
+		return exitInstall
+	case installer.KindBringUp:
+		return exitBringUp
+	case installer.KindDrift:
+		return exitDrift
+	case installer.KindCancelled:
+		return exitCancelled
+	}
+	return exitError
+}
