@@ -118,7 +118,8 @@ func TestUploadCutMidFlight(t *testing.T) {
 	}
 	var failed time.Time
 	for _, e := range r.events {
-		if e.Host == "a2" && (e.Type == events.Error || e.Status == events.StatusFailed) {
+		if (e.Host == "a2" && (e.Type == events.Error || e.Status == events.StatusFailed)) ||
+			(e.Type == events.Error && strings.Contains(e.Message, "a2")) || e.Type == events.Summary {
 			failed = e.Time
 			break
 		}
