@@ -17,10 +17,13 @@ const (
 	PhaseSupervise   Phase = "supervise"
 	PhaseJoinServers Phase = "join-servers"
 	PhaseJoinAgents  Phase = "join-agents"
-	PhaseKubeconfig  Phase = "kubeconfig"
-	PhaseNodes       Phase = "nodes"
-	PhaseCNI         Phase = "cni"
-	PhaseRancher     Phase = "rancher"
+	PhaseBringUp     Phase = "bring-up"
+	// PhaseStage uploads joining hosts' files while the first server comes up.
+	PhaseStage      Phase = "stage"
+	PhaseKubeconfig Phase = "kubeconfig"
+	PhaseNodes      Phase = "nodes"
+	PhaseCNI        Phase = "cni"
+	PhaseRancher    Phase = "rancher"
 	// PhaseDrift is `k3strap check`'s comparison of nodes with the inventory.
 	PhaseDrift Phase = "drift"
 	// PhaseReset is `k3strap reset`'s uninstall of every selected host.

@@ -30,6 +30,13 @@ func joinFailure(phase events.Phase, failed []string) error {
 // joinOne converges a joining host and waits for its node (drained before and uncordoned after
 // when its K3s version changes).
 func (s *session) joinOne(ctx context.Context, first, hs *hostState) error {
+	if hs.staged != nil {
+		select {
+		case <-hs.staged:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
 	hs.plan.SetToken(s.token, false)
 	view := s.nodeView()
 	upgrade := s.upgrading(hs)
@@ -44,7 +51,7 @@ func (s *session) joinOne(ctx context.Context, first, hs *hostState) error {
 	if err != nil {
 		return err
 	}
-	if err := s.waitNode(ctx, hs, view, want); err != nil {
+	if err := s.waitNode(ctx, hs, view, want, res); err != nil {
 		hs.setResult(events.StatusFailed, err.Error())
 		s.in.emitter(s.current).Fail(hs.host.Name, "join", events.ErrorInfo{Message: err.Error(), Resume: "re-run `k3strap apply`"})
 		return err
@@ -94,7 +101,15 @@ func (s *session) uncordon(ctx context.Context, first, hs *hostState) error {
 // waitNode polls the node through the first server until it is Ready, carries its declared
 // labels and taints, runs version (when not ""), and — for servers of an HA cluster — is an
 // etcd member.
-func (s *session) waitNode(ctx context.Context, hs *hostState, kc *nodeView, version string) error {
+//
+// After a (re)start (res.started set) the node counts as Ready only once a kubelet of this
+// start posted it: its Ready condition's heartbeat is no older than the start (host clock,
+// from the measured clock skew, 2 s tolerance) — a Node Ready from before is not an answer.
+func (s *session) waitNode(ctx context.Context, hs *hostState, kc *nodeView, version string, res convergeResult) error {
+	var since time.Time
+	if !res.started.IsZero() {
+		since = res.started.Add(hs.facts.ClockSkew).Add(-2 * time.Second)
+	}
 	deadline := time.Now().Add(s.in.opts.Timeout)
 	wantEtcd := hs.host.Role == inventory.RoleServer && len(s.in.cluster.Servers()) > 1
 	// A host kept out of the CNI (kernelPolicy exclude) has no pod network on a cluster
@@ -111,7 +126,7 @@ func (s *session) waitNode(ctx context.Context, hs *hostState, kc *nodeView, ver
 			// Labels and taints are K3s's to set at registration: required of a node this run
 			// created; drift on an existing node is the reconcile step's (node-taint alone
 			// never changes a registered node, docs/failure-modes.md F5).
-			why := nodeNotDone(n, hs.host, wantEtcd, version, !hs.facts.K3s.Installed())
+			why := nodeNotDone(n, hs.host, wantEtcd, version, !hs.facts.K3s.Installed(), since)
 			if why == "" {
 				s.in.emitter(s.current).Step(hs.host.Name, "node", events.StatusOK, "node Ready"+map[bool]string{true: " on " + version, false: ""}[version != ""])
 				return nil
@@ -167,16 +182,21 @@ func (v *nodeView) get(ctx context.Context, name string) (*corev1.Node, error) {
 	return v.nodes[name], nil
 }
 
-// nodeNotDone says what the node still lacks, "" when it is done.
-func nodeNotDone(n *corev1.Node, h *inventory.Host, wantEtcd bool, version string, declared bool) string {
-	ready := false
+// nodeNotDone says what the node still lacks, "" when it is done. since (host clock) is the
+// earliest Ready heartbeat that counts; zero accepts any.
+func nodeNotDone(n *corev1.Node, h *inventory.Host, wantEtcd bool, version string, declared bool, since time.Time) string {
+	ready, stale := false, false
 	for _, c := range n.Status.Conditions {
 		if c.Type == corev1.NodeReady && c.Status == corev1.ConditionTrue {
 			ready = true
+			stale = !since.IsZero() && c.LastHeartbeatTime.Time.Before(since.Truncate(time.Second))
 		}
 	}
 	if !ready {
 		return "not Ready"
+	}
+	if stale {
+		return "Ready only from before the restart (no heartbeat since)"
 	}
 	if version != "" && n.Status.NodeInfo.KubeletVersion != version {
 		return fmt.Sprintf("still on %s, not %s", n.Status.NodeInfo.KubeletVersion, version)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"time"
 
 	"github.com/cenkalti/backoff/v4"
@@ -24,9 +25,17 @@ func newBackoff(ctx context.Context, retries int) backoff.BackOff {
 
 // dial connects to a host, retrying connection setup with backoff when the host answered but
 // the connection failed (refused, reset, or a handshake that did not finish in time on a slow
-// or lossy link). A host that does not answer at all within the connect timeout, or refuses
-// our key or host key, fails at once.
+// or lossy link), and once when the TCP connect itself timed out (a lossy link can lose the
+// SYN and its retransmissions). A host that does not answer twice, or refuses our key or host
+// key, fails.
 func (s *session) dial(ctx context.Context, hs *hostState, cfg remote.Config) (*remote.Client, error) {
+	return s.dialRetry(ctx, hs, cfg, 1)
+}
+
+// dialRetry is dial with connectRetries retries of a TCP connect timeout. Reconnecting after a
+// link was found dead uses none: a host that no longer answers fails within the connect
+// timeout.
+func (s *session) dialRetry(ctx context.Context, hs *hostState, cfg remote.Config, connectRetries int) (*remote.Client, error) {
 	var c *remote.Client
 	attempt := 0
 	err := backoff.Retry(func() error {
@@ -36,13 +45,26 @@ func (s *session) dial(ctx context.Context, hs *hostState, cfg remote.Config) (*
 		if err == nil {
 			return nil
 		}
-		if !remote.IsTransient(err) || ctx.Err() != nil {
+		if ctx.Err() != nil {
 			return backoff.Permanent(err)
+		}
+		if !remote.IsTransient(err) {
+			if !connectTimeout(err) || connectRetries == 0 {
+				return backoff.Permanent(err)
+			}
+			connectRetries--
 		}
 		s.in.emitter("connect").Warn(hs.host.Name, fmt.Sprintf("connection attempt %d failed, retrying: %v", attempt, err))
 		return err
 	}, newBackoff(ctx, s.in.opts.Retries))
 	return c, err
+}
+
+// connectTimeout reports whether err is a TCP connect that got no answer in time.
+func connectTimeout(err error) bool {
+	var ce *remote.ConnectError
+	var ne net.Error
+	return errors.As(err, &ce) && ce.Step == "connect" && errors.As(err, &ne) && ne.Timeout()
 }
 
 // reconnect replaces hs's connection after a transport failure.
@@ -51,7 +73,7 @@ func (s *session) reconnect(ctx context.Context, hs *hostState) error {
 	if err != nil {
 		return err
 	}
-	c, err := s.dial(ctx, hs, cfg)
+	c, err := s.dialRetry(ctx, hs, cfg, 0)
 	if err != nil {
 		return err
 	}

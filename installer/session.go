@@ -26,6 +26,9 @@ type hostState struct {
 	connErr error
 	// planErr is why no plan could be built for the host (reported after preflight).
 	planErr error
+	// staged is closed when the stage step finished uploading the host's files (nil when it
+	// stages nothing for the host).
+	staged chan struct{}
 	// selected is false for the first server when --host left it out and the command added
 	// it for the token, the API or the lock.
 	selected bool
@@ -82,6 +85,13 @@ type session struct {
 	command string
 	// current is the step running, named in failures.
 	current events.Phase
+	// abort stops the run's steps with a failure found by background work (runSteps sets it).
+	abort context.CancelCauseFunc
+	// background is the work steps left running (the supervisor, staging uploads); runSteps
+	// waits for it before the session closes.
+	background sync.WaitGroup
+	// bringUp is the first server's supervisor, started by the supervise step.
+	bringUp *bringUp
 
 	// binaryReleases are the releases inside the airgap binaries, by architecture (plan
 	// step; preflight's AirgapRelease judges them).

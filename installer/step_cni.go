@@ -21,3 +21,13 @@ func (cniStep) Run(ctx context.Context, s *session) error {
 	s.reportExcluded(s.excluded)
 	return s.waitCNI(ctx, s.first, s.excluded)
 }
+
+// Preview says which CNI the step would wait for; the exclusions are reported as preflight
+// judged them.
+func (cniStep) Preview(ctx context.Context, s *session) error {
+	s.reportExcluded(s.excluded)
+	if t := s.in.cluster.Spec.CNI.Type; t != "" {
+		s.in.emitter(events.PhaseCNI).Info("", "would wait until "+string(t)+" runs on every node it should")
+	}
+	return ctx.Err()
+}

@@ -2,6 +2,7 @@ package installer
 
 import (
 	"context"
+	"errors"
 	"time"
 
 	"github.com/k3strap/k3strap/events"
@@ -21,9 +22,9 @@ type step interface {
 }
 
 // previewer is implemented by every step that changes something (on a host, in the cluster or
-// on the workstation): under --dry-run the engine calls Preview instead of Run, which reports
-// what Run would change and changes nothing. Steps without Preview only read, and run as they
-// are under --dry-run.
+// on the workstation) or watches what a change does: under --dry-run the engine calls Preview
+// instead of Run, which reports what Run would do and changes nothing. Steps without Preview
+// only read, and run as they are under --dry-run.
 type previewer interface {
 	Preview(ctx context.Context, s *session) error
 }
@@ -41,8 +42,8 @@ type command struct {
 func applySteps() []step {
 	return []step{
 		connectStep{}, factsStep{}, planStep{}, preflightStep{}, lockStep{},
-		firstServerStep{}, superviseStep{}, joinServersStep{}, joinAgentsStep{},
-		kubeconfigStep{}, nodesStep{}, cniStep{}, rancherStep{},
+		firstServerStep{}, stageStep{}, superviseStep{}, joinServersStep{}, joinAgentsStep{},
+		bringUpStep{}, kubeconfigStep{}, nodesStep{}, cniStep{}, rancherStep{},
 	}
 }
 
@@ -68,8 +69,8 @@ type StepInfo struct {
 	Phase events.Phase
 	// Summary says what it does in one line.
 	Summary string
-	// Changes is true when the step changes hosts, the cluster or local files; --dry-run
-	// previews it instead of running it.
+	// Changes is true when the step changes hosts, the cluster or local files, or watches
+	// what such a change does: --dry-run previews it instead of running it.
 	Changes bool
 }
 
@@ -104,11 +105,19 @@ func (in *Installer) runCommand(ctx context.Context, name string, configure func
 	return err
 }
 
-// runSteps runs steps in order; under --dry-run a step that changes something is previewed.
-func (s *session) runSteps(ctx context.Context, steps []step) error {
+// runSteps runs steps in order; under --dry-run a step that has a Preview is previewed. A step
+// may leave work running in the background (the supervisor, staging uploads): such work stops
+// the run with its failure through s.abort, and is stopped and waited for when the steps end.
+func (s *session) runSteps(parent context.Context, steps []step) error {
+	ctx, cancel := context.WithCancelCause(parent)
+	s.abort = cancel
+	defer func() {
+		cancel(context.Canceled)
+		s.background.Wait()
+	}()
 	for _, st := range steps {
 		if err := ctx.Err(); err != nil {
-			return err
+			return s.aborted(parent, ctx, err)
 		}
 		s.current = st.Phase()
 		var err error
@@ -118,10 +127,39 @@ func (s *session) runSteps(ctx context.Context, steps []step) error {
 			err = st.Run(ctx, s)
 		}
 		if err != nil {
-			return err
+			return s.aborted(parent, ctx, s.settle(parent, err))
 		}
 	}
 	return nil
+}
+
+// settle is called when a step failed while the first server's supervisor may still run: the
+// first server's bring-up is waited for (unless the run was cancelled), so that its result is
+// known and a diagnosed stall — the cause of everything else — is what the run reports.
+func (s *session) settle(parent context.Context, err error) error {
+	if s.bringUp == nil || s.in.opts.DryRun {
+		return err
+	}
+	if upErr := s.firstUp(parent); upErr != nil && parent.Err() == nil {
+		var f *Failure
+		if errors.As(upErr, &f) && f.Kind == KindBringUp {
+			return upErr
+		}
+	}
+	return err
+}
+
+// aborted returns the failure that stopped the run: the one background work reported through
+// s.abort when it cancelled the steps' context (a diagnosed stall of the first server), else
+// err.
+func (s *session) aborted(parent, ctx context.Context, err error) error {
+	if parent.Err() == nil && ctx.Err() != nil {
+		var f *Failure
+		if cause := context.Cause(ctx); errors.As(cause, &f) {
+			return f
+		}
+	}
+	return err
 }
 
 // errNoServer is the failure of a command that needs a server when the inventory has none.

@@ -19,16 +19,22 @@ import (
 	"github.com/k3strap/k3strap/k3s"
 )
 
-// probeScript prints the server's state every $3 seconds until killed: service state and
-// restart count, subnet.env, /readyz, the Node. One SSH channel for the whole bring-up.
+// probeScript prints the server's state every $3 seconds until killed: service state,
+// restart count and the main process's start time (epoch seconds, host clock), subnet.env with
+// its modification time, /readyz, the Node. One SSH channel for the whole bring-up.
 const probeScript = `svc=$1 node=$2 interval=$3
 k3s=/usr/local/bin/k3s
 ready=
 while :; do
   if command -v systemctl >/dev/null 2>&1; then
     echo "@service $(systemctl is-active "$svc" 2>/dev/null) $(systemctl show -p NRestarts --value "$svc" 2>/dev/null)"
+    t=$(systemctl show -p ExecMainStartTimestamp --value "$svc" 2>/dev/null)
+    [ -n "$t" ] && echo "@start $(date -d "$t" +%s 2>/dev/null)"
   elif rc-service "$svc" status >/dev/null 2>&1; then echo "@service active 0"; else echo "@service inactive 0"; fi
-  if [ -r /run/flannel/subnet.env ]; then echo "@subnet $(tr '\n' ' ' < /run/flannel/subnet.env)"; else echo "@subnet-missing"; fi
+  if [ -r /run/flannel/subnet.env ]; then
+    echo "@subnet-mtime $(stat -c %Y /run/flannel/subnet.env 2>/dev/null)"
+    echo "@subnet $(tr '\n' ' ' < /run/flannel/subnet.env)"
+  else echo "@subnet-missing"; fi
   if [ "$ready" != ok ]; then ready=$("$k3s" kubectl get --raw /readyz 2>/dev/null | head -c 200); echo "@readyz $ready"; fi
   if [ "$ready" = ok ]; then
     out=$("$k3s" kubectl get node "$node" -o json 2>&1 | tr -d '\n')
@@ -41,13 +47,17 @@ done`
 
 // probeState is the server's state as of the last probe tick.
 type probeState struct {
-	service   string
-	restarts  int
-	readyz    string
-	node      *corev1.Node
-	nodeErr   string
-	subnetRaw string
-	subnet    *diagnose.SubnetEnv
+	service  string
+	restarts int
+	// start is the unit's main process start (epoch seconds, host clock; 0 = unknown);
+	// subnetMtime subnet.env's modification time (likewise).
+	start       int64
+	subnetMtime int64
+	readyz      string
+	node        *corev1.Node
+	nodeErr     string
+	subnetRaw   string
+	subnet      *diagnose.SubnetEnv
 }
 
 type supervisor struct {
@@ -66,6 +76,8 @@ type supervisor struct {
 	// reported if it turns out not to be up.
 	quick   bool
 	pending []events.MilestoneInfo
+	// gate, when set, is closed once other nodes may join (joinable); then set to nil.
+	gate chan struct{}
 }
 
 func (sup *supervisor) flannelOff() bool {
@@ -158,6 +170,10 @@ func (sup *supervisor) parse(st *probeState, line string) {
 		if len(f) > 1 {
 			st.restarts, _ = strconv.Atoi(f[1])
 		}
+	case "@start":
+		st.start, _ = strconv.ParseInt(strings.TrimSpace(rest), 10, 64)
+	case "@subnet-mtime":
+		st.subnetMtime, _ = strconv.ParseInt(strings.TrimSpace(rest), 10, 64)
 	case "@subnet":
 		st.subnetRaw = rest
 		if se, err := diagnose.ParseSubnetEnv(rest); err == nil {
@@ -189,6 +205,15 @@ func (sup *supervisor) evaluate(ctx context.Context, st *probeState) (bool, erro
 		sup.baseRest = st.restarts
 	}
 	hit := map[k3s.Milestone]string{}
+	if !sup.fresh(st) {
+		// What the probe sees still belongs to the process before this run's (re)start: an
+		// old subnet.env, a node Ready from before, an API answering until systemd stops it,
+		// a failed state until the start job runs. Only the timeout can be judged.
+		if now.Sub(sup.started) > sup.s.in.opts.Timeout {
+			return false, sup.fail(ctx, diagnose.Timeout(sup.evidence(ctx, st), sup.lastReached(), sup.s.in.opts.Timeout))
+		}
+		return false, nil
+	}
 	if st.service == "active" {
 		hit[k3s.MilestoneServiceActive] = ""
 	}
@@ -217,12 +242,14 @@ func (sup *supervisor) evaluate(ctx context.Context, st *probeState) (bool, erro
 			hit[k3s.MilestonePodCIDR] = n.Spec.PodCIDR
 		}
 		for _, c := range n.Status.Conditions {
-			if c.Type == corev1.NodeReady && c.Status == corev1.ConditionTrue {
+			// A Ready condition counts once the kubelet of this start posted it.
+			if c.Type == corev1.NodeReady && c.Status == corev1.ConditionTrue && (st.start == 0 || c.LastHeartbeatTime.Unix() >= st.start) {
 				hit[k3s.MilestoneNodeReady] = ""
 			}
 		}
 	}
-	if st.subnet != nil && !sup.flannelOff() {
+	// subnet.env counts once flannel of this start wrote it.
+	if st.subnet != nil && !sup.flannelOff() && (st.start == 0 || st.subnetMtime == 0 || st.subnetMtime >= st.start) {
 		hit[k3s.MilestoneSubnetEnv] = st.subnet.String()
 	}
 	for _, m := range k3s.Milestones() {
@@ -239,9 +266,43 @@ func (sup *supervisor) evaluate(ctx context.Context, st *probeState) (bool, erro
 			sup.em.Milestone(sup.hs.host.Name, mi)
 		}
 	}
+	if sup.gate != nil && sup.joinable() {
+		close(sup.gate)
+		sup.gate = nil
+	}
 	if len(sup.reached) == len(k3s.Milestones()) {
 		return true, nil
 	}
+	return sup.judge(ctx, st, now, taint)
+}
+
+// joinable reports whether other nodes may join: the API answers, the node exists and its
+// uninitialized taint is gone (the F1 gate). subnet.env is the first node's own flannel
+// milestone and not needed by joining nodes.
+func (sup *supervisor) joinable() bool {
+	for _, m := range []k3s.Milestone{k3s.MilestoneAPIReady, k3s.MilestoneRegistered, k3s.MilestoneTaintGone} {
+		if _, ok := sup.reached[m]; !ok {
+			return false
+		}
+	}
+	return true
+}
+
+// fresh reports whether the probe's state belongs to the start this run made: the unit's
+// main process started (host clock) no earlier than the (re)start command, allowing 2 s for
+// the clock skew measurement. A server left running, or a host without systemd (no start
+// time), is always fresh.
+func (sup *supervisor) fresh(st *probeState) bool {
+	if sup.quick || st.start == 0 {
+		return true
+	}
+	hostStart := sup.started.Add(sup.hs.facts.ClockSkew).Add(-2 * time.Second)
+	return st.start >= hostStart.Unix()
+}
+
+// judge decides whether the bring-up stalled (uninitialized taint past the grace period), the
+// service crash-loops, or the timeout passed; taint is the uninitialized taint seen now.
+func (sup *supervisor) judge(ctx context.Context, st *probeState, now time.Time, taint *corev1.Taint) (bool, error) {
 	if sup.quick {
 		// Left running but not up: watch it like a fresh start, reporting what it has.
 		sup.quick = false

@@ -35,8 +35,8 @@ func (a *app) stepsCmd() *cobra.Command {
 	}
 }
 
-// stepList renders command's steps as numbered lines; "*" marks a step that changes
-// something (previewed by --dry-run instead).
+// stepList renders command's steps as numbered lines; "*" marks a step that --dry-run
+// previews instead of running (it changes something or watches a change).
 func stepList(command string) string {
 	var b strings.Builder
 	for i, st := range installer.Steps(command) {
@@ -59,6 +59,6 @@ func describeSteps(root *cobra.Command) {
 		if long == "" {
 			long = c.Short + "."
 		}
-		c.Long = long + "\n\nSteps, in order (* = changes something; --dry-run previews it instead):\n" + stepList(c.Name())
+		c.Long = long + "\n\nSteps, in order (* = changes something or watches a change; --dry-run previews it instead):\n" + stepList(c.Name())
 	}
 }

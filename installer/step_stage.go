@@ -1,0 +1,89 @@
+package installer
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/k3strap/k3strap/events"
+)
+
+// stageStep uploads the files of every joining host that runs no K3s yet (binary, images,
+// install script, config.yaml, manifests) in the background while the first server comes up,
+// under the same --concurrency and --concurrent-uploads limits, so that joining waits for K3s
+// and not for the links. Nothing is installed or started on those hosts before their join
+// step; if the first server fails, they stay uploaded and the re-run skips the uploads.
+// Hosts that already run K3s are converged at their join turn only (a file changed under a
+// running service must be followed by its restart in the same step). The token file is
+// written at join time: it holds the first server's token.
+type stageStep struct{}
+
+func (stageStep) Phase() events.Phase { return events.PhaseStage }
+
+func (stageStep) Summary() string {
+	return "upload joining hosts' files in the background while the first server boots (nothing started)"
+}
+
+// stageable are the joining hosts stageStep uploads to.
+func (s *session) stageable() []*hostState {
+	var out []*hostState
+	for _, hs := range s.hosts {
+		if hs != s.first && hs.plan != nil && hs.facts != nil && !hs.facts.K3s.Installed() {
+			out = append(out, hs)
+		}
+	}
+	return out
+}
+
+func (stageStep) Run(ctx context.Context, s *session) error {
+	hosts := s.stageable()
+	if len(hosts) == 0 {
+		return nil
+	}
+	for _, hs := range hosts {
+		hs.staged = make(chan struct{})
+	}
+	s.background.Add(1)
+	go func() {
+		defer s.background.Done()
+		s.each(ctx, hosts, func(ctx context.Context, hs *hostState) {
+			defer close(hs.staged)
+			s.stage(ctx, hs)
+		})
+	}()
+	return nil
+}
+
+// stage uploads hs's planned files that differ from the host's (except the token file) and
+// records them in hs's facts, so that its join's converge finds them in place. A failed
+// upload is left to the join, which uploads (and retries) what is still missing.
+func (s *session) stage(ctx context.Context, hs *hostState) {
+	em := s.in.emitter(events.PhaseStage)
+	n := 0
+	for i := range hs.plan.Files {
+		f := &hs.plan.Files[i]
+		if f.Path == PathTokenFile || hs.facts.K3s.Files[f.Path] == f.SHA256 {
+			continue
+		}
+		err := s.retry(ctx, hs, "upload "+f.Path, func(ctx context.Context) error { return s.upload(ctx, hs, f) })
+		if err != nil {
+			if ctx.Err() == nil {
+				em.Warn(hs.host.Name, fmt.Sprintf("staging %s failed (%v); the join uploads it", f.Path, err))
+			}
+			return
+		}
+		if hs.facts.K3s.Files == nil {
+			hs.facts.K3s.Files = map[string]string{}
+		}
+		hs.facts.K3s.Files[f.Path] = f.SHA256
+		n++
+	}
+	em.Step(hs.host.Name, "stage", events.StatusChanged, fmt.Sprintf("uploaded %d files while the first server comes up", n))
+}
+
+// Preview names the hosts whose files would be uploaded during the first server's bring-up.
+func (stageStep) Preview(ctx context.Context, s *session) error {
+	for _, hs := range s.stageable() {
+		s.in.emitter(events.PhaseStage).Info(hs.host.Name, "would upload its files while the first server comes up, then join once the first server's API answers and its uninitialized taint is gone")
+	}
+	return ctx.Err()
+}
