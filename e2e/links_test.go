@@ -30,7 +30,7 @@ const (
 )
 
 // limitLink sets host i's loss (percent) and receive rate (kB/s) until the test ends.
-func limitLink(t *testing.T, c *testCluster, i, loss, rate int) {
+func limitLink(t testing.TB, c *testCluster, i, loss, rate int) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()

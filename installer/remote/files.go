@@ -205,8 +205,11 @@ func (c *Client) partialPrefix(dst string) string {
 	return "/var/tmp/.k3strap-part-" + hex.EncodeToString(h[:6]) + "-"
 }
 
-// blockSumsScript prints the sha256 of each of the first $3 blocks of $2 bytes of file $1.
-const blockSumsScript = `f=$1 bs=$2 n=$3 i=0
+// blockSumsScript checks the first $4 bytes of file $1 against the sha256 $5 and prints "all"
+// when they match (the usual case: one pass, one process); otherwise it prints the sha256 of
+// each of the first $3 blocks of $2 bytes.
+const blockSumsScript = `f=$1 bs=$2 n=$3 len=$4 want=$5 i=0
+if [ "$(head -c "$len" "$f" | sha256sum | cut -c1-64)" = "$want" ]; then echo all; exit 0; fi
 while [ "$i" -lt "$n" ]; do
   dd if="$f" bs="$bs" skip="$i" count=1 2>/dev/null | sha256sum | cut -c1-64
   i=$((i + 1))
@@ -231,13 +234,14 @@ fi
 rm -f "$d/.$b".k3strap-* "$dst.k3strap-tmp"
 if [ -n "$stage" ]; then rm -f "$stage"*; fi`
 
-// resumeBlock is the block size for verifying a partial upload: 1 MiB, larger for files over
-// 256 MiB so that at most 256 blocks are checked.
+// resumeBlock is the block size for verifying a partial upload: 256 KiB (what a dropped link
+// may cost on top of the bytes in flight), larger for files over 256 MiB so that at most 1024
+// blocks are checked.
 func resumeBlock(size int64) int64 {
-	const mib = 1 << 20
-	bs := int64(mib)
-	if size > 256*mib {
-		bs = (size/256 + mib - 1) / mib * mib
+	const unit = 256 << 10
+	bs := int64(unit)
+	if size > 1024*unit {
+		bs = (size/1024 + unit - 1) / unit * unit
 	}
 	return bs
 }
@@ -333,11 +337,23 @@ func (c *Client) verifiedPrefix(ctx context.Context, part string, held int64, r 
 	if n == 0 {
 		return 0, nil
 	}
-	res, err := c.Check(ctx, Script("check partial upload", blockSumsScript, part, strconv.FormatInt(bs, 10), strconv.FormatInt(n, 10)))
+	length := min(n*bs, size)
+	if _, err := r.Seek(0, io.SeekStart); err != nil {
+		return 0, err
+	}
+	h := sha256.New()
+	if _, err := io.CopyN(h, r, length); err != nil {
+		return 0, err
+	}
+	res, err := c.Check(ctx, Script("check partial upload", blockSumsScript, part, strconv.FormatInt(bs, 10),
+		strconv.FormatInt(n, 10), strconv.FormatInt(length, 10), hex.EncodeToString(h.Sum(nil))))
 	if err != nil {
 		return 0, err
 	}
 	remote := strings.Fields(string(res.Stdout))
+	if len(remote) == 1 && remote[0] == "all" {
+		return length, nil
+	}
 	if _, err := r.Seek(0, io.SeekStart); err != nil {
 		return 0, err
 	}
@@ -356,8 +372,9 @@ func (c *Client) verifiedPrefix(ctx context.Context, part string, held int64, r 
 	return off, nil
 }
 
-// sendConcurrency is the number of SFTP write requests in flight (pkg/sftp's default maximum).
-const sendConcurrency = 64
+// sendConcurrency is the number of SFTP write requests (32 KiB each) in flight: 1 MiB, enough
+// for ~5 MB/s at 200 ms round trips, and what a link dropped mid-upload may have lost.
+const sendConcurrency = 32
 
 // send writes r into the remote file p (opened with flags, mode 0600 when created) from offset
 // off (the file is truncated there first), and returns the bytes sent. It ends when r is

@@ -406,9 +406,38 @@ func TestSFTPStartOnDeadLinkIsTransient(t *testing.T) {
 }
 
 func TestResumeBlock(t *testing.T) {
-	for _, c := range []struct{ size, want int64 }{{10, 1 << 20}, {256 << 20, 1 << 20}, {800 << 20, 4 << 20}} {
+	for _, c := range []struct{ size, want int64 }{{10, 256 << 10}, {256 << 20, 256 << 10}, {800 << 20, 1 << 20}} {
 		if got := resumeBlock(c.size); got != c.want {
 			t.Errorf("resumeBlock(%d) = %d, want %d", c.size, got, c.want)
 		}
+	}
+}
+
+// TestResumeSkipsHoles: a partial file with a hole (concurrent writes cut short) resumes at the
+// first block that does not match.
+func TestResumeSkipsHoles(t *testing.T) {
+	if os.Getuid() != 0 {
+		t.Skip("the finishing step chowns to root: needs root")
+	}
+	s := newTestServer(t)
+	c := s.dial(t, nil)
+	const size = 4 << 20
+	src, sum := bigFile(t, size)
+	content, _ := io.ReadAll(src)
+	dst := filepath.Join(t.TempDir(), "k3s")
+	part := append([]byte(nil), content[:3<<20]...)
+	clear(part[1<<20 : 1<<20+1000]) // a hole in the second MiB
+	if err := os.WriteFile(c.partialPrefix(dst)+sum[:16], part, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	tr, err := c.WriteFileResumable(context.Background(), dst, 0o644, src, size, sum, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if tr.Resumed != 1<<20 || tr.Sent != size-1<<20 {
+		t.Fatalf("resumed at %d, sent %d; want 1 MiB and the rest", tr.Resumed, tr.Sent)
+	}
+	if got, _ := os.ReadFile(dst); !bytes.Equal(got, content) {
+		t.Fatal("content differs")
 	}
 }
