@@ -60,6 +60,9 @@ type Host struct {
 	KeysRootMaxKeys int64 `json:"keysRootMaxKeys"`
 
 	K3s K3sInstall `json:"k3s"`
+
+	// SELinux is the host's SELinux mode and whether the k3s-selinux policy is installed.
+	SELinux SELinux `json:"selinux"`
 }
 
 // OSRelease is the subset of /etc/os-release k3strap uses.

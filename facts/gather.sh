@@ -281,6 +281,20 @@ done
 sec k3s-files
 if [ -e /run/flannel/subnet.env ]; then echo 'subnet-env present'; else echo 'subnet-env absent'; fi
 
+# --- SELinux: the mode (getenforce, /sys/fs/selinux/enforce) and the k3s-selinux policy.
+sec selinux
+if have getenforce; then
+	printf 'getenforce=%s\n' "$(getenforce 2>/dev/null | head -n 1)"
+fi
+if [ -r /sys/fs/selinux/enforce ]; then
+	printf 'enforce=%s\n' "$(head -c 1 /sys/fs/selinux/enforce 2>/dev/null)"
+fi
+if have rpm && rpm -q k3s-selinux >/dev/null 2>&1; then
+	echo policy=rpm
+elif have semodule && priv semodule -l 2>/dev/null | grep -q '^k3s'; then
+	echo policy=semodule
+fi
+
 # --- privileged reads, in one privileged shell: sha256 of the caller's files, the server token.
 if [ "$sudo_mode" = root ] || [ "$sudo_mode" = nopasswd ] || [ "$sudo_mode" = password ]; then
 	sec privileged "$sudo_mode"

@@ -201,6 +201,7 @@ var sectionParsers = map[string]sectionParser{
 	"k3s-units":          parseK3sUnits,
 	"k3s-files":          parseK3sFiles,
 	"privileged":         parsePrivileged,
+	"selinux":            parseSELinux,
 }
 
 // keyValues parses key=value lines, calling set for each.

@@ -30,7 +30,7 @@ func (pl *Planner) addonFiles() ([]File, error) {
 // renderAddons renders the add-on manifests (addonFiles caches them: once per run).
 func (pl *Planner) renderAddons() ([]File, error) {
 	var out []File
-	for _, src := range []func() ([]File, error){pl.cloudControllerManifests, pl.cniManifests, pl.rancherManifests} {
+	for _, src := range []func() ([]File, error){pl.cloudControllerManifests, pl.kubeVIPManifests, pl.cniManifests, pl.rancherManifests} {
 		fs, err := src()
 		if err != nil {
 			return nil, err

@@ -190,6 +190,17 @@ func (s *session) dryRun(ctx context.Context, hs *hostState, ch changes) error {
 		}
 		e := events.Event{Type: events.Info, Host: name, Message: msg}
 		switch {
+		case f.Secret && f.Shown != nil:
+			// Secrets masked on both sides (registries.yaml): the diff shows mirrors and users.
+			old := ""
+			if hs.facts.K3s.Files[f.Path] != "" {
+				b, err := hs.c().ReadFile(ctx, f.Path)
+				if err != nil {
+					return s.hostFailure(hs, "dry-run", KindInstall, err)
+				}
+				old = shownOnHost(f.Path, b)
+			}
+			e.Diff = unifiedDiff(f.Path, old, string(f.Shown))
 		case f.Secret:
 		case f.LocalPath == "":
 			old := ""
@@ -206,7 +217,7 @@ func (s *session) dryRun(ctx context.Context, hs *hostState, ch changes) error {
 		summary = append(summary, verb+" "+f.Path)
 	}
 	if ch.install {
-		em.Info(name, fmt.Sprintf("would run %s with %s", PathInstallScript, strings.Join(hs.plan.InstallEnv, " ")))
+		em.Info(name, fmt.Sprintf("would run %s (%s) with %s", PathInstallScript, hs.plan.ScriptSource, strings.Join(hs.plan.InstallEnv, " ")))
 		summary = append(summary, "run the install script")
 	}
 	if ch.verb != "" {
@@ -290,6 +301,13 @@ fi
 units() { cat /etc/systemd/system/k3s.service /etc/systemd/system/k3s.service.env \
   /etc/systemd/system/k3s-agent.service /etc/systemd/system/k3s-agent.service.env /etc/init.d/k3s /etc/init.d/k3s-agent 2>/dev/null || true; }
 before=$(units | sha256sum)
+# An airgap k3s-selinux RPM uploaded by k3strap (K3STRAP_SELINUX_RPM) is installed first.
+if [ -n "${K3STRAP_SELINUX_RPM:-}" ] && ! rpm -q k3s-selinux >/dev/null 2>&1; then
+  if command -v dnf >/dev/null 2>&1; then dnf install -y --disablerepo='*' "$K3STRAP_SELINUX_RPM"
+  elif command -v yum >/dev/null 2>&1; then yum install -y --disablerepo='*' "$K3STRAP_SELINUX_RPM"
+  elif command -v zypper >/dev/null 2>&1; then zypper --no-refresh install -y "$K3STRAP_SELINUX_RPM"
+  else rpm -i "$K3STRAP_SELINUX_RPM"; fi
+fi
 sh "$script"
 after=$(units | sha256sum)
 if [ "$before" = "$after" ]; then echo "@k3strap unit-unchanged"; else echo "@k3strap unit-changed"; fi`
@@ -308,9 +326,9 @@ func (s *session) install(ctx context.Context, hs *hostState) (unitChanged bool,
 		return false, err
 	}
 	changed := strings.Contains(string(res.Stdout), "@k3strap unit-changed")
-	msg := "install script ran (unit unchanged)"
+	msg := "ran " + hs.plan.ScriptSource + " (unit unchanged)"
 	if changed {
-		msg = "install script ran (unit written)"
+		msg = "ran " + hs.plan.ScriptSource + " (unit written)"
 	}
 	s.in.emitter(events.PhaseInstall).Step(hs.host.Name, "install", events.StatusChanged, msg)
 	return changed, nil

@@ -24,7 +24,7 @@ func (s *session) writeKubeconfig(ctx context.Context, first *hostState) (string
 	if err != nil {
 		return "", s.hostFailure(first, "kubeconfig", KindInstall, fmt.Errorf("reading %s: %w", PathKubeconfig, err))
 	}
-	addr := s.in.cluster.APIAddress
+	addr := s.in.cluster.EndpointAddress()
 	if addr == "" {
 		addr = first.host.Address
 	}
@@ -127,7 +127,7 @@ func (s *session) kubeconfigCmd(ctx context.Context, req KubeconfigRequest) (str
 	if name == "" {
 		name = s.in.cluster.Metadata.Name
 	}
-	addr := s.in.cluster.APIAddress
+	addr := s.in.cluster.EndpointAddress()
 	if addr == "" {
 		addr = first.Address
 	}

@@ -60,6 +60,9 @@ type File struct {
 	Restart bool
 	// Keep says an existing file is left alone whatever its content (a generated token).
 	Keep bool
+	// Shown is what `render` and dry-run show of a Secret file (its secrets masked); nil
+	// shows nothing.
+	Shown []byte
 }
 
 // Open returns the content to upload.
@@ -91,6 +94,9 @@ type HostPlan struct {
 	InstallEnv []string
 	// Airgap is true when the binary and images are uploaded.
 	Airgap bool
+	// ScriptSource says which install script runs (the official one from its URL, the
+	// user's airgap install.sh, or k3strap's own); the install event names it.
+	ScriptSource string
 }
 
 // File returns the planned file at path, or nil.
@@ -121,6 +127,9 @@ func (p *HostPlan) SetToken(token inventory.Secret, keep bool) {
 // share them).
 type Planner struct {
 	Cluster *inventory.Cluster
+	// MaskedOnly plans secret files of issue 14 (registries.yaml) with their masked content
+	// and reads no password: for `render`, never for uploads.
+	MaskedOnly bool
 
 	mu   sync.Mutex
 	sums map[string]string
@@ -133,22 +142,33 @@ type Planner struct {
 // Plan returns the plan for h, its architecture arch (from facts; "" when unknown, which is
 // an error for airgap installs).
 func (pl *Planner) Plan(h *inventory.Host, arch string) (*HostPlan, error) {
+	return pl.plan(h, &facts.Host{Arch: arch})
+}
+
+// plan builds h's plan from its facts f (architecture, SELinux, distribution; plan_edge.go).
+func (pl *Planner) plan(h *inventory.Host, f *facts.Host) (*HostPlan, error) {
 	c := pl.Cluster
+	arch := f.Arch
 	p := &HostPlan{Host: h, First: c.IsFirstServer(h), Service: ServiceName(h.Role)}
-	cfg := c.HostConfig(h)
+	cfg := c.HostConfigOn(h, hostEnv(f))
 	p.Config = cfg
 	y, err := templates.K3sConfig(h.Role, cfg)
 	if err != nil {
 		return nil, fmt.Errorf("host %s: %w", h.Name, err)
 	}
 	p.ConfigYAML = y
-	p.Files = append(p.Files, contentFile(PathInstallScript, 0o700, templates.InstallScript(), false))
+	script, err := pl.installScript()
+	if err != nil {
+		return nil, fmt.Errorf("host %s: %w", h.Name, err)
+	}
+	p.Files = append(p.Files, script.file)
+	p.ScriptSource = script.source
 
 	p.InstallEnv = []string{"INSTALL_K3S_EXEC=" + string(h.Role), "INSTALL_K3S_SKIP_START=true"}
 	switch c.Spec.K3s.Install {
 	case inventory.Airgap:
 		p.Airgap = true
-		art, ok := c.Spec.K3s.Airgap[arch]
+		art, ok := pl.airgapArtifacts(arch)
 		if !ok {
 			return nil, fmt.Errorf("host %s is %s but spec.k3s.airgap has no %s artifacts", h.Name, orUnknown(arch), orUnknown(arch))
 		}
@@ -173,6 +193,9 @@ func (pl *Planner) Plan(h *inventory.Host, arch string) (*HostPlan, error) {
 		}
 	}
 	p.Files = append(p.Files, contentFile(PathConfig, 0o600, y, true))
+	if err := pl.edgeFiles(p, f); err != nil {
+		return nil, fmt.Errorf("host %s: %w", h.Name, err)
+	}
 	if p.First {
 		addons, err := pl.addonFiles()
 		if err != nil {
@@ -302,6 +325,7 @@ func (pl *Planner) ManagedPaths(h *inventory.Host) []string {
 	}
 	svc := ServiceName(h.Role)
 	paths = append(paths, DirSystemd+"/"+svc+".service", DirSystemd+"/"+svc+".service.env")
+	paths = append(paths, pl.edgePaths()...)
 	sort.Strings(paths[3:])
 	if c.IsFirstServer(h) {
 		// Add-on manifests that cannot be rendered are reported by the plan step.

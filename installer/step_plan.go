@@ -31,7 +31,7 @@ func (planStep) Run(ctx context.Context, s *session) error {
 		if hs.facts == nil {
 			continue // unreachable: preflight's SSH check reports it
 		}
-		p, err := s.planner.Plan(hs.host, hs.facts.Arch)
+		p, err := s.planner.PlanHost(hs.host, hs.facts)
 		if err != nil {
 			hs.planErr = err
 			em.Step(hs.host.Name, "plan", events.StatusFailed, err.Error())

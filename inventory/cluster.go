@@ -131,8 +131,9 @@ func (c *Cluster) HostSSHExplicit(h *Host) SSH {
 //     disable-network-policy (docs/cni.md);
 //   - write-kubeconfig-mode defaults to 0600;
 //   - token-file is TokenFilePath (the token itself never stands in config.yaml);
-//   - servers get their address and APIAddress in tls-san, the first server of an HA cluster
-//     cluster-init, every other host server: ServerURL(first server).
+//   - servers get their address, APIAddress and spec.k3s.apiEndpoint (address, kube-vip VIP)
+//     in tls-san, the first server of an HA cluster cluster-init, every other host server:
+//     RegistrationURL (the apiEndpoint when set, else ServerURL(first server)).
 //
 // It is the one place a host's config is assembled: the installer's plan renders it, preflight
 // and the CNI templates judge it.
@@ -186,12 +187,18 @@ func (c *Cluster) HostConfig(h *Host) K3sConfig {
 		if c.APIAddress != "" {
 			cfg.TLSSAN = appendUnique(cfg.TLSSAN, c.APIAddress)
 		}
+		if e := c.Spec.K3s.APIEndpoint; e != nil && e.Address != "" {
+			cfg.TLSSAN = appendUnique(cfg.TLSSAN, e.Address)
+		}
+		if vip := c.Spec.K3s.APIEndpoint.VIP(); vip != "" {
+			cfg.TLSSAN = appendUnique(cfg.TLSSAN, vip)
+		}
 		if len(c.Servers()) > 1 && c.IsFirstServer(h) {
 			cfg.ClusterInit = Bool(true)
 		}
 	}
 	if first != nil && !c.IsFirstServer(h) {
-		cfg.Server = ServerURL(first)
+		cfg.Server = c.RegistrationURL()
 	}
 	if h.Role == RoleAgent {
 		cfg = cfg.ForAgent()

@@ -59,7 +59,10 @@ type Spec struct {
 	SSH     SSH      `yaml:"ssh"`
 	CNI     CNI      `yaml:"cni,omitempty"`
 	Rancher *Rancher `yaml:"rancher,omitempty"`
-	Hosts   []Host   `yaml:"hosts"`
+	// Registries is K3s's registries.yaml (mirrors and per-registry auth/TLS), written 0600 on
+	// every host (edge.go; docs/registries.md).
+	Registries *Registries `yaml:"registries,omitempty"`
+	Hosts      []Host      `yaml:"hosts"`
 }
 
 // InstallMode says how the K3s binary reaches a host.
@@ -110,6 +113,27 @@ type K3s struct {
 	ExternalCloudController *ExternalCloudController `yaml:"externalCloudController,omitempty"`
 	// Config is the cluster-wide K3s config.yaml content; keys are K3s flag names.
 	Config K3sConfig `yaml:"config,omitempty"`
+	// APIEndpoint is a fixed registration address in front of the servers (edge.go).
+	APIEndpoint *APIEndpoint `yaml:"apiEndpoint,omitempty"`
+	// InstallScriptURL is where online hosts download the official install script from
+	// (default DefaultInstallScriptURL, https://get.k3s.io); InstallScriptSHA256 pins it.
+	InstallScriptURL    string `yaml:"installScriptURL,omitempty"`
+	InstallScriptSHA256 string `yaml:"installScriptSHA256,omitempty"`
+	// ReleaseURL replaces https://github.com/k3s-io/k3s/releases for online installs (the
+	// install script's GITHUB_URL): a mirror of the release assets.
+	ReleaseURL string `yaml:"releaseURL,omitempty"`
+	// AirgapInstallScript is the install.sh the user supplies for airgap installs (K3s's
+	// airgap docs); empty means k3strap's own script (templates/install/k3s-install.sh).
+	AirgapInstallScript string `yaml:"airgapInstallScript,omitempty"`
+	// SELinuxRPMs maps a distribution (el8, el9, el10, sle) to a local k3s-selinux RPM that
+	// airgap installs upload and install on SELinux hosts of that distribution.
+	SELinuxRPMs map[string]string `yaml:"selinuxRPMs,omitempty"`
+	// AirgapBundle is a tar written by `k3strap bundle`: its artifacts stand in for
+	// spec.k3s.airgap, airgapInstallScript and selinuxRPMs (bundle package).
+	AirgapBundle string `yaml:"airgapBundle,omitempty"`
+	// Upgrade says how `k3strap upgrade` runs: over SSH (default) or through
+	// system-upgrade-controller (upgrade.go).
+	Upgrade *Upgrade `yaml:"upgrade,omitempty"`
 }
 
 // AirgapArtifacts are the local files for one architecture (docs/k3s.md#airgap).

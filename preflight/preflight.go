@@ -138,6 +138,7 @@ func Checks() []Check {
 		check{id: "MachineID", run: checkMachineID},
 		check{id: "ClockSkew", run: checkClockSkew},
 		check{id: "DefaultRoute", run: checkDefaultRoute},
+		check{id: "SELinux", run: checkSELinux},
 		check{id: "ExistingInstall", run: checkExistingInstall},
 		check{id: "ServerCount", run: checkServerCount, static: true},
 		check{id: "CriticalConfig", run: checkCriticalConfig, static: true},

@@ -71,7 +71,7 @@ func (a *app) renderCmd() *cobra.Command {
 				sel[h] = true
 			}
 			c.APIAddress = apiAddress
-			pl := &installer.Planner{Cluster: c}
+			pl := &installer.Planner{Cluster: c, MaskedOnly: true}
 			for i := range c.Spec.Hosts {
 				h := &c.Spec.Hosts[i]
 				if len(sel) > 0 && !sel[h.Name] {
@@ -137,7 +137,12 @@ func (a *app) renderHost(pl *installer.Planner, c *inventory.Cluster, h *invento
 					fmt.Fprintf(w, "--- %s (mode %04o)\n%s", f.Path, f.Mode, f.Content)
 				}
 			}
-			fmt.Fprintf(w, "--- install: %s %s\n", strings.Join(k3s.MaskEnv(p.InstallEnv), " "), installer.PathInstallScript)
+			for _, f := range p.Files {
+				if f.Secret && f.Shown != nil {
+					fmt.Fprintf(w, "--- %s (mode %04o, secrets masked)\n%s", f.Path, f.Mode, f.Shown)
+				}
+			}
+			fmt.Fprintf(w, "--- install: %s %s (%s)\n", strings.Join(k3s.MaskEnv(p.InstallEnv), " "), installer.PathInstallScript, p.ScriptSource)
 			fmt.Fprintf(w, "--- service: %s\n\n", p.Service)
 		}
 	}

@@ -13,6 +13,7 @@
 #   INSTALL_K3S_BIN_DIR        default /usr/local/bin
 #   INSTALL_K3S_SYSTEMD_DIR    default /etc/systemd/system
 #   INSTALL_K3S_SYMLINK        skip | force (kubectl, crictl, ctr -> k3s)
+#   GITHUB_URL                 where releases are downloaded from (default https://github.com/k3s-io/k3s/releases)
 #   K3S_* CONTAINERD_* and proxy variables are written to the service's env file (mode 0600).
 # It writes the systemd unit (Type=notify) or OpenRC script, the env file, k3s-killall.sh and the
 # uninstall script, and restarts the service only when the binary, unit or env file changed.
@@ -24,7 +25,7 @@ fatal() { echo "[ERROR] $*" >&2; exit 1; }
 
 BIN_DIR=${INSTALL_K3S_BIN_DIR:-/usr/local/bin}
 SYSTEMD_DIR=${INSTALL_K3S_SYSTEMD_DIR:-/etc/systemd/system}
-GITHUB_URL=https://github.com/k3s-io/k3s/releases
+GITHUB_URL=${GITHUB_URL:-https://github.com/k3s-io/k3s/releases}
 UPDATE_URL=https://update.k3s.io/v1-release/channels
 
 [ "$(id -u)" -eq 0 ] || fatal "run as root"

@@ -1,0 +1,234 @@
+package installer
+
+import (
+	"fmt"
+	"os"
+	"strings"
+
+	"al.essio.dev/pkg/shellescape"
+
+	"github.com/k3strap/k3strap/facts"
+	"github.com/k3strap/k3strap/inventory"
+	"github.com/k3strap/k3strap/templates"
+	"github.com/k3strap/k3strap/templates/edge"
+)
+
+// Paths of issue 14 (edge and enterprise hosts) on a host.
+const (
+	// PathRegistries is K3s's private registry configuration (docs/registries.md).
+	PathRegistries = "/etc/rancher/k3s/registries.yaml"
+	// PathSELinuxRPM is where an airgap k3s-selinux RPM is uploaded before it is installed.
+	PathSELinuxRPM = "/var/lib/k3strap/k3s-selinux.rpm"
+)
+
+// Which install script runs (HostPlan.ScriptSource; the install event says it).
+const (
+	ScriptOfficial = "the official K3s install script"
+	ScriptUser     = "the user's airgap install.sh"
+	ScriptOwn      = "k3strap's own install script"
+)
+
+// PlanHost is Plan for a host whose facts are known: the architecture picks the airgap
+// artifacts, SELinux renders selinux: true and, for airgap installs, the distribution's
+// k3s-selinux RPM.
+func (pl *Planner) PlanHost(h *inventory.Host, f *facts.Host) (*HostPlan, error) {
+	if f == nil {
+		f = &facts.Host{}
+	}
+	return pl.plan(h, f)
+}
+
+func hostEnv(f *facts.Host) inventory.HostEnv {
+	return inventory.HostEnv{SELinuxEnforcing: f.SELinux.Enforcing()}
+}
+
+func (pl *Planner) airgapArtifacts(arch string) (inventory.AirgapArtifacts, bool) {
+	a, ok := pl.Cluster.Spec.K3s.Airgap[arch]
+	return a, ok
+}
+
+type scriptChoice struct {
+	file   File
+	source string
+}
+
+// officialWrapper is what online installs upload as the install script: it downloads the
+// official script from its URL on the host, checks the pinned sha256, and runs it with the
+// INSTALL_K3S_* environment it was given.
+const officialWrapper = `#!/bin/sh
+# Managed by k3strap: runs the official K3s install script, downloaded by this host from
+# spec.k3s.installScriptURL (default https://get.k3s.io), checked against
+# spec.k3s.installScriptSHA256 when given. The INSTALL_K3S_* environment passes through.
+set -e
+url=%s
+want=%s
+tmp=$(mktemp)
+trap 'rm -f "$tmp"' EXIT
+if command -v curl >/dev/null 2>&1; then
+    curl -sfL -o "$tmp" "$url" || { echo "downloading the install script from $url failed" >&2; exit 1; }
+elif command -v wget >/dev/null 2>&1; then
+    wget -qO "$tmp" "$url" || { echo "downloading the install script from $url failed" >&2; exit 1; }
+else
+    echo "neither curl nor wget found to download $url" >&2; exit 1
+fi
+if [ -n "$want" ]; then
+    got=$(sha256sum "$tmp" | cut -d' ' -f1)
+    if [ "$got" != "$want" ]; then
+        echo "the install script from $url has sha256 $got but spec.k3s.installScriptSHA256 is $want" >&2
+        exit 4
+    fi
+fi
+echo "[k3strap] running the install script from $url"
+sh "$tmp"
+`
+
+// installScript picks the install script (docs/airgap-site.md, README "Install scripts"):
+// online installs run the official script downloaded by the host; airgap installs the user's
+// install.sh (spec.k3s.airgapInstallScript), else k3strap's own.
+func (pl *Planner) installScript() (scriptChoice, error) {
+	k := pl.Cluster.Spec.K3s
+	if k.Install == inventory.Airgap {
+		if k.AirgapInstallScript != "" {
+			local := pl.Cluster.ResolvePath(k.AirgapInstallScript)
+			b, err := os.ReadFile(local)
+			if err != nil {
+				return scriptChoice{}, fmt.Errorf("airgap install script: %w", err)
+			}
+			return scriptChoice{contentFile(PathInstallScript, 0o700, b, false), ScriptUser + " (" + local + ")"}, nil
+		}
+		return scriptChoice{contentFile(PathInstallScript, 0o700, templates.InstallScript(), false), ScriptOwn}, nil
+	}
+	url := k.InstallScriptURL
+	if url == "" {
+		url = inventory.DefaultInstallScriptURL
+	}
+	body := fmt.Sprintf(officialWrapper, shellescape.Quote(url), shellescape.Quote(strings.ToLower(k.InstallScriptSHA256)))
+	return scriptChoice{contentFile(PathInstallScript, 0o700, []byte(body), false), ScriptOfficial + " from " + url}, nil
+}
+
+// edgeFiles adds the registries file and its TLS files, and the airgap k3s-selinux RPM.
+func (pl *Planner) edgeFiles(p *HostPlan, f *facts.Host) error {
+	c := pl.Cluster
+	if k := c.Spec.K3s; k.ReleaseURL != "" && !p.Airgap {
+		p.InstallEnv = append(p.InstallEnv, "GITHUB_URL="+strings.TrimRight(k.ReleaseURL, "/"))
+	}
+	if r := c.Spec.Registries; r != nil {
+		pw := edge.Password(pl.registryPassword)
+		if pl.MaskedOnly {
+			pw = nil
+		}
+		real, masked, err := edge.Registries(r, pw)
+		if err != nil {
+			return err
+		}
+		if real == nil {
+			real = masked
+		}
+		rf := contentFile(PathRegistries, 0o600, real, true)
+		rf.Secret, rf.Shown = true, masked
+		p.Files = append(p.Files, rf)
+		for _, t := range edge.TLSFiles(r) {
+			local := c.ResolvePath(t.Local)
+			var b []byte
+			if t.Secret {
+				b, err = readPrivate(local, "registry TLS key")
+			} else {
+				b, err = os.ReadFile(local)
+			}
+			if err != nil {
+				return err
+			}
+			mode := os.FileMode(0o644)
+			if t.Secret {
+				mode = 0o600
+			}
+			tf := contentFile(t.Remote, mode, b, true)
+			tf.Secret = t.Secret
+			p.Files = append(p.Files, tf)
+		}
+	}
+	if p.Airgap && f.SELinux.Mode() != "disabled" {
+		if rpm := c.Spec.K3s.SELinuxRPMs[f.SELinuxDistribution()]; rpm != "" && f.SELinuxDistribution() != "" {
+			local := c.ResolvePath(rpm)
+			sum, err := pl.sha256(local)
+			if err != nil {
+				return fmt.Errorf("k3s-selinux RPM: %w", err)
+			}
+			st, err := os.Stat(local)
+			if err != nil {
+				return fmt.Errorf("k3s-selinux RPM: %w", err)
+			}
+			p.Files = append(p.Files, File{Path: PathSELinuxRPM, Mode: 0o644, LocalPath: local, SHA256: sum, Size: st.Size()})
+			p.InstallEnv = append(p.InstallEnv, "K3STRAP_SELINUX_RPM="+PathSELinuxRPM)
+		}
+	}
+	return nil
+}
+
+// edgePaths are the paths edgeFiles may plan (ManagedPaths).
+func (pl *Planner) edgePaths() []string {
+	c := pl.Cluster
+	var out []string
+	if r := c.Spec.Registries; r != nil {
+		out = append(out, PathRegistries)
+		for _, t := range edge.TLSFiles(r) {
+			out = append(out, t.Remote)
+		}
+	}
+	if c.Spec.K3s.Install == inventory.Airgap && len(c.Spec.K3s.SELinuxRPMs) > 0 {
+		out = append(out, PathSELinuxRPM)
+	}
+	return out
+}
+
+// registryPassword reads a registry password from its environment variable or file (a file
+// readable by group or others is refused). The value never appears in an error.
+func (pl *Planner) registryPassword(host string, a *inventory.RegistryAuth) (string, error) {
+	field := fmt.Sprintf("spec.registries.configs[%s].auth", host)
+	if a.PasswordEnv != "" {
+		v := os.Getenv(a.PasswordEnv)
+		if v == "" {
+			return "", fmt.Errorf("%s.passwordEnv names $%s, which is not set or empty: export it before running k3strap", field, a.PasswordEnv)
+		}
+		return v, nil
+	}
+	b, err := readPrivate(pl.Cluster.ResolvePath(a.PasswordFile), field+".passwordFile")
+	if err != nil {
+		return "", err
+	}
+	return strings.TrimRight(string(b), "\r\n"), nil
+}
+
+// readPrivate reads a file holding a secret, refusing one that group or others may read.
+func readPrivate(file, what string) ([]byte, error) {
+	st, err := os.Stat(file)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", what, err)
+	}
+	if st.Mode().Perm()&0o077 != 0 {
+		return nil, fmt.Errorf("%s %s is readable by group or others (mode %04o): run chmod 600 %s", what, file, st.Mode().Perm(), file)
+	}
+	b, err := os.ReadFile(file)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", what, err)
+	}
+	return b, nil
+}
+
+// shownOnHost masks what a host's copy of a secret file would reveal, for dry-run diffs of
+// files with a Shown rendering.
+func shownOnHost(path string, b []byte) string {
+	if path == PathRegistries {
+		return string(edge.MaskRegistries(b))
+	}
+	return ""
+}
+
+// kubeVIPManifests renders the example kube-vip DaemonSet (spec.k3s.apiEndpoint.kubeVIP).
+func (pl *Planner) kubeVIPManifests() ([]File, error) {
+	b, err := edge.KubeVIP(pl.Cluster.Spec.K3s.APIEndpoint)
+	if err != nil || b == nil {
+		return nil, err
+	}
+	return []File{manifestFile("kube-vip.yaml", b, false)}, nil
+}

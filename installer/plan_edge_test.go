@@ -1,0 +1,187 @@
+package installer
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/k3strap/k3strap/facts"
+	"github.com/k3strap/k3strap/inventory"
+)
+
+func edgeCluster(t *testing.T) *inventory.Cluster {
+	t.Helper()
+	return &inventory.Cluster{
+		Metadata: inventory.Metadata{Name: "edge"},
+		Spec: inventory.Spec{
+			K3s: inventory.K3s{Version: "v1.36.3+k3s1", APIEndpoint: &inventory.APIEndpoint{Address: "k3s.example.com",
+				KubeVIP: &inventory.KubeVIP{Address: "10.0.0.100", Interface: "eth0"}}},
+			Hosts: []inventory.Host{
+				{Name: "cp1", Address: "10.0.0.1", Role: inventory.RoleServer},
+				{Name: "cp2", Address: "10.0.0.2", Role: inventory.RoleServer},
+				{Name: "a1", Address: "10.0.0.3", Role: inventory.RoleAgent},
+			},
+		},
+	}
+}
+
+// TestPlanAPIEndpoint: servers carry the endpoint and VIP in tls-san, joining hosts register
+// through it, the first server gets the kube-vip manifest.
+func TestPlanAPIEndpoint(t *testing.T) {
+	c := edgeCluster(t)
+	pl := &Planner{Cluster: c}
+	for _, h := range c.Spec.Hosts {
+		p, err := pl.Plan(c.Host(h.Name), "amd64")
+		if err != nil {
+			t.Fatal(err)
+		}
+		y := string(p.ConfigYAML)
+		if h.Role == inventory.RoleServer && (!strings.Contains(y, "- k3s.example.com") || !strings.Contains(y, "- 10.0.0.100")) {
+			t.Errorf("%s tls-san lacks the endpoint:\n%s", h.Name, y)
+		}
+		if h.Name != "cp1" && !strings.Contains(y, "server: https://k3s.example.com:6443") {
+			t.Errorf("%s does not register through the endpoint:\n%s", h.Name, y)
+		}
+		vip := p.File(DirManifests + "/k3strap-kube-vip.yaml")
+		if (h.Name == "cp1") != (vip != nil) {
+			t.Errorf("%s: kube-vip manifest %v", h.Name, vip != nil)
+		}
+		if vip != nil && (!strings.Contains(string(vip.Content), `"10.0.0.100"`) || !strings.Contains(string(vip.Content), `"eth0"`)) {
+			t.Errorf("kube-vip manifest:\n%s", vip.Content)
+		}
+	}
+	if got := c.EndpointAddress(); got != "k3s.example.com" {
+		t.Errorf("kubeconfig address %q", got)
+	}
+	c.APIAddress = "lb.example.com"
+	if got := c.EndpointAddress(); got != "lb.example.com" {
+		t.Errorf("--api-address does not win: %q", got)
+	}
+}
+
+// TestPlanInstallScriptChoice: online runs the official script from its URL with the pin;
+// airgap the user's install.sh, else k3strap's own.
+func TestPlanInstallScriptChoice(t *testing.T) {
+	c := edgeCluster(t)
+	c.Spec.K3s.InstallScriptURL = "http://mirror.example/install.sh"
+	c.Spec.K3s.InstallScriptSHA256 = strings.Repeat("ab", 32)
+	c.Spec.K3s.ReleaseURL = "http://mirror.example/releases/"
+	pl := &Planner{Cluster: c}
+	p, err := pl.Plan(c.Host("cp1"), "amd64")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := string(p.File(PathInstallScript).Content)
+	if !strings.Contains(s, "url=http://mirror.example/install.sh") || !strings.Contains(s, "want="+strings.Repeat("ab", 32)) || !strings.HasPrefix(p.ScriptSource, ScriptOfficial) {
+		t.Errorf("online script (%s):\n%s", p.ScriptSource, s)
+	}
+	if !contains(p.InstallEnv, "GITHUB_URL=http://mirror.example/releases") {
+		t.Errorf("install env %v lacks GITHUB_URL", p.InstallEnv)
+	}
+
+	dir := t.TempDir()
+	bin := filepath.Join(dir, "k3s")
+	user := filepath.Join(dir, "install.sh")
+	os.WriteFile(bin, []byte("binary"), 0o755)
+	os.WriteFile(user, []byte("#!/bin/sh\necho mine\n"), 0o644)
+	c = edgeCluster(t)
+	c.Spec.K3s.Install = inventory.Airgap
+	c.Spec.K3s.Airgap = map[string]inventory.AirgapArtifacts{"amd64": {Binary: bin}}
+	pl = &Planner{Cluster: c}
+	p, err = pl.Plan(c.Host("cp1"), "amd64")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.ScriptSource != ScriptOwn {
+		t.Errorf("airgap without a script runs %q", p.ScriptSource)
+	}
+	c.Spec.K3s.AirgapInstallScript = user
+	pl = &Planner{Cluster: c}
+	p, err = pl.Plan(c.Host("cp1"), "amd64")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(p.File(PathInstallScript).Content) != "#!/bin/sh\necho mine\n" || !strings.HasPrefix(p.ScriptSource, ScriptUser) {
+		t.Errorf("user script not used: %s", p.ScriptSource)
+	}
+}
+
+// TestPlanRegistries: registries.yaml is a 0600 secret file that restarts K3s, with the
+// password from the environment or a private file, masked in Shown; a readable password file
+// is refused; render's planner never reads passwords.
+func TestPlanRegistries(t *testing.T) {
+	dir := t.TempDir()
+	pwFile := filepath.Join(dir, "pw")
+	os.WriteFile(pwFile, []byte("file-s3cret\n"), 0o600)
+	c := edgeCluster(t)
+	c.Spec.Registries = &inventory.Registries{
+		Mirrors: map[string]inventory.RegistryMirror{"docker.io": {Endpoint: []string{"https://mirror.example:5000"}}},
+		Configs: map[string]inventory.RegistryConfig{
+			"mirror.example:5000": {Auth: &inventory.RegistryAuth{Username: "u", PasswordEnv: "K3STRAP_TEST_REG_PW"}},
+			"other.example":       {Auth: &inventory.RegistryAuth{Username: "v", PasswordFile: pwFile}, TLS: &inventory.RegistryTLS{InsecureSkipVerify: true}},
+		},
+	}
+	t.Setenv("K3STRAP_TEST_REG_PW", "env-s3cret")
+	pl := &Planner{Cluster: c}
+	p, err := pl.Plan(c.Host("a1"), "amd64")
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := p.File(PathRegistries)
+	if f == nil || f.Mode != 0o600 || !f.Secret || !f.Restart {
+		t.Fatalf("registries file %+v", f)
+	}
+	for _, s := range []string{"env-s3cret", "file-s3cret", "https://mirror.example:5000", "insecure_skip_verify: true"} {
+		if !strings.Contains(string(f.Content), s) {
+			t.Errorf("registries.yaml lacks %q:\n%s", s, f.Content)
+		}
+	}
+	if strings.Contains(string(f.Shown), "s3cret") || !strings.Contains(string(f.Shown), "********") {
+		t.Errorf("Shown not masked:\n%s", f.Shown)
+	}
+	if shown := shownOnHost(PathRegistries, f.Content); strings.Contains(shown, "s3cret") {
+		t.Errorf("host copy not masked:\n%s", shown)
+	}
+	if !contains(pl.ManagedPaths(c.Host("a1")), PathRegistries) {
+		t.Error("registries.yaml is not a managed path")
+	}
+	os.Chmod(pwFile, 0o644)
+	if _, err := (&Planner{Cluster: c}).Plan(c.Host("a1"), "amd64"); err == nil || !strings.Contains(err.Error(), "chmod 600") || strings.Contains(err.Error(), "s3cret") {
+		t.Errorf("readable password file: %v", err)
+	}
+	os.Unsetenv("K3STRAP_TEST_REG_PW")
+	p, err = (&Planner{Cluster: c, MaskedOnly: true}).Plan(c.Host("a1"), "amd64")
+	if err != nil || strings.Contains(string(p.File(PathRegistries).Content), "s3cret") {
+		t.Errorf("render planner: %v", err)
+	}
+}
+
+// TestPlanSELinux: an enforcing host gets selinux: true; an airgap RPM host of a named
+// distribution gets the RPM and the install environment that installs it.
+func TestPlanSELinux(t *testing.T) {
+	dir := t.TempDir()
+	bin, rpm := filepath.Join(dir, "k3s"), filepath.Join(dir, "k3s-selinux.rpm")
+	os.WriteFile(bin, []byte("binary"), 0o755)
+	os.WriteFile(rpm, []byte("rpm"), 0o644)
+	c := edgeCluster(t)
+	c.Spec.K3s.Install = inventory.Airgap
+	c.Spec.K3s.Airgap = map[string]inventory.AirgapArtifacts{"amd64": {Binary: bin}}
+	c.Spec.K3s.SELinuxRPMs = map[string]string{"el9": rpm}
+	pl := &Planner{Cluster: c}
+	f := &facts.Host{Arch: "amd64", OS: facts.OSRelease{ID: "rhel", VersionID: "9.4"}, SELinux: facts.SELinux{Getenforce: "Enforcing"}}
+	p, err := pl.PlanHost(c.Host("a1"), f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(p.ConfigYAML), "selinux: true") {
+		t.Errorf("config lacks selinux: true:\n%s", p.ConfigYAML)
+	}
+	if p.File(PathSELinuxRPM) == nil || !contains(p.InstallEnv, "K3STRAP_SELINUX_RPM="+PathSELinuxRPM) {
+		t.Errorf("RPM not planned: %v", p.InstallEnv)
+	}
+	p, _ = pl.PlanHost(c.Host("a1"), &facts.Host{Arch: "amd64"})
+	if strings.Contains(string(p.ConfigYAML), "selinux") || p.File(PathSELinuxRPM) != nil {
+		t.Errorf("SELinux on a host without it:\n%s", p.ConfigYAML)
+	}
+}

@@ -1,0 +1,229 @@
+package inventory
+
+import (
+	"fmt"
+	"net"
+	"net/url"
+	"os"
+	"regexp"
+	"slices"
+	"sort"
+	"strings"
+
+	"k8s.io/apimachinery/pkg/util/validation"
+)
+
+// selinuxDistributions are the k3s-selinux RPM families (as the official install script names
+// them; docs/k3s.md, SELinux).
+var selinuxDistributions = []string{"el7", "el8", "el9", "el10", "sle"}
+
+var (
+	sha256RE  = regexp.MustCompile(`^[0-9a-fA-F]{64}$`)
+	envNameRE = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+)
+
+// edge validates the fields of issue 14: apiEndpoint, the install script, SELinux RPMs, the
+// airgap bundle and registries.
+func (v *validator) edge() {
+	k := &v.c.Spec.K3s
+	if e := k.APIEndpoint; e != nil {
+		base := "spec.k3s.apiEndpoint"
+		switch {
+		case e.Address == "":
+			v.add(base, atValue, "", "spec.k3s.apiEndpoint has no address",
+				"set address: to the DNS name or virtual IP in front of the servers (no scheme, no port)")
+		case !hostOrIP(e.Address):
+			v.add(base+".address", atValue, "", fmt.Sprintf("apiEndpoint address %q is not a DNS name or an IP address", e.Address),
+				"write the bare name or IP, e.g. k3s.example.com or 10.0.0.100 (the port is always 6443)")
+		}
+		if kv := e.KubeVIP; kv != nil {
+			if kv.Interface == "" {
+				v.add(base+".kubeVIP", atValue, "", "kubeVIP has no interface",
+					"set interface: to the servers' network interface that carries the VIP, e.g. eth0")
+			}
+			if vip := e.VIP(); vip != "" && net.ParseIP(vip) == nil {
+				path := base + ".kubeVIP.address"
+				if kv.Address == "" {
+					path = base + ".address"
+				}
+				v.add(path, atValue, "", fmt.Sprintf("kube-vip needs an IP address, not %q", vip),
+					"set kubeVIP.address: to a free IP in the servers' subnet (apiEndpoint.address may stay a DNS name for it)")
+			}
+		}
+	}
+	online := k.Install != Airgap
+	if k.InstallScriptURL != "" {
+		if !httpURL(k.InstallScriptURL) {
+			v.add("spec.k3s.installScriptURL", atValue, "", fmt.Sprintf("installScriptURL %q is not an http(s) URL", k.InstallScriptURL),
+				"write a URL such as https://get.k3s.io or https://mirror.example.com/k3s/install.sh")
+		} else if !online {
+			v.add("spec.k3s.installScriptURL", atValue, "", "installScriptURL is for online installs; install: airgap never downloads",
+				"remove installScriptURL, or give your install.sh as spec.k3s.airgapInstallScript")
+		}
+	}
+	if s := k.InstallScriptSHA256; s != "" {
+		if !sha256RE.MatchString(s) {
+			v.add("spec.k3s.installScriptSHA256", atValue, "", fmt.Sprintf("installScriptSHA256 %q is not a sha256 (64 hex digits)", s),
+				"write the output of: curl -sfL https://get.k3s.io | sha256sum")
+		} else if !online {
+			v.add("spec.k3s.installScriptSHA256", atValue, "", "installScriptSHA256 is for online installs",
+				"remove it: airgap installs upload spec.k3s.airgapInstallScript as it is")
+		}
+	}
+	if k.ReleaseURL != "" {
+		if !httpURL(k.ReleaseURL) {
+			v.add("spec.k3s.releaseURL", atValue, "", fmt.Sprintf("releaseURL %q is not an http(s) URL", k.ReleaseURL),
+				"write the URL that holds download/<version>/k3s, like https://github.com/k3s-io/k3s/releases")
+		} else if !online {
+			v.add("spec.k3s.releaseURL", atValue, "", "releaseURL is for online installs", "remove releaseURL or set install: online")
+		}
+	}
+	if k.AirgapInstallScript != "" {
+		if online {
+			v.add("spec.k3s.airgapInstallScript", atValue, "", "airgapInstallScript is only used with install: airgap",
+				"set install: airgap, or remove it (online installs run the official script from installScriptURL)")
+		} else {
+			v.file("spec.k3s.airgapInstallScript", "", v.c.ResolvePath(k.AirgapInstallScript), "airgap install script",
+				"download install.sh from https://get.k3s.io (K3s's airgap docs)")
+		}
+	}
+	if k.AirgapBundle != "" {
+		if online {
+			v.add("spec.k3s.airgapBundle", atValue, "", "airgapBundle is only used with install: airgap", "set install: airgap, or remove airgapBundle")
+		} else {
+			v.file("spec.k3s.airgapBundle", "", v.c.ResolvePath(k.AirgapBundle), "airgap bundle", "write it with `k3strap bundle -f FILE -o site.tar`")
+		}
+	}
+	dists := make([]string, 0, len(k.SELinuxRPMs))
+	for d := range k.SELinuxRPMs {
+		dists = append(dists, d)
+	}
+	sort.Strings(dists)
+	for _, d := range dists {
+		path := "spec.k3s.selinuxRPMs." + d
+		if !slices.Contains(selinuxDistributions, d) {
+			v.add(path, atKey, "", fmt.Sprintf("unknown k3s-selinux distribution %q", d),
+				"use "+strings.Join(selinuxDistributions, ", ")+" (the RPM's family: k3s-selinux-*.el9.noarch.rpm is el9)")
+			continue
+		}
+		if online {
+			v.add(path, atValue, "", "selinuxRPMs are for airgap installs; online installs get k3s-selinux from rpm.rancher.io as the official script does",
+				"remove selinuxRPMs or set install: airgap")
+			continue
+		}
+		v.file(path, "", v.c.ResolvePath(k.SELinuxRPMs[d]), "k3s-selinux RPM",
+			"download k3s-selinux-*."+d+".noarch.rpm from https://github.com/k3s-io/k3s-selinux/releases")
+	}
+	v.registries()
+}
+
+func (v *validator) registries() {
+	r := v.c.Spec.Registries
+	if r == nil {
+		return
+	}
+	names := make([]string, 0, len(r.Mirrors))
+	for n := range r.Mirrors {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	for _, n := range names {
+		base := "spec.registries.mirrors." + n
+		if n != "*" && !registryHost(n) {
+			v.add(base, atKey, "", fmt.Sprintf("mirror name %q is not a registry host (host[:port]) or \"*\"", n),
+				"use the registry part of image names, e.g. docker.io or registry.example.com:5000")
+		}
+		m := r.Mirrors[n]
+		for i, ep := range m.Endpoint {
+			if !httpURL(ep) {
+				v.add(fmt.Sprintf("%s.endpoint[%d]", base, i), atValue, "", fmt.Sprintf("mirror endpoint %q is not an http(s) URL", ep),
+					"write it with its scheme, e.g. https://mirror.example.com:5000")
+			}
+		}
+		rw := make([]string, 0, len(m.Rewrite))
+		for re := range m.Rewrite {
+			rw = append(rw, re)
+		}
+		sort.Strings(rw)
+		for _, re := range rw {
+			if _, err := regexp.Compile(re); err != nil {
+				v.add(base+".rewrite."+re, atKey, "", fmt.Sprintf("rewrite pattern %q is not a regular expression: %v", re, err),
+					`write a Go regular expression, e.g. "^rancher/(.*)": "mirrored/rancher/$1"`)
+			}
+		}
+	}
+	for _, host := range r.RegistryHosts() {
+		base := "spec.registries.configs." + host
+		if !registryHost(host) && host != "*" {
+			v.add(base, atKey, "", fmt.Sprintf("configs key %q is not a registry host (host[:port])", host),
+				"use the host of a mirror endpoint or registry, without scheme, e.g. registry.example.com:5000")
+		}
+		c := r.Configs[host]
+		if a := c.Auth; a != nil {
+			ab := base + ".auth"
+			switch {
+			case a.PasswordFile != "" && a.PasswordEnv != "":
+				v.add(ab, atValue, "", "auth has both passwordFile and passwordEnv", "keep one of them")
+			case a.PasswordFile == "" && a.PasswordEnv == "":
+				v.add(ab, atValue, "", "auth has no password source",
+					"set passwordFile: (a file of mode 0600) or passwordEnv: (an environment variable); passwords never stand in the inventory")
+			}
+			if a.Username == "" {
+				v.add(ab, atValue, "", "auth has no username", "set username:")
+			}
+			if a.PasswordEnv != "" && !envNameRE.MatchString(a.PasswordEnv) {
+				v.add(ab+".passwordEnv", atValue, "", fmt.Sprintf("passwordEnv %q is not an environment variable name", a.PasswordEnv),
+					"write the variable's name, e.g. REGISTRY_PASSWORD (not $REGISTRY_PASSWORD, not the password)")
+			}
+			if a.PasswordFile != "" {
+				v.privateFile(ab+".passwordFile", a.PasswordFile, "registry password file")
+			}
+		}
+		if t := c.TLS; t != nil {
+			tb := base + ".tls"
+			if (t.CertFile == "") != (t.KeyFile == "") {
+				v.add(tb, atValue, "", "tls needs certFile and keyFile together (a client certificate and its key)", "set both, or neither")
+			}
+			v.file(tb+".certFile", "", v.c.ResolvePath(t.CertFile), "registry client certificate", "give the PEM client certificate")
+			v.file(tb+".caFile", "", v.c.ResolvePath(t.CAFile), "registry CA file", "give the PEM CA bundle that signed the registry's certificate")
+			if t.KeyFile != "" {
+				v.privateFile(tb+".keyFile", t.KeyFile, "registry client key")
+			}
+		}
+	}
+}
+
+// privateFile checks that a file holding a secret exists and only its owner may read it.
+func (v *validator) privateFile(path, p, what string) {
+	v.file(path, "", v.c.ResolvePath(p), what, "create it with mode 0600")
+	if v.opts.SkipFileChecks {
+		return
+	}
+	if st, err := os.Stat(v.c.ResolvePath(p)); err == nil && st.Mode().Perm()&0o077 != 0 {
+		v.add(path, atValue, "", fmt.Sprintf("%s %s is readable by group or others (mode %04o)", what, p, st.Mode().Perm()),
+			"run chmod 600 "+v.c.ResolvePath(p))
+	}
+}
+
+func hostOrIP(s string) bool {
+	if net.ParseIP(s) != nil {
+		return true
+	}
+	return len(validation.IsDNS1123Subdomain(strings.ToLower(s))) == 0
+}
+
+func registryHost(s string) bool {
+	h := s
+	if host, port, err := net.SplitHostPort(s); err == nil {
+		if port == "" {
+			return false
+		}
+		h = host
+	}
+	return hostOrIP(h)
+}
+
+func httpURL(s string) bool {
+	u, err := url.Parse(s)
+	return err == nil && (u.Scheme == "http" || u.Scheme == "https") && u.Host != ""
+}
