@@ -74,13 +74,16 @@ type Controller struct {
 	addonsDone   bool
 	lastManifest time.Time
 	nextWake     time.Time // earliest time-based step found by the last reconcile
+	// sucUpgradedAt is when the SUC stand-in "replaced" a node's K3s (suc.go).
+	sucUpgradedAt map[string]time.Time
 }
 
 // New returns a controller for cfg.
 func New(cfg Config) *Controller {
 	return &Controller{cfg: cfg,
 		taintSeen: map[string]time.Time{}, nodeSeen: map[string]time.Time{},
-		startable: map[string]time.Time{}, running: map[string]time.Time{}, extCCMSeen: map[string]time.Time{}}
+		startable: map[string]time.Time{}, running: map[string]time.Time{}, extCCMSeen: map[string]time.Time{},
+		sucUpgradedAt: map[string]time.Time{}}
 }
 
 // Run reconciles on every store change and when the next time-based step is due (with a
@@ -146,6 +149,7 @@ func (c *Controller) reconcile() {
 	c.daemonSets()
 	c.jobs(now)
 	c.pods(now)
+	c.suc(now)
 }
 
 func (c *Controller) manifestInterval() time.Duration {

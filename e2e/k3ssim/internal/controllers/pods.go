@@ -81,6 +81,9 @@ func (c *Controller) pods(now time.Time) {
 			c.deletePod(p) // taint manager eviction
 			continue
 		}
+		if p.Labels[sucPlanLabel] != "" {
+			continue // a pod of the SUC stand-in's jobs: suc.go runs it
+		}
 		switch p.Status.Phase {
 		case corev1.PodPending, "":
 			c.maybeStart(p, n, now)

@@ -1,0 +1,441 @@
+package installer
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+	"time"
+
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
+
+	"github.com/k3strap/k3strap/events"
+	"github.com/k3strap/k3strap/installer/kube"
+	"github.com/k3strap/k3strap/inventory"
+	"github.com/k3strap/k3strap/templates/suc"
+)
+
+// sucCommandSteps are `k3strap upgrade --via suc`: deploy SUC and the Plans, then watch.
+func sucCommandSteps() []step {
+	return []step{connectStep{firstOnly: true}, sucDeployStep{}, sucWatchStep{}}
+}
+
+// sucWatchSteps are `k3strap upgrade --watch`: watch Plans applied earlier (a run Ctrl-C left).
+func sucWatchSteps() []step {
+	return []step{connectStep{firstOnly: true}, sucWatchStep{}}
+}
+
+// UpgradeSUC hands the upgrade to system-upgrade-controller (`k3strap upgrade --via suc`):
+// it deploys SUC v0.20.1 and the K3s Plans through the first server's kubectl, then watches
+// every node through job, cordon, drain, upgrade, Ready and uncordon, diagnosing stalls. A
+// cancelled watch leaves the upgrade running in the cluster.
+func (in *Installer) UpgradeSUC(ctx context.Context) error {
+	return in.runCommandOf(ctx, command{name: "upgrade", steps: sucCommandSteps(), withFirst: true})
+}
+
+// WatchUpgrade resumes watching an upgrade SUC runs (`k3strap upgrade --watch`).
+func (in *Installer) WatchUpgrade(ctx context.Context) error {
+	return in.runCommandOf(ctx, command{name: "upgrade", steps: sucWatchSteps(), withFirst: true})
+}
+
+// SUCSteps lists the steps of `upgrade --via suc` (watch: of `upgrade --watch`) for help
+// texts and `k3strap steps`.
+func SUCSteps(watch bool) []StepInfo {
+	steps := sucCommandSteps()
+	if watch {
+		steps = sucWatchSteps()
+	}
+	var out []StepInfo
+	for _, st := range steps {
+		_, changes := st.(previewer)
+		out = append(out, StepInfo{Phase: st.Phase(), Summary: st.Summary(), Changes: changes})
+	}
+	return out
+}
+
+// runCommandOf is runCommand for a command not in commandFor's table.
+func (in *Installer) runCommandOf(ctx context.Context, cmd command) error {
+	start := time.Now()
+	s := in.newSession(cmd)
+	defer s.close()
+	err := s.runSteps(ctx, cmd.steps)
+	err = s.finish(ctx, err)
+	s.summary(start, err)
+	return err
+}
+
+// sucOptions renders the inventory into what templates/suc needs.
+func (s *session) sucOptions() (suc.Options, error) {
+	c := s.in.cluster
+	set := c.SUC()
+	o := suc.Options{K3sVersion: c.Spec.K3s.Version, ControllerImage: set.ControllerImage,
+		UpgradeImage: set.UpgradeImage, KubectlImage: set.KubectlImage}
+	if set.DrainTimeout != "" {
+		d, err := time.ParseDuration(set.DrainTimeout)
+		if err != nil {
+			return o, err
+		}
+		o.DrainTimeout = d
+	}
+	if set.Manifest != "" {
+		b, err := os.ReadFile(c.ResolvePath(set.Manifest))
+		if err != nil {
+			return o, fmt.Errorf("reading spec.k3s.upgrade.suc.manifest: %w", err)
+		}
+		o.ControllerManifest = b
+	}
+	agents := 0
+	for i := range c.Spec.Hosts {
+		h := &c.Spec.Hosts[i]
+		if h.Role == inventory.RoleAgent {
+			agents++
+		}
+		for _, t := range h.Taints {
+			o.Tolerations = append(o.Tolerations, suc.TolerationFor(t.Key, t.Value, string(t.Effect)))
+		}
+	}
+	o.AgentConcurrency = max(1, (agents*s.in.opts.UpgradeBatchPercent+99)/100)
+	return o, nil
+}
+
+// sucDeployStep applies SUC and the Plans through the first server's kubectl.
+type sucDeployStep struct{}
+
+func (sucDeployStep) Phase() events.Phase { return events.PhaseSUCDeploy }
+
+func (sucDeployStep) Summary() string {
+	return "deploy system-upgrade-controller " + suc.Version + " and apply the k3s-server and k3s-agent Plans (tolerating every declared taint) through the first server's kubectl"
+}
+
+func (sucDeployStep) render(s *session) (ctl, plans []byte, o suc.Options, err error) {
+	o, err = s.sucOptions()
+	if err != nil {
+		return nil, nil, o, &Failure{Kind: KindInvalid, Phase: events.PhaseSUCDeploy, Info: events.ErrorInfo{Message: err.Error(), Fix: "correct spec.k3s.upgrade.suc"}}
+	}
+	plans, err = suc.Plans(o)
+	if err != nil {
+		return nil, nil, o, &Failure{Kind: KindInvalid, Phase: events.PhaseSUCDeploy, Info: events.ErrorInfo{Message: err.Error(), Fix: "set spec.k3s.version to the release to upgrade to"}}
+	}
+	return suc.ControllerManifests(o), plans, o, nil
+}
+
+func (st sucDeployStep) Preview(ctx context.Context, s *session) error {
+	_, plans, o, err := st.render(s)
+	if err != nil {
+		return err
+	}
+	em := s.in.emitter(events.PhaseDryRun)
+	em.Emit(events.Event{Type: events.Info, Host: s.first.host.Name, Step: "suc",
+		Message: fmt.Sprintf("would apply system-upgrade-controller %s and the Plans %s (concurrency 1) and %s (concurrency %d) moving every node to %s",
+			suc.Version, suc.ServerPlan, suc.AgentPlan, o.AgentConcurrency, o.K3sVersion),
+		Diff: string(plans)})
+	return nil
+}
+
+func (st sucDeployStep) Run(ctx context.Context, s *session) error {
+	ctl, plans, o, err := st.render(s)
+	if err != nil {
+		return err
+	}
+	fs := s.first
+	em := s.in.emitter(events.PhaseSUCDeploy)
+	em.Started(fmt.Sprintf("system-upgrade-controller %s and Plans to %s (agents %d at a time)", suc.Version, o.K3sVersion, o.AgentConcurrency))
+	apply := func(what string, body []byte, step string) error {
+		var out string
+		err := s.retry(ctx, fs, "applying "+what, func(ctx context.Context) error {
+			var err error
+			// A Plan right after its CRD may meet an API that does not serve the kind yet.
+			for i := 0; ; i++ {
+				out, err = kube.Kubectl{R: fs.c()}.Apply(ctx, body)
+				if err == nil || i >= 20 || !(strings.Contains(err.Error(), "no matches for kind") || errors.Is(err, kube.ErrAPIDown)) {
+					return err
+				}
+				select {
+				case <-ctx.Done():
+					return ctx.Err()
+				case <-time.After(time.Second):
+				}
+			}
+		})
+		if err != nil {
+			return s.hostFailure(fs, step, KindInstall, fmt.Errorf("applying %s: %w", what, err))
+		}
+		status := events.StatusUnchanged
+		var changed []string
+		for _, l := range strings.Split(out, "\n") {
+			if l = strings.TrimSpace(l); l != "" && !strings.HasSuffix(l, " unchanged") {
+				status = events.StatusChanged
+				changed = append(changed, l)
+			}
+		}
+		msg := what + " unchanged"
+		if status == events.StatusChanged {
+			msg = what + ": " + strings.Join(changed, "; ")
+		}
+		em.Step(fs.host.Name, step, status, msg)
+		return nil
+	}
+	if err := apply("system-upgrade-controller "+suc.Version, ctl, "controller"); err != nil {
+		return err
+	}
+	if err := apply("Plans "+suc.ServerPlan+", "+suc.AgentPlan, plans, "plans"); err != nil {
+		return err
+	}
+	em.Finished(events.StatusOK, "SUC upgrades the nodes now; k3strap watches")
+	return nil
+}
+
+// sucWatchStep follows the Plans node by node until every selected node runs the version.
+type sucWatchStep struct{}
+
+func (sucWatchStep) Phase() events.Phase { return events.PhaseSUCWatch }
+
+func (sucWatchStep) Summary() string {
+	return "watch every node through job, cordon, drain, upgrade, Ready and uncordon; diagnose stalls (untolerated taint, image pull, PodDisruptionBudget, node not back); Ctrl-C leaves the upgrade running"
+}
+
+func (sucWatchStep) Preview(ctx context.Context, s *session) error {
+	s.in.emitter(events.PhaseDryRun).Info(s.first.host.Name, "would watch the Plans until every node runs "+s.in.cluster.Spec.K3s.Version)
+	return nil
+}
+
+// sucPollInterval grows with the fleet so that a poll's size and rate stay reasonable.
+func sucPollInterval(nodes int) time.Duration {
+	d := time.Second + time.Duration(nodes)*4*time.Millisecond
+	return min(d, 5*time.Second)
+}
+
+func (s *session) pollSUC(ctx context.Context) (*sucPoll, error) {
+	k := kube.Kubectl{R: s.first.c()}
+	out, err := k.Run(ctx, nil, "get", "nodes", "-o", "json")
+	if err != nil {
+		return nil, err
+	}
+	var nl struct {
+		Items []*sucNode `json:"items"`
+	}
+	if err := json.Unmarshal(out, &nl); err != nil {
+		return nil, fmt.Errorf("decoding nodes: %w", err)
+	}
+	p := &sucPoll{nodes: map[string]*sucNode{}, plans: map[string]*sucPlanStatus{}}
+	for _, n := range nl.Items {
+		p.nodes[n.Metadata.Name] = n
+	}
+	out, err = k.Run(ctx, nil, "get", "plans.upgrade.cattle.io,jobs.batch,pods", "-n", suc.Namespace, "-o", "json")
+	if err != nil {
+		return nil, err
+	}
+	var l struct {
+		Items []json.RawMessage `json:"items"`
+	}
+	if err := json.Unmarshal(out, &l); err != nil {
+		return nil, fmt.Errorf("decoding SUC objects: %w", err)
+	}
+	for _, raw := range l.Items {
+		var tm struct {
+			Kind string `json:"kind"`
+		}
+		_ = json.Unmarshal(raw, &tm)
+		switch tm.Kind {
+		case "Plan":
+			var pl sucPlanStatus
+			if json.Unmarshal(raw, &pl) == nil {
+				p.plans[pl.Metadata.Name] = &pl
+			}
+		case "Job":
+			var j batchv1.Job
+			if json.Unmarshal(raw, &j) == nil {
+				p.jobs = append(p.jobs, j)
+			}
+		case "Pod":
+			var pod corev1.Pod
+			if json.Unmarshal(raw, &pod) == nil {
+				p.pods = append(p.pods, pod)
+			}
+		}
+	}
+	return p, nil
+}
+
+// drainView fetches the pods on node and every PodDisruptionBudget.
+func (s *session) drainView(ctx context.Context, node string) ([]corev1.Pod, []policyv1.PodDisruptionBudget, error) {
+	k := kube.Kubectl{R: s.first.c()}
+	out, err := k.Run(ctx, nil, "get", "pods", "-A", "--field-selector", "spec.nodeName="+node, "-o", "json")
+	if err != nil {
+		return nil, nil, err
+	}
+	var pl corev1.PodList
+	if err := json.Unmarshal(out, &pl); err != nil {
+		return nil, nil, err
+	}
+	out, err = k.Run(ctx, nil, "get", "poddisruptionbudgets.policy", "-A", "-o", "json")
+	if err != nil {
+		return pl.Items, nil, err
+	}
+	var bl policyv1.PodDisruptionBudgetList
+	if err := json.Unmarshal(out, &bl); err != nil {
+		return pl.Items, nil, err
+	}
+	return pl.Items, bl.Items, nil
+}
+
+func (sucWatchStep) Run(ctx context.Context, s *session) error {
+	c := s.in.cluster
+	version := c.Spec.K3s.Version
+	em := s.in.emitter(events.PhaseSUCWatch)
+	fs := s.first
+	file := orFile(c.Source)
+	watchHint := fmt.Sprintf("k3strap upgrade --watch -f %s", file)
+	var names []string
+	for _, hs := range s.hosts {
+		if hs.selected {
+			names = append(names, hs.host.Name)
+		}
+	}
+	em.Started(fmt.Sprintf("watching system-upgrade-controller move %d nodes to %s (Ctrl-C stops watching; the upgrade goes on)", len(names), version))
+	grace := s.in.opts.StallGrace
+	interval := sucPollInterval(len(names))
+	start := time.Now()
+	var tr *sucTracker
+	var apiDownSince time.Time
+	var lastWarn time.Time
+	for {
+		if ctx.Err() != nil {
+			em.Info("", "stopped watching: the upgrade keeps running in the cluster (system-upgrade-controller applies the Plans on its own); watch it again with `"+watchHint+"`")
+			return ctx.Err()
+		}
+		now := time.Now()
+		var p *sucPoll
+		err := s.retry(ctx, fs, "reading SUC's progress", func(ctx context.Context) error {
+			var err error
+			p, err = s.pollSUC(ctx)
+			return err
+		})
+		if err != nil {
+			if ctx.Err() != nil {
+				continue
+			}
+			// The first server's own upgrade restarts its API; SSH trouble is retried too.
+			if apiDownSince.IsZero() {
+				apiDownSince = now
+				em.Info(fs.host.Name, "the API does not answer (a server restarting for its upgrade?): "+firstLine(err)+"; still watching")
+			}
+			if now.Sub(apiDownSince) > s.in.opts.Timeout {
+				return s.hostFailure(fs, "watch", KindInstall, fmt.Errorf("the API has not answered for %s: %w", s.in.opts.Timeout, err))
+			}
+			_ = sleepCtx(ctx, interval)
+			continue
+		}
+		apiDownSince = time.Time{}
+		if tr == nil {
+			var watched []string
+			for _, n := range names {
+				if p.nodes[n] == nil {
+					em.Warn(n, "not a node of the cluster: not watched")
+					s.state(n).setResult(events.StatusSkipped, "not a node of the cluster")
+					continue
+				}
+				if v := p.nodes[n].Metadata.Labels[suc.OptOutLabel]; v == "disabled" || v == "false" {
+					em.Warn(n, "labelled "+suc.OptOutLabel+"="+v+": the Plans leave it out")
+					s.state(n).setResult(events.StatusSkipped, "opted out of SUC upgrades")
+					continue
+				}
+				watched = append(watched, n)
+			}
+			if len(p.plans) == 0 {
+				return &Failure{Kind: KindInstall, Phase: events.PhaseSUCWatch, Info: events.ErrorInfo{
+					Message: "no SUC Plans in namespace " + suc.Namespace + ": nothing to watch",
+					Fix:     "start the upgrade with `k3strap upgrade --via suc -f " + file + "`"}}
+			}
+			tr = newSUCTracker(version, em, watched, now)
+		}
+		done := tr.observe(p, now)
+		if done == len(tr.order) {
+			for _, n := range tr.order {
+				if tr.nodes[n].unchanged {
+					s.state(n).setResult(events.StatusUnchanged, "already on "+version)
+				} else {
+					s.state(n).setResult(events.StatusChanged, "upgraded to "+version+" by system-upgrade-controller")
+				}
+			}
+			em.Finished(events.StatusOK, fmt.Sprintf("%d nodes on %s in %s", len(tr.order), version, time.Since(start).Round(time.Second)))
+			return nil
+		}
+		if quiet := now.Sub(tr.lastProgress); quiet > grace {
+			if f := s.sucStalled(ctx, p, tr, version, watchHint); f != nil {
+				return f
+			}
+			if now.Sub(lastWarn) > grace {
+				lastWarn = now
+				pend := tr.pending()
+				em.Warn("", fmt.Sprintf("no node has progressed for %s; waiting for %d nodes (%s)", quiet.Round(time.Second), len(pend), abbreviate(pend, 10)))
+			}
+			if quiet > s.in.opts.Timeout {
+				return &Failure{Kind: KindInstall, Phase: events.PhaseSUCWatch, Info: events.ErrorInfo{
+					Message: fmt.Sprintf("no node has progressed for %s", quiet.Round(time.Second)),
+					Fix:     "kubectl -n " + suc.Namespace + " get plans,jobs,pods shows what SUC is doing",
+					Resume:  "the upgrade keeps running in the cluster; watch it again with `" + watchHint + "`"}}
+			}
+		}
+		_ = sleepCtx(ctx, interval)
+	}
+}
+
+// sucStalled diagnoses the pending nodes and returns the failure of the first with a firm
+// diagnosis (nil when none has one; soft findings are emitted as warnings).
+func (s *session) sucStalled(ctx context.Context, p *sucPoll, tr *sucTracker, version, watchHint string) error {
+	em := s.in.emitter(events.PhaseSUCWatch)
+	_ = tr
+	for _, name := range tr.pending() {
+		st := diagnoseNode(p, p.nodes[name], version)
+		if st == nil {
+			continue
+		}
+		if st.NeedsDrainView {
+			pods, pdbs, err := s.drainView(ctx, name)
+			if err != nil && ctx.Err() == nil {
+				em.Debug(name, "reading the node's pods and PodDisruptionBudgets: "+err.Error())
+			}
+			diagnoseDrain(st, name, pods, pdbs)
+			if st.Diagnosis == DiagSUCDrainSlow {
+				continue // no budget to name yet: keep waiting
+			}
+		}
+		hs := s.state(name)
+		info := events.ErrorInfo{Message: st.Message, Fix: st.Fix, Diagnosis: st.Diagnosis, Evidence: st.Evidence,
+			Resume: "the upgrade keeps running in the cluster; once fixed, watch it again with `" + watchHint + "`"}
+		if hs != nil {
+			hs.setResult(events.StatusFailed, st.Message)
+		}
+		for _, other := range tr.pending() {
+			if other != name {
+				s.state(other).setResultIfUnset(events.StatusSkipped, "upgrade still running in the cluster")
+			}
+		}
+		return &Failure{Kind: KindInstall, Phase: events.PhaseSUCWatch, Host: name, Step: "watch", Info: info}
+	}
+	return nil
+}
+
+func sleepCtx(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
+}
+
+// abbreviate lists at most n names and says how many more.
+func abbreviate(names []string, n int) string {
+	if len(names) <= n {
+		return strings.Join(names, ", ")
+	}
+	return fmt.Sprintf("%s and %d more", strings.Join(names[:n], ", "), len(names)-n)
+}
