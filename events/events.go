@@ -75,6 +75,8 @@ type Event struct {
 	Milestone *MilestoneInfo   `json:"milestone,omitempty"`
 	Error     *ErrorInfo       `json:"error,omitempty"`
 	Summary   *SummaryInfo     `json:"summary,omitempty"`
+	// Doctor is a `k3strap doctor` finding (type doctor_finding).
+	Doctor *DoctorFinding `json:"doctor,omitempty"`
 }
 
 // Upload is the progress of one file transfer.

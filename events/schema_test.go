@@ -60,6 +60,8 @@ func emitAll(t *testing.T) []string {
 	sv.Milestone("cp1", events.MilestoneInfo{Name: "subnet-env", Skipped: true, Detail: "flannel is off"})
 	sv.Fail("cp1", "supervise", events.ErrorInfo{Message: "the uninitialized taint stayed", Fix: "line one\nline two", Diagnosis: "F1-cloud-controller",
 		Evidence: []string{"journal: ..."}, Resume: "re-run `k3strap apply`"})
+	em.WithPhase("findings").Doctor(events.DoctorFinding{ID: "F5-lost-taint", Severity: "error", Node: "cp1", Title: "taint gone",
+		Evidence: []events.EvidenceLine{{Text: "node-taint: a=b:NoSchedule", Source: "kubectl get node cp1"}}, Commands: []string{"kubectl taint nodes cp1 a=b:NoSchedule"}, Repairable: true})
 	em.WithPhase("dry-run").Emit(events.Event{Type: events.Info, Host: "cp1", Message: "config.yaml would change", Diff: "--- a\n+++ b\n"})
 	em.WithPhase("apply").Summary(events.SummaryInfo{Command: "apply", OK: false, ExitCode: 5, Seconds: 80.5,
 		Hosts:      []events.HostResult{{Host: "cp1", Role: "server", Status: events.StatusFailed, Message: "bring-up", SSHCommands: 9, FileTransfers: 4}},
@@ -77,8 +79,8 @@ func emitAll(t *testing.T) []string {
 func TestSchemaValidatesEmittedEvents(t *testing.T) {
 	s := compileSchema(t)
 	lines := emitAll(t)
-	if len(lines) != 16 {
-		t.Fatalf("%d events written, want 16", len(lines))
+	if len(lines) != 17 {
+		t.Fatalf("%d events written, want 17", len(lines))
 	}
 	types := map[string]bool{}
 	for _, l := range lines {
@@ -107,7 +109,7 @@ func TestSchemaValidatesEmittedEvents(t *testing.T) {
 
 // allTypes is every events.Type; the schema's enum must list exactly these.
 var allTypes = []events.Type{events.PhaseStarted, events.PhaseFinished, events.HostStep, events.UploadProgress, events.Finding,
-	events.Milestone, events.Warning, events.Error, events.Info, events.Debug, events.Summary}
+	events.DoctorFindingType, events.Milestone, events.Warning, events.Error, events.Info, events.Debug, events.Summary}
 
 // TestSchemaRejects: the schema is not a rubber stamp.
 func TestSchemaRejects(t *testing.T) {
@@ -122,7 +124,7 @@ func TestSchemaRejects(t *testing.T) {
 		"payload of another type":         `{"v":1,` + ts + `,"type":"info","upload":{"file":"f","bytes":1,"total":2}}`,
 		"bad severity":                    `{"v":1,` + ts + `,"type":"preflight_finding","finding":{"check":"X","severity":"fatal","message":"m"}}`,
 		"host step without status":        `{"v":1,` + ts + `,"type":"host_step","host":"cp1","step":"connect"}`,
-		"summary with an unknown exit":    `{"v":1,` + ts + `,"type":"summary","summary":{"command":"apply","ok":false,"exitCode":7,"seconds":1}}`,
+		"summary with an unknown exit":    `{"v":1,` + ts + `,"type":"summary","summary":{"command":"apply","ok":false,"exitCode":9,"seconds":1}}`,
 		"time that is not a time":         `{"v":1,"time":"yesterday","type":"info"}`,
 		"negative bytes":                  `{"v":1,` + ts + `,"type":"upload_progress","host":"h","upload":{"file":"f","bytes":-1,"total":2}}`,
 		"milestone without seconds":       `{"v":1,` + ts + `,"type":"milestone","host":"cp1","milestone":{"name":"api-ready"}}`,
@@ -177,6 +179,8 @@ func TestSchemaCoversEvent(t *testing.T) {
 	check("error", reflect.TypeFor[events.ErrorInfo](), defs["error"].(map[string]any))
 	check("summary", reflect.TypeFor[events.SummaryInfo](), defs["summary"].(map[string]any))
 	check("hostResult", reflect.TypeFor[events.HostResult](), defs["hostResult"].(map[string]any))
+	check("doctorFinding", reflect.TypeFor[events.DoctorFinding](), defs["doctorFinding"].(map[string]any))
+	check("evidenceLine", reflect.TypeFor[events.EvidenceLine](), defs["evidenceLine"].(map[string]any))
 
 	var enum []string
 	for _, v := range doc["properties"].(map[string]any)["type"].(map[string]any)["enum"].([]any) {

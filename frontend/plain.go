@@ -61,7 +61,7 @@ func Keep(e events.Event, verbose, quiet bool) bool {
 	}
 	if quiet {
 		switch e.Type {
-		case events.Warning, events.Error, events.Finding, events.Summary:
+		case events.Warning, events.Error, events.Finding, events.DoctorFindingType, events.Summary:
 		default:
 			return false
 		}
@@ -168,6 +168,11 @@ func plainLines(e events.Event) []string {
 			lines = append(lines, prefix+"    fix: "+f.Fix)
 		}
 		return lines
+	case events.DoctorFindingType:
+		if e.Doctor == nil {
+			return []string{prefix + e.Message}
+		}
+		return DoctorLines(prefix, *e.Doctor)
 	case events.Milestone:
 		m := e.Milestone
 		if m == nil {

@@ -30,6 +30,10 @@ const (
 	KindDrift
 	// KindCancelled: the run was cancelled (Ctrl-C).
 	KindCancelled
+	// KindFindingsWarning: doctor found warnings, no error.
+	KindFindingsWarning
+	// KindFindingsError: doctor found errors.
+	KindFindingsError
 )
 
 // Failure is an error with the kind of outcome it is and the explanation shown to the user.

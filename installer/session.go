@@ -140,6 +140,8 @@ type session struct {
 	rancherPasswordNew  bool
 	// uploadSlots bounds artifact uploads in flight (ConcurrentUploads).
 	uploadSlots chan struct{}
+	// doctor is `k3strap doctor`'s state (issue 10, installer/doctor.go).
+	doctor *doctorState
 }
 
 // newSession returns the session of cmd: the hosts --host selected (all when none was), in

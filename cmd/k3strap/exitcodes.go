@@ -17,6 +17,8 @@ const (
 	exitInstall   = 4   // a host step failed
 	exitBringUp   = 5   // the first server did not come up (stall diagnosed or timeout)
 	exitDrift     = 6   // check: node taints or labels differ from the inventory
+	exitWarnings  = 7   // doctor: warnings found, no error
+	exitFindings  = 8   // doctor: errors found
 	exitCancelled = 130 // cancelled (Ctrl-C)
 )
 
@@ -41,6 +43,10 @@ func exitCode(err error) int {
 		return exitDrift
 	case installer.KindCancelled:
 		return exitCancelled
+	case installer.KindFindingsWarning:
+		return exitWarnings
+	case installer.KindFindingsError:
+		return exitFindings
 	}
 	return exitError
 }

@@ -367,6 +367,17 @@ func (d *Dashboard) apply(e events.Event) {
 		if e.Finding != nil {
 			d.findings = append(d.findings, finding{host: e.Host, PreflightResult: *e.Finding})
 		}
+	case events.DoctorFindingType:
+		if f := e.Doctor; f != nil {
+			sev, fix := f.Severity, ""
+			if sev != "error" {
+				sev = "warning"
+			}
+			if len(f.Fixes) > 0 {
+				fix = f.Fixes[0]
+			}
+			d.findings = append(d.findings, finding{host: e.Host, PreflightResult: events.PreflightResult{Check: f.ID, Severity: sev, Message: f.Title, Fix: fix}})
+		}
 	case events.Milestone:
 		if e.Milestone == nil {
 			break

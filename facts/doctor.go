@@ -1,0 +1,342 @@
+package facts
+
+import (
+	"bytes"
+	"crypto/x509"
+	"encoding/json"
+	"encoding/pem"
+	"strconv"
+	"strings"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/k3strap/k3strap/k3s"
+)
+
+// `k3strap doctor` gathers with two scripts: DoctorNodeScript once per node (one SSH command
+// each) and DoctorClusterScript once, on one server, for the cluster's view (one more). Both run
+// as root and print sections "@name" (a JSON document on one line, or text lines) ended by
+// "@end". Nothing secret is printed: config lines with a secret key are left out on the host
+// (k3s.SecretKeys), certificate files are printed but never key files, and the caller masks
+// every text again with k3s.Mask.
+
+// DoctorNodeScript prints what doctor needs from one node: hostname and addresses, the clock,
+// the K3s binary's version, which unit runs (k3s or k3s-agent) with its state, restart count
+// and last start, the unit's journal tail (300 lines), the K3s config file and drop-ins (secret
+// keys left out), /run/flannel/subnet.env, the first certificate of every K3s certificate file
+// (server/tls/*.crt, server/tls/*/*.crt, agent/*.crt; PEM, parsed locally — no openssl needed),
+// free disk of /var/lib/rancher and memory. ParseDoctorNode reads it.
+var DoctorNodeScript = `PATH=$PATH:/usr/local/bin:/usr/sbin:/sbin
+echo "@host $(hostname 2>/dev/null)"
+echo "@addrs $(hostname -I 2>/dev/null || hostname -i 2>/dev/null)"
+echo "@clock $(date +%s.%N)"
+echo "@version $(/usr/local/bin/k3s --version 2>/dev/null | head -n 1)"
+svc=
+for u in k3s k3s-agent; do
+  if [ -n "$(systemctl show -p FragmentPath --value "$u" 2>/dev/null)" ]; then svc=$u; break; fi
+done
+echo "@unit $svc"
+if [ -n "$svc" ]; then
+  echo "@unitstate"
+  systemctl show "$svc" -p ActiveState -p SubState -p NRestarts -p ActiveEnterTimestamp -p ExecMainStartTimestamp 2>/dev/null
+  echo "@journal"
+  journalctl -u "$svc" -n 300 -o short --no-pager 2>/dev/null | grep -v '^-- '
+fi
+echo "@config"
+for f in /etc/rancher/k3s/config.yaml /etc/rancher/k3s/config.yaml.d/*.yaml /etc/rancher/k3s/config.yaml.d/*.yml; do
+  [ -r "$f" ] && { echo "@file $f"; grep -v -i -E '^[[:space:]]*"?(` + secretKeyPattern() + `)"?[[:space:]]*:' "$f"; }
+done
+if [ -r /run/flannel/subnet.env ]; then echo "@subnet present"; cat /run/flannel/subnet.env; else echo "@subnet missing"; fi
+for f in /var/lib/rancher/k3s/server/tls/*.crt /var/lib/rancher/k3s/server/tls/*/*.crt /var/lib/rancher/k3s/agent/*.crt; do
+  [ -r "$f" ] && { echo "@cert $f"; sed -n '/-BEGIN CERTIFICATE-/,/-END CERTIFICATE-/{p;/-END CERTIFICATE-/q}' "$f"; }
+done
+d=/var/lib/rancher; [ -d "$d" ] || d=/
+echo "@disk $(df -Pk "$d" 2>/dev/null | awk 'NR==2{print $2, $4, $5, $6}')"
+echo "@mem $(awk '/^MemTotal:/{t=$2} /^MemAvailable:/{a=$2} END{print t, a}' /proc/meminfo 2>/dev/null)"
+echo "@end"`
+
+// secretKeyPattern is the alternation of K3s's secret config keys and any key naming a
+// password, for grep -E.
+func secretKeyPattern() string {
+	return strings.Join(append(k3s.SecretKeys(), "[a-z0-9-]*password[a-z0-9-]*"), "|")
+}
+
+// DoctorClusterScript prints the cluster's view through the server's own `k3s kubectl`: nodes,
+// pods, events, DaemonSets, Deployments, Jobs and HelmCharts of every namespace, each as one
+// JSON line. ParseClusterView reads it.
+const DoctorClusterScript = `k=/usr/local/bin/k3s
+for r in nodes pods events daemonsets deployments jobs helmcharts.helm.cattle.io; do
+  echo "@$r"
+  "$k" kubectl get "$r" -A -o json 2>&1 | tr -d '\n'; echo
+done
+echo "@end"`
+
+// Cert is one certificate file's first certificate.
+type Cert struct {
+	// Path is the file on the host.
+	Path string `json:"path"`
+	// Subject is the certificate's common name.
+	Subject string `json:"subject"`
+	// NotAfter is when it expires.
+	NotAfter time.Time `json:"notAfter"`
+	// IsCA says it is a CA certificate.
+	IsCA bool `json:"isCA,omitempty"`
+}
+
+// DoctorNode is what DoctorNodeScript printed, parsed.
+type DoctorNode struct {
+	// Hostname and Addresses (global addresses, as `hostname -I` prints them).
+	Hostname  string   `json:"hostname"`
+	Addresses []string `json:"addresses,omitempty"`
+	// RemoteClock is the host's clock when the script ran.
+	RemoteClock time.Time `json:"remoteClock"`
+	// Version is the K3s release of /usr/local/bin/k3s ("" when absent); VersionLine the
+	// whole first line of `k3s --version`.
+	Version     string `json:"version,omitempty"`
+	VersionLine string `json:"versionLine,omitempty"`
+	// Unit is k3s or k3s-agent ("" when no unit exists).
+	Unit string `json:"unit,omitempty"`
+	// ActiveState and SubState are systemd's; Restarts is NRestarts; ActiveSince the last
+	// start (zero when unknown).
+	ActiveState string    `json:"activeState,omitempty"`
+	SubState    string    `json:"subState,omitempty"`
+	Restarts    int       `json:"restarts"`
+	ActiveSince time.Time `json:"activeSince,omitempty"`
+	// Journal is the unit's journal tail, oldest first (journald's short prefix kept).
+	Journal []string `json:"journal,omitempty"`
+	// ConfigFiles are the K3s config files in the order K3s reads them (path → text, secret
+	// keys left out); ConfigPaths their order.
+	ConfigPaths []string          `json:"configPaths,omitempty"`
+	ConfigFiles map[string]string `json:"configFiles,omitempty"`
+	// SubnetEnv is /run/flannel/subnet.env's text; SubnetEnvPresent whether it exists (nil:
+	// not reported).
+	SubnetEnvPresent *bool  `json:"subnetEnvPresent,omitempty"`
+	SubnetEnv        string `json:"subnetEnv,omitempty"`
+	// Certs are the K3s certificates found.
+	Certs []Cert `json:"certs,omitempty"`
+	// DiskTotalKiB, DiskFreeKiB and DiskUsedPercent describe the filesystem of DiskPath
+	// (/var/lib/rancher or /); DiskPath is "" when df failed.
+	DiskTotalKiB    int64  `json:"diskTotalKiB"`
+	DiskFreeKiB     int64  `json:"diskFreeKiB"`
+	DiskUsedPercent int    `json:"diskUsedPercent"`
+	DiskPath        string `json:"diskPath,omitempty"`
+	// MemTotalKiB and MemAvailableKiB come from /proc/meminfo.
+	MemTotalKiB     int64 `json:"memTotalKiB"`
+	MemAvailableKiB int64 `json:"memAvailableKiB"`
+}
+
+// ParseDoctorNode reads DoctorNodeScript's output. It never fails: what it cannot read stays
+// empty (doctor works with what there is).
+func ParseDoctorNode(out []byte) DoctorNode {
+	var n DoctorNode
+	section, file, cert := "", "", ""
+	var pemBuf bytes.Buffer
+	flushCert := func() {
+		if cert != "" {
+			if b, _ := pem.Decode(pemBuf.Bytes()); b != nil {
+				if c, err := x509.ParseCertificate(b.Bytes); err == nil {
+					n.Certs = append(n.Certs, Cert{Path: cert, Subject: c.Subject.CommonName, NotAfter: c.NotAfter, IsCA: c.IsCA})
+				}
+			}
+		}
+		cert = ""
+		pemBuf.Reset()
+	}
+	for _, line := range strings.Split(string(bytes.TrimRight(out, "\n")), "\n") {
+		if strings.HasPrefix(line, "@") {
+			name, val, _ := strings.Cut(line, " ")
+			known := true
+			switch name {
+			case "@host":
+				n.Hostname = strings.TrimSpace(val)
+			case "@addrs":
+				n.Addresses = strings.Fields(val)
+			case "@clock":
+				if f, err := strconv.ParseFloat(strings.TrimSpace(val), 64); err == nil {
+					sec := int64(f)
+					n.RemoteClock = time.Unix(sec, int64((f-float64(sec))*1e9))
+				}
+			case "@version":
+				n.VersionLine = strings.TrimSpace(val)
+				n.Version = k3s.FindRelease(val)
+			case "@unit":
+				n.Unit = strings.TrimSpace(val)
+			case "@unitstate", "@journal", "@config":
+			case "@file":
+				file = strings.TrimSpace(val)
+				n.ConfigPaths = append(n.ConfigPaths, file)
+				if n.ConfigFiles == nil {
+					n.ConfigFiles = map[string]string{}
+				}
+			case "@subnet":
+				p := strings.TrimSpace(val) == "present"
+				n.SubnetEnvPresent = &p
+			case "@cert":
+				flushCert()
+				cert = strings.TrimSpace(val)
+			case "@disk":
+				f := strings.Fields(val)
+				if len(f) == 4 {
+					n.DiskTotalKiB, _ = strconv.ParseInt(f[0], 10, 64)
+					n.DiskFreeKiB, _ = strconv.ParseInt(f[1], 10, 64)
+					n.DiskUsedPercent, _ = strconv.Atoi(strings.TrimSuffix(f[2], "%"))
+					n.DiskPath = f[3]
+				}
+			case "@mem":
+				f := strings.Fields(val)
+				if len(f) == 2 {
+					n.MemTotalKiB, _ = strconv.ParseInt(f[0], 10, 64)
+					n.MemAvailableKiB, _ = strconv.ParseInt(f[1], 10, 64)
+				}
+			case "@end":
+			default:
+				known = false
+			}
+			if known {
+				if name != "@cert" {
+					flushCert()
+				}
+				section = name
+				continue
+			}
+		}
+		switch section {
+		case "@unitstate":
+			k, v, _ := strings.Cut(line, "=")
+			switch k {
+			case "ActiveState":
+				n.ActiveState = v
+			case "SubState":
+				n.SubState = v
+			case "NRestarts":
+				n.Restarts, _ = strconv.Atoi(v)
+			case "ActiveEnterTimestamp":
+				n.ActiveSince = parseSystemdTime(v)
+			}
+		case "@journal":
+			if strings.TrimSpace(line) != "" {
+				n.Journal = append(n.Journal, line)
+			}
+		case "@file":
+			n.ConfigFiles[file] += line + "\n"
+		case "@subnet":
+			n.SubnetEnv += line + "\n"
+		case "@cert":
+			pemBuf.WriteString(line + "\n")
+		}
+	}
+	flushCert()
+	return n
+}
+
+// parseSystemdTime reads systemd's "Mon 2026-05-04 10:12:13 UTC" ("" or "n/a": zero).
+func parseSystemdTime(v string) time.Time {
+	f := strings.Fields(v)
+	if len(f) < 3 {
+		return time.Time{}
+	}
+	t, err := time.Parse("2006-01-02 15:04:05", f[1]+" "+f[2])
+	if err != nil {
+		return time.Time{}
+	}
+	if len(f) > 3 {
+		if loc, err := time.LoadLocation(f[3]); err == nil {
+			t, _ = time.ParseInLocation("2006-01-02 15:04:05", f[1]+" "+f[2], loc)
+		}
+	}
+	return t
+}
+
+// HelmChart is the part of a helm.cattle.io/v1 HelmChart doctor reads.
+type HelmChart struct {
+	Namespace string `json:"namespace"`
+	Name      string `json:"name"`
+	Chart     string `json:"chart,omitempty"`
+	Version   string `json:"version,omitempty"`
+	// JobName is status.jobName (the helm-install job).
+	JobName string `json:"jobName,omitempty"`
+}
+
+// ClusterView is what DoctorClusterScript printed, parsed. A resource kubectl could not list
+// stays nil and its error text is in Errors.
+type ClusterView struct {
+	Nodes       []corev1.Node       `json:"nodes"`
+	Pods        []corev1.Pod        `json:"pods"`
+	Events      []corev1.Event      `json:"events"`
+	DaemonSets  []appsv1.DaemonSet  `json:"daemonSets"`
+	Deployments []appsv1.Deployment `json:"deployments"`
+	Jobs        []batchv1.Job       `json:"jobs"`
+	HelmCharts  []HelmChart         `json:"helmCharts"`
+	Errors      map[string]string   `json:"errors,omitempty"`
+	Raw         map[string][]byte   `json:"-"`
+}
+
+// ParseClusterView reads DoctorClusterScript's output. Raw keeps each resource's JSON line (for
+// the support bundle).
+func ParseClusterView(out []byte) ClusterView {
+	v := ClusterView{Errors: map[string]string{}, Raw: map[string][]byte{}}
+	section := ""
+	for _, line := range strings.Split(string(out), "\n") {
+		if strings.HasPrefix(line, "@") && !strings.Contains(line, " ") {
+			section = strings.TrimPrefix(line, "@")
+			continue
+		}
+		if section == "" || section == "end" || strings.TrimSpace(line) == "" {
+			continue
+		}
+		if !strings.HasPrefix(strings.TrimSpace(line), "{") {
+			v.Errors[section] = strings.TrimSpace(line)
+			continue
+		}
+		v.Raw[section] = []byte(line)
+		var err error
+		switch section {
+		case "nodes":
+			var l corev1.NodeList
+			err = json.Unmarshal([]byte(line), &l)
+			v.Nodes = l.Items
+		case "pods":
+			var l corev1.PodList
+			err = json.Unmarshal([]byte(line), &l)
+			v.Pods = l.Items
+		case "events":
+			var l corev1.EventList
+			err = json.Unmarshal([]byte(line), &l)
+			v.Events = l.Items
+		case "daemonsets":
+			var l appsv1.DaemonSetList
+			err = json.Unmarshal([]byte(line), &l)
+			v.DaemonSets = l.Items
+		case "deployments":
+			var l appsv1.DeploymentList
+			err = json.Unmarshal([]byte(line), &l)
+			v.Deployments = l.Items
+		case "jobs":
+			var l batchv1.JobList
+			err = json.Unmarshal([]byte(line), &l)
+			v.Jobs = l.Items
+		case "helmcharts.helm.cattle.io":
+			var l struct {
+				Items []struct {
+					Metadata struct{ Namespace, Name string } `json:"metadata"`
+					Spec     struct{ Chart, Version string }  `json:"spec"`
+					Status   struct {
+						JobName string `json:"jobName"`
+					} `json:"status"`
+				} `json:"items"`
+			}
+			err = json.Unmarshal([]byte(line), &l)
+			for _, it := range l.Items {
+				v.HelmCharts = append(v.HelmCharts, HelmChart{Namespace: it.Metadata.Namespace, Name: it.Metadata.Name,
+					Chart: it.Spec.Chart, Version: it.Spec.Version, JobName: it.Status.JobName})
+			}
+		}
+		if err != nil {
+			v.Errors[section] = err.Error()
+		}
+	}
+	return v
+}

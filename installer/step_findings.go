@@ -1,0 +1,135 @@
+package installer
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/k3strap/k3strap/diagnose"
+	"github.com/k3strap/k3strap/events"
+	"github.com/k3strap/k3strap/inventory"
+	"github.com/k3strap/k3strap/preflight"
+	"github.com/k3strap/k3strap/templates/cni"
+)
+
+// findingsStep judges the evidence (diagnose.Findings) and reports each finding as an event:
+// with an inventory it also compares intent with reality (installer.Diff per declared host).
+type findingsStep struct{}
+
+func (findingsStep) Phase() events.Phase { return events.PhaseFindings }
+
+func (findingsStep) Summary() string {
+	return "judge the evidence: F1–F5, pod network, crash loops, certificates, NotReady nodes, version skew, etcd, clock, disk"
+}
+
+func (findingsStep) Run(_ context.Context, s *session) error {
+	ds := s.doctor
+	em := s.in.emitter(events.PhaseFindings)
+	in := s.doctorInput()
+	ds.findings = diagnose.Findings(in)
+	if ds.viewErr != "" {
+		ds.findings = append([]diagnose.Finding{{ID: "api-unreachable", Severity: diagnose.SeverityError,
+			Title: "the cluster's API could not be read", Message: ds.viewErr + "; only the nodes' own evidence was judged.",
+			Fixes: []string{"look at the K3s unit of the servers (`systemctl status k3s`, `journalctl -u k3s`)"}}}, ds.findings...)
+	}
+	ds.report.Findings = ds.findings
+	for _, f := range ds.findings {
+		em.Doctor(doctorEvent(f))
+	}
+	worst := diagnose.Worst(ds.findings)
+	var errs, warns int
+	for _, f := range ds.findings {
+		switch f.Severity {
+		case diagnose.SeverityError:
+			errs++
+		case diagnose.SeverityWarning:
+			warns++
+		}
+	}
+	if worst == "" || worst == diagnose.SeverityInfo {
+		em.Finished(events.StatusOK, fmt.Sprintf("healthy: no problem found on %d nodes", len(ds.view.Nodes)))
+	} else {
+		em.Finished(events.StatusFailed, fmt.Sprintf("%d errors, %d warnings", errs, warns))
+	}
+	return nil
+}
+
+// doctorEvent is a finding as an event payload.
+func doctorEvent(f diagnose.Finding) events.DoctorFinding {
+	e := events.DoctorFinding{ID: f.ID, Severity: string(f.Severity), Node: f.Node, Title: f.Title, Message: f.Message,
+		Fixes: f.Fixes, Commands: f.Commands, Repairable: f.Repair != nil}
+	for _, l := range f.Evidence {
+		e.Evidence = append(e.Evidence, events.EvidenceLine{Text: l.Text, Source: l.Source})
+	}
+	return e
+}
+
+// doctorInput assembles what diagnose.Findings judges: the evidence, the view and, with an
+// inventory, the intent (Diff against every declared host).
+func (s *session) doctorInput() diagnose.Input {
+	ds := s.doctor
+	now := time.Now()
+	if ds.req.Now != nil {
+		now = ds.req.Now()
+	}
+	in := diagnose.Input{Now: now, View: ds.view, TaintGrace: ds.req.TaintGrace}
+	if ds.viewHost != nil {
+		in.ViewHost = ds.viewHost.host.Name
+	}
+	for _, hs := range s.hosts {
+		if ne := ds.nodes[hs.host.Name]; ne != nil {
+			in.Nodes = append(in.Nodes, *ne)
+		}
+	}
+	for _, t := range []inventory.CNIType{inventory.CNICalico, inventory.CNIFlannelStandalone} {
+		if w, ok := cni.NodeDaemonSet(t); ok {
+			in.CNIDaemonSets = append(in.CNIDaemonSets, w.Namespace+"/"+w.Name)
+		}
+	}
+	in.RancherVersion = doctorRancherVersion(ds)
+	if in.RancherVersion != "" {
+		in.RancherFixed, in.RancherKnown = preflight.RancherHasAgentTaintFix(in.RancherVersion)
+	}
+	if !ds.req.Discover && ds.view.Nodes != nil {
+		c := s.in.cluster
+		in.ExternalCloudController = c.ExternalCloudControllerDeclared()
+		in.Intent = map[string]diagnose.Intent{}
+		for _, hs := range s.hosts {
+			n := nodeNamed(ds.view.Nodes, hs.host.Name)
+			d := Diff(n, s.desired(hs))
+			it := diagnose.Intent{Registered: d.Registered, Describe: d.Describe()}
+			for _, t := range d.MissingTaints {
+				it.MissingTaints = append(it.MissingTaints, t.Core())
+			}
+			for _, l := range d.Labels {
+				if it.Labels == nil {
+					it.Labels = map[string]string{}
+				}
+				it.Labels[l.Key] = l.Want
+			}
+			in.Intent[hs.host.Name] = it
+		}
+	}
+	return in
+}
+
+// doctorRancherVersion is the Rancher release the cluster runs: the tag of the rancher Deployment's
+// image in cattle-system, else the version of the rancher HelmChart ("" when none).
+func doctorRancherVersion(ds *doctorState) string {
+	for _, d := range ds.view.Deployments {
+		if d.Namespace == "cattle-system" && d.Name == "rancher" {
+			for _, c := range d.Spec.Template.Spec.Containers {
+				if i := strings.LastIndex(c.Image, ":"); i > 0 && strings.Contains(c.Image, "rancher") {
+					return c.Image[i+1:]
+				}
+			}
+		}
+	}
+	for _, h := range ds.view.HelmCharts {
+		if h.Name == "rancher" && h.Version != "" {
+			return h.Version
+		}
+	}
+	return ""
+}
