@@ -28,6 +28,20 @@ const (
 	PhaseDrift Phase = "drift"
 	// PhaseReset is `k3strap reset`'s uninstall of every selected host.
 	PhaseReset Phase = "reset"
+	// Day two (issue 12): etcd snapshots and restore, removing nodes, rotation.
+	PhaseEtcdCheck     Phase = "etcd-check"
+	PhaseSnapshot      Phase = "snapshot"
+	PhaseSnapshotFetch Phase = "snapshot-copy"
+	PhaseSnapshotList  Phase = "snapshot-list"
+	PhaseRestoreCheck  Phase = "restore-check"
+	PhaseRestoreStop   Phase = "restore-stop"
+	PhaseRestoreReset  Phase = "cluster-reset"
+	PhaseRestoreRejoin Phase = "rejoin-servers"
+	PhaseRestoreAgents Phase = "restart-agents"
+	PhaseRemoveNode    Phase = "remove-node"
+	PhaseReplaceNode   Phase = "replace-nodes"
+	PhaseRotateCerts   Phase = "rotate-certificates"
+	PhaseRotateToken   Phase = "rotate-token"
 )
 
 // Stages inside a step, per host.

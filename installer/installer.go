@@ -64,6 +64,9 @@ type Options struct {
 	// ReconcileTaints makes apply repair node taint and label drift (issue 4); without it
 	// drift is only reported.
 	ReconcileTaints bool
+	// Prune makes apply remove the nodes that are no longer in the inventory (issue 12,
+	// step_remove_node.go); without it they are only reported.
+	Prune bool
 }
 
 func (o *Options) defaults() {

@@ -25,6 +25,9 @@ func (nodesStep) Summary() string {
 }
 
 func (nodesStep) Run(ctx context.Context, s *session) error {
+	if err := s.reportOrPrune(ctx); err != nil { // nodes no longer in the inventory (issue 12)
+		return err
+	}
 	return s.reconcileNodes(ctx, s.first)
 }
 
@@ -34,6 +37,9 @@ func (nodesStep) Preview(ctx context.Context, s *session) error {
 	if s.first.facts == nil || !s.first.facts.K3s.Installed() || s.first.c() == nil {
 		em.Info("", "the cluster does not exist yet: nodes get their taints and labels from node-taint / node-label when they register")
 		return nil
+	}
+	if err := s.reportOrPrune(ctx); err != nil { // nodes no longer in the inventory (issue 12)
+		return err
 	}
 	nodes, err := kube.Kubectl{R: s.first.c()}.ListNodes(ctx)
 	if err != nil {

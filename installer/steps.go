@@ -42,7 +42,7 @@ type command struct {
 func applySteps() []step {
 	return []step{
 		connectStep{}, factsStep{}, planStep{}, preflightStep{}, lockStep{},
-		firstServerStep{}, stageStep{}, superviseStep{}, joinServersStep{}, joinAgentsStep{},
+		firstServerStep{}, stageStep{}, superviseStep{}, replaceStep{}, joinServersStep{}, joinAgentsStep{},
 		bringUpStep{}, kubeconfigStep{}, nodesStep{}, cniStep{}, rancherStep{},
 	}
 }
@@ -59,8 +59,9 @@ func commandFor(name string) command {
 		return command{name: name, steps: []step{connectStep{}, factsStep{}, resetStep{}}, withFirst: true}
 	case "kubeconfig":
 		return command{name: name, steps: []step{connectStep{firstOnly: true}, fetchKubeconfigStep{}}, withFirst: true}
-	case "doctor":
-		return command{name: name, steps: doctorSteps()}
+	}
+	if c, ok := day2Command(name); ok {
+		return c
 	}
 	return command{name: name}
 }
@@ -78,7 +79,7 @@ type StepInfo struct {
 
 // Commands lists the commands that run as steps, in the order `k3strap steps` shows them.
 func Commands() []string {
-	return []string{"apply", "upgrade", "preflight", "check", "reset", "kubeconfig", "doctor"}
+	return append([]string{"apply", "upgrade", "preflight", "check", "reset", "kubeconfig"}, day2Commands()...)
 }
 
 // Steps returns command's steps in order (nil for an unknown command).

@@ -196,6 +196,7 @@ func (c *Cluster) HostConfig(h *Host) K3sConfig {
 		if len(c.Servers()) > 1 && c.IsFirstServer(h) {
 			cfg.ClusterInit = Bool(true)
 		}
+		c.etcdSnapshotConfig(&cfg) // etcdsnapshots.go
 	}
 	if first != nil && !c.IsFirstServer(h) {
 		cfg.Server = c.RegistrationURL()

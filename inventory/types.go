@@ -134,6 +134,8 @@ type K3s struct {
 	// Upgrade says how `k3strap upgrade` runs: over SSH (default) or through
 	// system-upgrade-controller (upgrade.go).
 	Upgrade *Upgrade `yaml:"upgrade,omitempty"`
+	// EtcdSnapshots are K3s's scheduled etcd snapshots and their S3 upload (etcdsnapshots.go).
+	EtcdSnapshots *EtcdSnapshots `yaml:"etcdSnapshots,omitempty"`
 }
 
 // AirgapArtifacts are the local files for one architecture (docs/k3s.md#airgap).

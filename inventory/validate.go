@@ -61,6 +61,7 @@ func (c *Cluster) ValidateWith(o ValidateOptions) ErrorList {
 	v.edge()
 	v.cloudController()
 	v.upgrade()
+	v.etcdSnapshots()
 	v.cni()
 	v.rancher()
 	v.ssh(&c.Spec.SSH, "spec.ssh", "")

@@ -33,13 +33,13 @@ func (a *app) preflightCmd() *cobra.Command {
 
 func (a *app) applyCmd() *cobra.Command {
 	rf := &runFlags{}
-	var reconcileTaints bool
+	var reconcileTaints, prune bool
 	cmd := &cobra.Command{
 		Use:   "apply -f FILE",
 		Short: "Install or converge the cluster: preflight, install, supervised bring-up, joins, kubeconfig",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			in, err := a.loadInstaller(rf, func(o *installer.Options) { o.ReconcileTaints = reconcileTaints })
+			in, err := a.loadInstaller(rf, func(o *installer.Options) { o.ReconcileTaints = reconcileTaints; o.Prune = prune })
 			if err != nil {
 				return err
 			}
@@ -47,6 +47,7 @@ func (a *app) applyCmd() *cobra.Command {
 		},
 	}
 	rf.register(cmd, true)
+	cmd.Flags().BoolVar(&prune, "prune", false, "remove the nodes that are no longer in the inventory (drain, delete, etcd member, uninstall), as remove-node does")
 	cmd.Flags().BoolVar(&reconcileTaints, "reconcile-taints", false, "repair node taint and label drift (read-modify-write, retried on conflict; K3s's own taints are never removed)")
 	return cmd
 }

@@ -93,7 +93,13 @@ func Main(ctx context.Context, opts Options) int {
 		return runAgent(ctx, opts, args[2:])
 	case "kubectl":
 		return runKubectl(ctx, opts, args[2:])
-	case "crictl", "ctr", "check-config", "etcd-snapshot", "secrets-encrypt", "certificate", "token", "completion":
+	case "etcd-snapshot":
+		return runEtcdSnapshot(ctx, opts, args[2:]) // day2.go
+	case "certificate":
+		return runCertificate(ctx, opts, args[2:])
+	case "token":
+		return runToken(ctx, opts, args[2:])
+	case "crictl", "ctr", "check-config", "secrets-encrypt", "completion":
 		fmt.Fprintf(opts.Stderr, "k3s %s: not available in the k3strap K3s simulator\n", args[1])
 		return 1
 	default:
@@ -124,6 +130,9 @@ COMMANDS:
    server   Run management server (simulated)
    agent    Run node agent (simulated)
    kubectl  Run kubectl (a small subset, against the simulated API)
+   etcd-snapshot  save|ls|delete snapshots of the simulated datastore
+   certificate    rotate (leaf certificates issued anew at the next start)
+   token          rotate (the server token)
 
 GLOBAL OPTIONS:
    --help, -h     show help

@@ -60,6 +60,9 @@ func runJoiningServer(parent context.Context, e *runtimeEnv) int {
 		return exitFatal
 	}
 	tok, _ := pki.ParseToken(s.Token)
+	if resp.Cluster.Etcd {
+		markEtcd(e.dataDir, e.nodeName) // day2.go
+	}
 	tlsDir := filepath.Join(e.dataDir, "server", "tls")
 	if err := pki.WriteCA(tlsDir, "server-ca", resp.ServerCACert, resp.ServerCAKey); err != nil {
 		e.log.Fatalf("Error: %v", err)

@@ -31,6 +31,9 @@ func runServer(ctx context.Context, opts Options, args []string) int {
 	if !ok {
 		return exitFatal
 	}
+	if v, _ := env.cfg.Get("cluster-reset"); v == "true" {
+		return env.clusterReset() // day2.go
+	}
 	if env.s.Server != "" {
 		return runJoiningServer(ctx, env)
 	}
@@ -138,6 +141,21 @@ func (e *runtimeEnv) runFirstServer(parent context.Context) int {
 		return exitFatal
 	}
 	st := deps.st
+	if s.ClusterInit {
+		markEtcd(e.dataDir, e.nodeName) // day2.go
+	}
+	var pwMu sync.Mutex
+	password := func() string { pwMu.Lock(); defer pwMu.Unlock(); return deps.password }
+	rotate := func(pw string) error {
+		pwMu.Lock()
+		defer pwMu.Unlock()
+		if err := writeTokenFiles(filepath.Join(e.dataDir, "server"), deps.serverCA.CertPEM, pw, s.AgentToken); err != nil {
+			return err
+		}
+		deps.password = pw
+		e.log.Infof("Server token rotated")
+		return nil
+	}
 	ctx, cancel := context.WithCancel(parent)
 	var wg sync.WaitGroup
 	defer func() {
@@ -170,8 +188,8 @@ func (e *runtimeEnv) runFirstServer(parent context.Context) int {
 	var ready atomic.Bool
 	api := apiserver.New(apiserver.Config{
 		Store: st, Version: e.opts.Version, Ready: ready.Load, CACert: deps.serverCA.CertPEM,
-		Join: &join.Handler{ServerPassword: func() string { return deps.password }, AgentPassword: agentPW,
-			Critical: s.Critical(), Cluster: cluster, ServerCA: deps.serverCA, ClientCA: deps.clientCA},
+		Join: &join.Mux{Rotate: rotate, Join: &join.Handler{ServerPassword: password, AgentPassword: agentPW,
+			Critical: s.Critical(), Cluster: cluster, ServerCA: deps.serverCA, ClientCA: deps.clientCA}},
 		BeforeNodeReplace: e.conflictHook(st),
 		ServerAddress:     fmt.Sprintf("%s:%d", e.nodeIP, s.HTTPSListenPort),
 	})

@@ -1,0 +1,34 @@
+package remote
+
+import (
+	"bytes"
+	"context"
+	"io"
+
+	"github.com/pkg/sftp"
+)
+
+// Download returns the content of p on the host: over SFTP when the login user is root, else
+// read as root through sudo (SFTP runs as the login user, who cannot read root's 0600 files).
+// The content may be secret: it is never logged here.
+func (c *Client) Download(ctx context.Context, p string) ([]byte, error) {
+	if !c.isRoot {
+		return c.ReadFile(ctx, p)
+	}
+	var buf bytes.Buffer
+	err := c.sftpDo(ctx, "download "+p, func(sc *sftp.Client) error {
+		buf.Reset()
+		f, err := sc.Open(p)
+		if err != nil {
+			return err
+		}
+		defer func() { _ = f.Close() }()
+		_, err = io.Copy(&buf, f)
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	c.transfers.Add(1)
+	return buf.Bytes(), nil
+}

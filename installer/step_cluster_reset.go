@@ -1,0 +1,50 @@
+package installer
+
+import (
+	"context"
+
+	"github.com/k3strap/k3strap/events"
+)
+
+// restoreResetStep runs `k3s server --cluster-reset --cluster-reset-restore-path` on the first
+// server (once per restore) and starts it; the supervise and bring-up steps follow its start.
+type restoreResetStep struct{}
+
+func (restoreResetStep) Phase() events.Phase { return events.PhaseRestoreReset }
+
+func (restoreResetStep) Summary() string {
+	return "on the first server: k3s server --cluster-reset --cluster-reset-restore-path=SNAPSHOT, then start it"
+}
+
+func (restoreResetStep) Run(ctx context.Context, s *session) error {
+	d := s.d2()
+	hs := s.first
+	em := s.in.emitter(events.PhaseRestoreReset)
+	if !d.resetDone {
+		em.Step(hs.host.Name, "cluster-reset", events.StatusRunning, "k3s server --cluster-reset --cluster-reset-restore-path="+d.restorePath)
+		_, err := s.sh(ctx, hs, "cluster-reset", `"$1" server --cluster-reset --cluster-reset-restore-path="$2" >/dev/null 2>/var/lib/k3strap/cluster-reset.log || { tail -n 5 /var/lib/k3strap/cluster-reset.log >&2; exit 1; }`, "", k3sBinary, d.restorePath)
+		if err != nil {
+			return s.hostFailure(hs, "cluster-reset", KindInstall, err)
+		}
+		if err := s.writeKV(ctx, hs, PathRestoreState, map[string]string{"id": d.restoreID, "snapshot": d.restorePath, "reset": "1"}); err != nil {
+			return s.hostFailure(hs, "restore state", KindInstall, err)
+		}
+		em.Step(hs.host.Name, "cluster-reset", events.StatusChanged, "etcd restored from the snapshot, membership reset to this server")
+	}
+	if d.resetDone && s.serviceActive(ctx, hs) {
+		s.firstResult = convergeResult{}
+		return nil
+	}
+	at, err := s.systemctl(ctx, hs, "start")
+	if err != nil {
+		return s.hostFailure(hs, "start", KindInstall, err)
+	}
+	s.firstResult = convergeResult{restarted: true, verb: "start", started: at}
+	return nil
+}
+
+// Preview says what would run.
+func (restoreResetStep) Preview(ctx context.Context, s *session) error {
+	s.in.emitter(events.PhaseRestoreReset).Info(s.first.host.Name, "would run k3s server --cluster-reset --cluster-reset-restore-path="+s.d2().snapshot+" and start K3s")
+	return ctx.Err()
+}

@@ -1,0 +1,51 @@
+package installer
+
+import (
+	"context"
+
+	"github.com/k3strap/k3strap/events"
+	"github.com/k3strap/k3strap/inventory"
+)
+
+// restoreRejoinStep moves each other server's datastore aside and starts it, one at a time,
+// waiting until it is Ready and an etcd member again.
+type restoreRejoinStep struct{}
+
+func (restoreRejoinStep) Phase() events.Phase { return events.PhaseRestoreRejoin }
+
+func (restoreRejoinStep) Summary() string {
+	return "other servers one at a time: move " + PathDB + " aside, start, wait until Ready and an etcd member"
+}
+
+func (restoreRejoinStep) Run(ctx context.Context, s *session) error {
+	d := s.d2()
+	em := s.in.emitter(events.PhaseRestoreRejoin)
+	for _, hs := range s.others(inventory.RoleServer) {
+		if s.rejoined(ctx, hs) {
+			em.Step(hs.host.Name, "rejoin", events.StatusUnchanged, "already rejoined (resumed run)")
+			continue
+		}
+		aside := PathDB + "-k3strap-restore-" + d.restoreID
+		_, err := s.sh(ctx, hs, "move db aside", `systemctl stop "$3" || true
+if [ -d "$1" ] && [ ! -e "$2" ]; then mv "$1" "$2"; elif [ -e "$2" ]; then rm -rf "$1"; fi`, "", PathDB, aside, ServiceName(hs.host.Role))
+		if err != nil {
+			return s.hostFailure(hs, "move db aside", KindInstall, err)
+		}
+		em.Step(hs.host.Name, "db", events.StatusChanged, "etcd data moved to "+aside)
+		if err := s.restartAndWait(ctx, hs, "rejoin", nil); err != nil {
+			return err
+		}
+		if err := s.writeKV(ctx, hs, PathRestoreDone, map[string]string{"id": d.restoreID}); err != nil {
+			return s.hostFailure(hs, "restore state", KindInstall, err)
+		}
+	}
+	return nil
+}
+
+// Preview names the servers that would rejoin.
+func (restoreRejoinStep) Preview(ctx context.Context, s *session) error {
+	for _, hs := range s.others(inventory.RoleServer) {
+		s.in.emitter(events.PhaseRestoreRejoin).Info(hs.host.Name, "would move "+PathDB+" aside and rejoin")
+	}
+	return ctx.Err()
+}

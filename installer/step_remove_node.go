@@ -1,0 +1,227 @@
+package installer
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/k3strap/k3strap/events"
+	"github.com/k3strap/k3strap/installer/kube"
+	"github.com/k3strap/k3strap/inventory"
+)
+
+// removeNodeStep removes the nodes `k3strap remove-node NAME...` names (see removeNode).
+type removeNodeStep struct{}
+
+func (removeNodeStep) Phase() events.Phase { return events.PhaseRemoveNode }
+
+func (removeNodeStep) Summary() string {
+	return "drain, stop, delete the node (a server's etcd member goes with it) and uninstall K3s; refused without a live etcd majority left"
+}
+
+func (removeNodeStep) Run(ctx context.Context, s *session) error {
+	for _, name := range s.d2().remove {
+		if err := s.removeNode(ctx, name, true); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Preview says what would be removed, after the same refusals.
+func (removeNodeStep) Preview(ctx context.Context, s *session) error {
+	for _, name := range s.d2().remove {
+		if _, err := s.removalTarget(ctx, name); err != nil {
+			return err
+		}
+		s.in.emitter(events.PhaseRemoveNode).Info(name, "would drain "+name+", stop K3s there, delete its Node (and etcd member) and uninstall K3s")
+	}
+	return nil
+}
+
+// removal is a node about to be removed.
+type removal struct {
+	node *corev1.Node
+	// hs is the node's host (from the inventory, or connected at the node's InternalIP when
+	// it is no longer listed); nil when it cannot be reached.
+	hs     *hostState
+	server bool
+}
+
+func nodeIP(n *corev1.Node) string {
+	for _, a := range n.Status.Addresses {
+		if a.Type == corev1.NodeInternalIP {
+			return a.Address
+		}
+	}
+	return ""
+}
+
+// removalTarget finds the node and checks that removing it is safe.
+func (s *session) removalTarget(ctx context.Context, name string) (*removal, error) {
+	if s.first == nil || s.first.c() == nil {
+		return nil, errNoServer(events.PhaseRemoveNode)
+	}
+	if name == s.first.host.Name {
+		return nil, &Failure{Kind: KindInvalid, Phase: events.PhaseRemoveNode, Host: name, Info: events.ErrorInfo{
+			Message: name + " is the inventory's first server: k3strap reads and changes the cluster through it",
+			Fix:     "list another server first in the inventory, apply, then remove " + name,
+		}}
+	}
+	nodes, err := kube.Kubectl{R: s.first.c()}.ListNodes(ctx)
+	if err != nil {
+		return nil, s.hostFailure(s.first, "nodes", KindInstall, fmt.Errorf("listing nodes: %w", err))
+	}
+	var r removal
+	var members []string
+	for i := range nodes {
+		n := &nodes[i]
+		if n.Name == name {
+			r.node = n
+		}
+		if n.Labels["node-role.kubernetes.io/etcd"] == "true" {
+			members = append(members, n.Name)
+		}
+	}
+	if r.node == nil {
+		return nil, &Failure{Kind: KindInvalid, Phase: events.PhaseRemoveNode, Host: name, Info: events.ErrorInfo{
+			Message: name + " is not a node of the cluster", Fix: "`k3s kubectl get nodes` on the first server lists them"}}
+	}
+	r.server = r.node.Labels["node-role.kubernetes.io/control-plane"] == "true" || r.node.Labels["node-role.kubernetes.io/etcd"] == "true"
+	if hs := s.state(name); hs != nil && hs.host.Address == nodeIP(r.node) {
+		r.hs = hs
+	}
+	if r.node.Labels["node-role.kubernetes.io/etcd"] != "true" {
+		return &r, nil
+	}
+	// The members left must keep a live majority: a member is live when its host is in this
+	// run, reachable, and its K3s service active.
+	var left, live, down []string
+	for _, m := range members {
+		if m == name {
+			continue
+		}
+		left = append(left, m)
+		if hs := s.state(m); hs != nil && s.serviceActive(ctx, hs) {
+			live = append(live, m)
+		} else {
+			down = append(down, m)
+		}
+	}
+	if len(live) <= len(left)/2 {
+		return nil, &Failure{Kind: KindInstall, Phase: events.PhaseRemoveNode, Host: name, Info: events.ErrorInfo{
+			Message: fmt.Sprintf("removing %s would leave %d etcd members (%s) of which only %d run (%s down): no live majority — etcd would lose quorum",
+				name, len(left), strings.Join(left, ", "), len(live), strings.Join(down, ", ")),
+			Fix:    "bring the servers that are down back first (or remove them while the others run), then remove " + name,
+			Resume: "re-run the same command once the servers run",
+		}}
+	}
+	return &r, nil
+}
+
+// removeNode drains name, stops K3s on its host, deletes its Node (K3s removes a server's
+// etcd member with it) and the node password secret, and uninstalls K3s there when the host
+// is reachable (connect: also when it is no longer in the inventory, at the node's address).
+func (s *session) removeNode(ctx context.Context, name string, connect bool) error {
+	r, err := s.removalTarget(ctx, name)
+	if err != nil {
+		return err
+	}
+	em := s.in.emitter(events.PhaseRemoveNode)
+	if r.hs == nil && connect {
+		if ip := nodeIP(r.node); ip != "" {
+			role := inventory.RoleAgent
+			if r.server {
+				role = inventory.RoleServer
+			}
+			hs := &hostState{host: &inventory.Host{Name: name, Address: ip, Role: role}}
+			s.connect(ctx, []*hostState{hs})
+			if hs.connErr == nil && hs.c() != nil {
+				r.hs = hs
+				s.onClose(func() { _ = hs.c().Close() })
+			}
+		}
+	}
+	kc := kube.Kubectl{R: s.first.c()}
+	if _, err := kc.Run(ctx, nil, "drain", name, "--ignore-daemonsets", "--delete-emptydir-data", "--force", "--timeout=120s"); err != nil {
+		em.Warn(name, "drain did not finish ("+firstLine(err)+"); removing anyway")
+	} else {
+		em.Step(name, "drain", events.StatusChanged, "cordoned and drained")
+	}
+	if r.hs != nil {
+		if _, err := s.systemctl(ctx, r.hs, "stop"); err != nil {
+			em.Warn(name, "could not stop K3s: "+firstLine(err))
+		}
+	}
+	if _, err := kc.Run(ctx, nil, "delete", "node", name, "--ignore-not-found"); err != nil {
+		return s.hostFailure(s.first, "delete node", KindInstall, fmt.Errorf("deleting node %s: %w", name, err))
+	}
+	_, _ = kc.Run(ctx, nil, "-n", "kube-system", "delete", "secret", name+".node-password.k3s", "--ignore-not-found")
+	what := "Node deleted"
+	if r.server {
+		what = "Node and etcd member deleted"
+	}
+	em.Step(name, "delete", events.StatusChanged, what)
+	if r.hs == nil {
+		em.Warn(name, "host not reachable: K3s was not uninstalled there — run k3s-uninstall.sh on it before it comes back")
+		return nil
+	}
+	res, err := r.hs.c().Check(ctx, remoteReset())
+	if err != nil {
+		em.Warn(name, "uninstall failed: "+firstLine(err))
+		return nil
+	}
+	_ = res
+	r.hs.setResult(events.StatusChanged, "removed from the cluster, K3s uninstalled")
+	em.Step(name, "uninstall", events.StatusChanged, "K3s uninstalled")
+	return nil
+}
+
+// orphans returns the cluster's nodes that are not in the inventory, sorted.
+func (s *session) orphans(ctx context.Context) ([]string, error) {
+	nodes, err := kube.Kubectl{R: s.first.c()}.ListNodes(ctx)
+	if err != nil {
+		return nil, err
+	}
+	var out []string
+	for _, n := range nodes {
+		if s.in.cluster.Host(n.Name) == nil {
+			out = append(out, n.Name)
+		}
+	}
+	sort.Strings(out)
+	return out, nil
+}
+
+// reportOrPrune is apply's handling of nodes that are no longer in the inventory: reported
+// (nothing changes), or removed with --prune. Only when the run covers every host.
+func (s *session) reportOrPrune(ctx context.Context) error {
+	if len(s.in.opts.Hosts) > 0 || s.first == nil || s.first.c() == nil {
+		return nil
+	}
+	names, err := s.orphans(ctx)
+	if err != nil || len(names) == 0 {
+		return nil
+	}
+	em := s.in.emitter(events.PhaseNodes)
+	for _, n := range names {
+		if !s.in.opts.Prune {
+			em.Warn(n, fmt.Sprintf("%s is a node of the cluster but not in the inventory: left as it is (`k3strap apply --prune` or `k3strap remove-node %s` removes it)", n, n))
+			continue
+		}
+		if s.in.opts.DryRun {
+			if _, err := s.removalTarget(ctx, n); err != nil {
+				return err
+			}
+			em.Info(n, "would remove "+n+" (--prune): drain, delete the node and its etcd member, uninstall K3s")
+			continue
+		}
+		if err := s.removeNode(ctx, n, true); err != nil {
+			return err
+		}
+	}
+	return nil
+}

@@ -1,0 +1,70 @@
+package installer
+
+import (
+	"context"
+	"fmt"
+	"path"
+	"regexp"
+	"strings"
+
+	"github.com/k3strap/k3strap/events"
+	"github.com/k3strap/k3strap/k3s"
+)
+
+// snapshotSaveScript runs `k3s etcd-snapshot save` (it reads config.yaml, so the inventory's
+// etcd-snapshot-dir and etcd-s3* settings apply) and prints K3s's log so that the caller finds
+// the snapshot's name; then the snapshot's path.
+const snapshotSaveScript = `name=$1
+set -- /usr/local/bin/k3s etcd-snapshot save
+[ -n "$name" ] && set -- "$@" --name "$name"
+"$@" 2>&1`
+
+var savedRE = regexp.MustCompile(`Snapshot (\S+) saved`)
+
+// snapshotDir is the snapshot directory on the first server: the inventory's
+// etcd-snapshot-dir, else K3s's default.
+func (s *session) snapshotDir() string {
+	if s.first != nil {
+		cfg := s.in.cluster.HostConfig(s.first.host)
+		if d, ok := cfg.Extra["etcd-snapshot-dir"].(string); ok && d != "" {
+			return d
+		}
+	}
+	return PathSnapshotDir
+}
+
+// snapshotSaveStep saves an etcd snapshot on the first server.
+type snapshotSaveStep struct{}
+
+func (snapshotSaveStep) Phase() events.Phase { return events.PhaseSnapshot }
+
+func (snapshotSaveStep) Summary() string {
+	return "save an etcd snapshot on the first server (k3s etcd-snapshot save)"
+}
+
+func (snapshotSaveStep) Run(ctx context.Context, s *session) error {
+	em := s.in.emitter(events.PhaseSnapshot)
+	em.Step(s.first.host.Name, "snapshot", events.StatusRunning, "k3s etcd-snapshot save")
+	out, err := s.sh(ctx, s.first, "etcd-snapshot save", snapshotSaveScript, "", s.d2().backup.Name)
+	if err != nil {
+		return s.hostFailure(s.first, "snapshot", KindInstall, fmt.Errorf("k3s etcd-snapshot save: %s", k3s.Mask(err.Error())))
+	}
+	m := savedRE.FindStringSubmatch(out)
+	if m == nil {
+		return s.hostFailure(s.first, "snapshot", KindInstall, fmt.Errorf("k3s etcd-snapshot save did not name the snapshot: %s", k3s.Mask(strings.TrimSpace(out))))
+	}
+	s.d2().saved = path.Join(s.snapshotDir(), m[1])
+	s.first.setResult(events.StatusChanged, "snapshot "+m[1]+" saved")
+	em.Step(s.first.host.Name, "snapshot", events.StatusChanged, "snapshot saved: "+s.d2().saved)
+	return nil
+}
+
+// Preview says what would be saved.
+func (snapshotSaveStep) Preview(ctx context.Context, s *session) error {
+	name := s.d2().backup.Name
+	if name == "" {
+		name = "on-demand"
+	}
+	s.in.emitter(events.PhaseSnapshot).Info(s.first.host.Name, fmt.Sprintf("would run `k3s etcd-snapshot save` (%s-%s-<time> in %s)", name, s.first.host.Name, s.snapshotDir()))
+	return ctx.Err()
+}
