@@ -1,0 +1,172 @@
+package diagnose
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/k3strap/k3strap/facts"
+)
+
+// doctorInput is a one-node cluster from the real captures: node (a fixture) gathered from host
+// "vm" with the given journal fixture, evaluated an hour after the node registered.
+func doctorInput(t *testing.T, nodeFile, journalFile string) Input {
+	n := node(t, nodeFile)
+	present := true
+	f := &facts.DoctorNode{Hostname: "vm", Unit: "k3s", ActiveState: "active", SubnetEnvPresent: &present,
+		SubnetEnv: "FLANNEL_NETWORK=10.42.0.0/16\nFLANNEL_SUBNET=10.42.0.1/24\nFLANNEL_MTU=1450\nFLANNEL_IPMASQ=true\n"}
+	if journalFile != "" {
+		f.Journal = lines(t, journalFile)
+	}
+	coredns := corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "kube-system", Name: "coredns-6d668d687-x2x8q",
+		OwnerReferences: []metav1.OwnerReference{{Kind: "ReplicaSet", Name: "coredns-6d668d687", Controller: ptr(true)}}},
+		Spec: corev1.PodSpec{Tolerations: []corev1.Toleration{{Key: "CriticalAddonsOnly", Operator: corev1.TolerationOpExists},
+			{Key: "node-role.kubernetes.io/control-plane", Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoSchedule}}},
+		Status: corev1.PodStatus{Phase: corev1.PodPending}}
+	return Input{Now: n.CreationTimestamp.Add(time.Hour), Nodes: []NodeEvidence{{Host: "vm", Node: n.Name, Facts: f}},
+		View: facts.ClusterView{Nodes: []corev1.Node{*n}, Pods: []corev1.Pod{coredns}}, ViewHost: "vm"}
+}
+
+func ptr[T any](v T) *T { return &v }
+
+func ids(fs []Finding) []string {
+	var out []string
+	for _, f := range fs {
+		out = append(out, f.ID+"@"+f.Node)
+	}
+	return out
+}
+
+func has(t *testing.T, fs []Finding, id string) Finding {
+	t.Helper()
+	for _, f := range fs {
+		if f.ID+"@"+f.Node == id {
+			return f
+		}
+	}
+	t.Fatalf("no finding %s in %v", id, ids(fs))
+	return Finding{}
+}
+
+func TestDoctorF1FromRealCapture(t *testing.T) {
+	fs := Findings(doctorInput(t, "node-f1.json", "log-lines-f1.txt"))
+	f := has(t, fs, "F1-cloud-controller@vm")
+	if f.Severity != SeverityError {
+		t.Errorf("severity %s", f.Severity)
+	}
+	text := ""
+	for _, e := range f.Evidence {
+		text += e.Text + " [" + e.Source + "]\n"
+	}
+	for _, want := range []string{"for 1h0m0s", "cloud-provider=\"external\"", "Pending on the taint: kube-system/coredns", "restarted k3s 0 times"} {
+		if !strings.Contains(text, want) {
+			t.Errorf("evidence lacks %q:\n%s", want, text)
+		}
+	}
+	// CoreDNS is blocked only by the uninitialized taint: F1's, not F3's.
+	for _, x := range fs {
+		if x.ID == "F3-pending-on-taint" {
+			t.Errorf("F3 reported for the uninitialized taint: %+v", x)
+		}
+	}
+	if Worst(fs) != SeverityError {
+		t.Errorf("worst %s", Worst(fs))
+	}
+}
+
+func TestDoctorGraceKeepsYoungTaint(t *testing.T) {
+	in := doctorInput(t, "node-f1.json", "log-lines-f1.txt")
+	in.Now = in.View.Nodes[0].CreationTimestamp.Add(10 * time.Second)
+	for _, f := range Findings(in) {
+		if f.ID == "F1-cloud-controller" {
+			t.Fatal("F1 reported within the grace")
+		}
+	}
+}
+
+func TestDoctorDefaultNodeF3AndLostTaint(t *testing.T) {
+	in := doctorInput(t, "node-default.json", "log-lines-default.txt")
+	fs := Findings(in)
+	// dedicated=edge:NoExecute (node-taint) blocks CoreDNS: F3 on vm.
+	f := has(t, fs, "F3-pending-on-taint@vm")
+	if !strings.Contains(f.Message, "dedicated=edge:NoExecute") || !strings.Contains(f.Title, "kube-system/coredns") {
+		t.Errorf("F3: %s / %s", f.Title, f.Message)
+	}
+	// The taint removed after registration: F5, repairable.
+	in.View.Nodes[0].Spec.Taints = nil
+	delete(in.View.Nodes[0].Labels, "tier")
+	fs = Findings(in)
+	lost := has(t, fs, "F5-lost-taint@vm")
+	if lost.Repair == nil || len(lost.Repair.Taints) != 1 || lost.Repair.Taints[0].ToString() != "dedicated=edge:NoExecute" {
+		t.Errorf("repair %+v", lost.Repair)
+	}
+	if l := has(t, fs, "F5-lost-label@vm"); l.Repair.Labels["tier"] != "edge" {
+		t.Errorf("label repair %+v", l.Repair)
+	}
+	// With an inventory the comparison is the inventory's.
+	in.Intent = map[string]Intent{"vm": {Registered: true}}
+	for _, f := range Findings(in) {
+		if strings.HasPrefix(f.ID, "F5-lost") {
+			t.Errorf("node-args F5 reported although the inventory declares the node: %s", f.ID)
+		}
+	}
+}
+
+func TestDoctorPodNetworkAndF4(t *testing.T) {
+	in := doctorInput(t, "node-default.json", "")
+	absent := false
+	in.Nodes[0].Facts.SubnetEnvPresent = &absent
+	in.View.Nodes[0].Spec.Taints = append(in.View.Nodes[0].Spec.Taints, corev1.Taint{Key: "node-role.kubernetes.io/master", Value: "true", Effect: corev1.TaintEffectNoSchedule})
+	in.View.DaemonSets = []appsv1.DaemonSet{{ObjectMeta: metav1.ObjectMeta{Namespace: "kube-flannel", Name: "kube-flannel-ds"},
+		Spec: appsv1.DaemonSetSpec{Template: corev1.PodTemplateSpec{Spec: corev1.PodSpec{Tolerations: []corev1.Toleration{
+			{Key: "node-role.kubernetes.io/control-plane", Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoSchedule}}}}}}}
+	web := corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "web"}, Spec: corev1.PodSpec{NodeName: "vm"},
+		Status: corev1.PodStatus{Phase: corev1.PodPending, ContainerStatuses: []corev1.ContainerStatus{{Name: "web", State: corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: "ContainerCreating"}}}}}}
+	in.View.Pods = append(in.View.Pods, web)
+	in.View.Events = []corev1.Event{{InvolvedObject: corev1.ObjectReference{Kind: "Pod", Namespace: "default", Name: "web"}, Type: "Warning", Reason: "FailedCreatePodSandBox",
+		Message: `Failed to create pod sandbox: plugin type="flannel" failed (add): failed to load flannel 'subnet.env' file: open /run/flannel/subnet.env: no such file or directory`}}
+	fs := Findings(in)
+	pn := has(t, fs, "no-pod-network@vm")
+	if !strings.Contains(pn.Message, "default/web") {
+		t.Errorf("no-pod-network does not name the stuck pod: %s", pn.Message)
+	}
+	has(t, fs, "F4-cni-toleration@vm")
+}
+
+func TestDoctorCrashLoopLeadsWithFatal(t *testing.T) {
+	in := doctorInput(t, "node-default.json", "")
+	f := in.Nodes[0].Facts
+	f.ActiveState, f.SubState, f.Restarts = "activating", "auto-restart", 12
+	f.Journal = journal(t, "journal-crashloop-readonly-sysctl.txt")
+	c := has(t, Findings(in), "crash-loop@vm")
+	if !fatalRE.MatchString(c.Evidence[0].Text) {
+		t.Errorf("crash-loop evidence does not lead with the fatal line: %q", c.Evidence[0].Text)
+	}
+}
+
+func TestDoctorCertsSkewEtcdDiskClock(t *testing.T) {
+	in := doctorInput(t, "node-default.json", "")
+	f := in.Nodes[0].Facts
+	f.Certs = []facts.Cert{{Path: "/var/lib/rancher/k3s/server/tls/serving-kube-apiserver.crt", Subject: "kube-apiserver", NotAfter: in.Now.Add(30 * 24 * time.Hour)}}
+	f.DiskPath, f.DiskUsedPercent, f.DiskFreeKiB, f.DiskTotalKiB = "/var/lib/rancher", 91, 1000, 100000
+	f.RemoteClock = in.Now
+	in.Nodes[0].ClockSkew = 2 * time.Minute
+	second := in.View.Nodes[0].DeepCopy()
+	second.Name = "vm2"
+	second.Status.NodeInfo.KubeletVersion = "v1.35.1+k3s1"
+	in.View.Nodes[0].Labels[etcdRole] = "true"
+	second.Labels[etcdRole] = "true"
+	second.Status.Conditions = []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionUnknown, Reason: "NodeStatusUnknown", Message: "Kubelet stopped posting node status."}}
+	in.View.Nodes = append(in.View.Nodes, *second)
+	fs := Findings(in)
+	for _, id := range []string{"cert-expiring@vm", "disk-pressure@vm", "clock-skew@vm", "version-skew@vm2", "node-not-ready@vm2", "etcd-quorum@"} {
+		has(t, fs, id)
+	}
+	if has(t, fs, "etcd-quorum@").Severity != SeverityError {
+		t.Error("1 of 2 etcd members up is lost quorum")
+	}
+}
