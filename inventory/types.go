@@ -128,9 +128,6 @@ type K3s struct {
 	// SELinuxRPMs maps a distribution (el8, el9, el10, sle) to a local k3s-selinux RPM that
 	// airgap installs upload and install on SELinux hosts of that distribution.
 	SELinuxRPMs map[string]string `yaml:"selinuxRPMs,omitempty"`
-	// AirgapBundle is a tar written by `k3strap bundle`: its artifacts stand in for
-	// spec.k3s.airgap, airgapInstallScript and selinuxRPMs (bundle package).
-	AirgapBundle string `yaml:"airgapBundle,omitempty"`
 	// Upgrade says how `k3strap upgrade` runs: over SSH (default) or through
 	// system-upgrade-controller (upgrade.go).
 	Upgrade *Upgrade `yaml:"upgrade,omitempty"`

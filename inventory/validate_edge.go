@@ -22,8 +22,8 @@ var (
 	envNameRE = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
 )
 
-// edge validates the fields of issue 14: apiEndpoint, the install script, SELinux RPMs, the
-// airgap bundle and registries.
+// edge validates the fields of issue 14: apiEndpoint, the install script, SELinux RPMs and
+// registries.
 func (v *validator) edge() {
 	k := &v.c.Spec.K3s
 	if e := k.APIEndpoint; e != nil {
@@ -85,13 +85,6 @@ func (v *validator) edge() {
 		} else {
 			v.file("spec.k3s.airgapInstallScript", "", v.c.ResolvePath(k.AirgapInstallScript), "airgap install script",
 				"download install.sh from https://get.k3s.io (K3s's airgap docs)")
-		}
-	}
-	if k.AirgapBundle != "" {
-		if online {
-			v.add("spec.k3s.airgapBundle", atValue, "", "airgapBundle is only used with install: airgap", "set install: airgap, or remove airgapBundle")
-		} else {
-			v.file("spec.k3s.airgapBundle", "", v.c.ResolvePath(k.AirgapBundle), "airgap bundle", "write it with `k3strap bundle -f FILE -o site.tar`")
 		}
 	}
 	dists := make([]string, 0, len(k.SELinuxRPMs))
