@@ -140,6 +140,8 @@ type session struct {
 	rancherPasswordNew  bool
 	// uploadSlots bounds artifact uploads in flight (ConcurrentUploads).
 	uploadSlots chan struct{}
+	// doctor is `k3strap doctor`'s state (issue 10, installer/doctor.go).
+	doctor *doctorState
 	// day2 is the state of the day-two commands (issue 12, installer/day2.go).
 	day2 *day2State
 }

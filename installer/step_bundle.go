@@ -253,6 +253,16 @@ func redactValue(v any, key string) any {
 		}
 		return t
 	case string:
+		// JSON inside a string (kubectl's last-applied-configuration annotation, a
+		// HelmChart's values) is redacted as JSON.
+		if ts := strings.TrimSpace(t); strings.HasPrefix(ts, "{") || strings.HasPrefix(ts, "[") {
+			var inner any
+			if json.Unmarshal([]byte(ts), &inner) == nil {
+				if b, err := json.Marshal(redactValue(inner, key)); err == nil {
+					return string(b)
+				}
+			}
+		}
 		return k3s.Mask(privateKeyRE.ReplaceAllString(t, k3s.Masked))
 	}
 	return v

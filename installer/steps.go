@@ -59,6 +59,8 @@ func commandFor(name string) command {
 		return command{name: name, steps: []step{connectStep{}, factsStep{}, resetStep{}}, withFirst: true}
 	case "kubeconfig":
 		return command{name: name, steps: []step{connectStep{firstOnly: true}, fetchKubeconfigStep{}}, withFirst: true}
+	case "doctor":
+		return command{name: name, steps: doctorSteps()}
 	}
 	if c, ok := day2Command(name); ok {
 		return c
@@ -79,7 +81,7 @@ type StepInfo struct {
 
 // Commands lists the commands that run as steps, in the order `k3strap steps` shows them.
 func Commands() []string {
-	return append([]string{"apply", "upgrade", "preflight", "check", "reset", "kubeconfig"}, day2Commands()...)
+	return append([]string{"apply", "upgrade", "preflight", "check", "reset", "kubeconfig", "doctor"}, day2Commands()...)
 }
 
 // Steps returns command's steps in order (nil for an unknown command).

@@ -116,7 +116,7 @@ func (a *app) rootCmd() *cobra.Command {
 		pf.String(name, "", o.Usage+" (env "+o.Env+")")
 		_ = a.v.BindPFlag(o.Key, pf.Lookup(name))
 	}
-	root.AddCommand(a.validateCmd(), a.preflightCmd(), a.renderCmd(), a.applyCmd(), a.upgradeCmd(), a.resetCmd(), a.kubeconfigCmd(), a.checkCmd(), a.versionCmd(), a.initCmd(), a.stepsCmd())
+	root.AddCommand(a.validateCmd(), a.preflightCmd(), a.renderCmd(), a.applyCmd(), a.upgradeCmd(), a.resetCmd(), a.kubeconfigCmd(), a.checkCmd(), a.doctorCmd(), a.versionCmd(), a.initCmd(), a.stepsCmd())
 	root.AddCommand(a.backupCmd(), a.restoreCmd(), a.removeNodeCmd(), a.rotateCmd()) // day2cmds.go (issue 12)
 	describeSteps(root)
 	return root
