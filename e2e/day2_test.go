@@ -34,7 +34,7 @@ spec:
   hosts:
 {{.Extra.hosts}}`
 
-// day2Hosts renders the hosts block: each entry "name:index:role".
+// day2Hosts renders the hosts block: each entry "name:index:role[:dedicated]".
 func (c *testCluster) day2Hosts(entries ...string) map[string]any {
 	var b strings.Builder
 	for _, e := range entries {
@@ -42,14 +42,18 @@ func (c *testCluster) day2Hosts(entries ...string) map[string]any {
 		var idx int
 		fmt.Sscan(p[1], &idx)
 		fmt.Fprintf(&b, "    - name: %s\n      address: %s\n      role: %s\n", p[0], c.hosts[idx].Address, p[2])
+		if len(p) > 3 {
+			fmt.Fprintf(&b, "      dedicated: %s\n", p[3])
+		}
 	}
 	return map[string]any{"hosts": b.String()}
 }
 
-// nodesReady returns "name=Ready" for every node, through cp1.
+// nodeList returns "name:Ready:etcd-role:control-plane-role:address " for every node, through
+// host i's kubectl.
 func (c *testCluster) nodeList(i int) string {
 	return c.exec(i, "k3s", "kubectl", "get", "nodes", "-o",
-		`jsonpath={range .items[*]}{.metadata.name}:{.status.conditions[?(@.type=="Ready")].status}:{.metadata.labels.node-role\.kubernetes\.io/etcd}:{.status.addresses[0].address} {end}`)
+		`jsonpath={range .items[*]}{.metadata.name}:{.status.conditions[?(@.type=="Ready")].status}:{.metadata.labels.node-role\.kubernetes\.io/etcd}:{.metadata.labels.node-role\.kubernetes\.io/control-plane}:{.status.addresses[0].address} {end}`)
 }
 
 func certNotAfter(t *testing.T, c *testCluster, i int, path string) time.Time {
@@ -65,19 +69,29 @@ func certNotAfter(t *testing.T, c *testCluster, i int, path string) time.Time {
 	return cert.NotAfter
 }
 
-// TestDay2: one HA cluster (3 servers + 1 agent, a spare host) goes through backup (copied to
+// TestDay2: one HA cluster (3 servers, one of them etcd-only, a control-plane-only server, an
+// agent and a spare host) goes through backup (copied to
 // the workstation), a change, restore (the change is gone, every node Ready), certificate
 // rotation (new expiry dates), token rotation (the old token no longer joins), replacing a
 // server by a new machine in one apply, removing a server refused while another is down, and
 // apply reporting then --prune removing a server that left the inventory. (issue 12)
 func TestDay2(t *testing.T) {
-	c := newCluster(t, 5)
-	full := []string{"cp1:0:server", "cp2:1:server", "cp3:2:server", "a1:3:agent"}
-	c.writeInventory(day2Inv, c.day2Hosts(full...))
+	c := newCluster(t, 6)
+	c.writeInventory(day2Inv, c.day2Hosts("cp1:0:server", "cp2:1:server:etcd", "cp3:2:server", "cp4:5:server:control-plane", "a1:3:agent"))
 	r := c.k3strap(6*time.Minute, "apply")
 	defer r.dump(t)
 	if r.code != 0 {
 		t.Fatalf("apply exited %d", r.code)
+	}
+	// Dedicated roles: cp2 is an etcd member without the control plane, cp4 the reverse.
+	nodes := c.nodeList(0)
+	for _, n := range []string{"cp1:True:true:true:", "cp2:True:true::", "cp3:True:true:true:", "cp4:True::true:", "a1:True:::"} {
+		if !strings.Contains(nodes, n) {
+			t.Errorf("after apply nodes %q lack %q", nodes, n)
+		}
+	}
+	if cfg := c.exec(1, "cat", "/etc/rancher/k3s/config.yaml"); !strings.Contains(cfg, "disable-apiserver: true") || !strings.Contains(c.exec(5, "cat", "/etc/rancher/k3s/config.yaml"), "disable-etcd: true") {
+		t.Errorf("dedicated roles not rendered; cp2:\n%s", cfg)
 	}
 
 	// Backup, copied to the workstation.
@@ -127,19 +141,21 @@ func TestDay2(t *testing.T) {
 	if ns := c.exec(0, "k3s", "kubectl", "get", "namespaces", "-o", "name"); strings.Contains(ns, "after-backup") {
 		t.Errorf("after the restore the namespace created after the snapshot is still there: %s", ns)
 	}
-	nodes := c.nodeList(0)
-	for _, n := range []string{"cp1:True:true", "cp2:True:true", "cp3:True:true", "a1:True:"} {
+	nodes = c.nodeList(0)
+	for _, n := range []string{"cp1:True:true:true:", "cp2:True:true::", "cp3:True:true:true:", "cp4:True::true:", "a1:True:::"} {
 		if !strings.Contains(nodes, n) {
 			t.Errorf("after the restore nodes %q lack %q", nodes, n)
 		}
 	}
-	if i := firstIndex(r, func(e events.Event) bool { return e.Phase == events.PhaseRestoreRejoin && e.Host == "cp2" && e.Step == "db" }); i < 0 {
+	if i := firstIndex(r, func(e events.Event) bool {
+		return e.Phase == events.PhaseRestoreRejoin && e.Host == "cp2" && e.Step == "db"
+	}); i < 0 {
 		t.Error("cp2's etcd data was not moved aside")
 	}
 
 	// Certificate rotation: every node Ready, servers' certificates with new expiry dates.
 	before := map[int]time.Time{}
-	for i := 0; i < 3; i++ {
+	for _, i := range []int{0, 1, 2, 5} {
 		before[i] = certNotAfter(t, c, i, "/var/lib/rancher/k3s/server/tls/client-admin.crt")
 	}
 	time.Sleep(1100 * time.Millisecond)
@@ -148,13 +164,13 @@ func TestDay2(t *testing.T) {
 	if r.code != 0 {
 		t.Fatalf("rotate certificates exited %d", r.code)
 	}
-	for i := 0; i < 3; i++ {
+	for _, i := range []int{0, 1, 2, 5} {
 		if after := certNotAfter(t, c, i, "/var/lib/rancher/k3s/server/tls/client-admin.crt"); !after.After(before[i]) {
 			t.Errorf("host %d: certificate expiry %s not after %s", i, after, before[i])
 		}
 	}
-	if nodes := c.nodeList(0); strings.Count(nodes, ":True:") != 4 {
-		t.Errorf("after certificate rotation: %q, want 4 Ready nodes", nodes)
+	if nodes := c.nodeList(0); strings.Count(nodes, ":True:") != 5 {
+		t.Errorf("after certificate rotation: %q, want 5 Ready nodes", nodes)
 	}
 
 	// Token rotation: every node Ready, the old token no longer joins, the new one never shown.
@@ -175,8 +191,8 @@ func TestDay2(t *testing.T) {
 	if got := c.exec(3, "cat", "/etc/rancher/k3s/cluster-token"); !strings.Contains(got, pw) {
 		t.Error("a1's token file does not hold the new token")
 	}
-	if nodes := c.nodeList(0); strings.Count(nodes, ":True:") != 4 {
-		t.Errorf("after token rotation: %q, want 4 Ready nodes", nodes)
+	if nodes := c.nodeList(0); strings.Count(nodes, ":True:") != 5 {
+		t.Errorf("after token rotation: %q, want 5 Ready nodes", nodes)
 	}
 	probe := c.exec(3, "sh", "-c", "touch /tmp/probe.yaml; timeout 20 k3s agent --config /tmp/probe.yaml --server https://"+c.hosts[0].Address+":6443 --token '"+oldTok+"' --data-dir /tmp/probe --node-name probe 2>&1; echo exit=$?")
 	if !strings.Contains(probe, "401") || strings.Contains(probe, "exit=0") {
@@ -185,13 +201,13 @@ func TestDay2(t *testing.T) {
 
 	// Replacing a server: cp3's machine dies, a new machine (host 4) takes its name.
 	c.exec(2, "systemctl", "stop", "k3s")
-	c.writeInventory(day2Inv, c.day2Hosts("cp1:0:server", "cp2:1:server", "cp3:4:server", "a1:3:agent"))
+	c.writeInventory(day2Inv, c.day2Hosts("cp1:0:server", "cp2:1:server:etcd", "cp3:4:server", "cp4:5:server:control-plane", "a1:3:agent"))
 	r = c.k3strap(6*time.Minute, "apply")
 	defer r.dump(t)
 	if r.code != 0 {
 		t.Fatalf("apply replacing cp3 exited %d", r.code)
 	}
-	if nodes := c.nodeList(0); !strings.Contains(nodes, "cp3:True:true:"+c.hosts[4].Address) {
+	if nodes := c.nodeList(0); !strings.Contains(nodes, "cp3:True:true:true:"+c.hosts[4].Address) {
 		t.Errorf("cp3 not replaced by the new machine: %q", nodes)
 	}
 
@@ -208,7 +224,7 @@ func TestDay2(t *testing.T) {
 	c.exec(1, "systemctl", "start", "k3s")
 
 	// cp3 leaves the inventory: apply reports it and changes nothing; --prune removes it.
-	c.writeInventory(day2Inv, c.day2Hosts("cp1:0:server", "cp2:1:server", "a1:3:agent"))
+	c.writeInventory(day2Inv, c.day2Hosts("cp1:0:server", "cp2:1:server:etcd", "cp4:5:server:control-plane", "a1:3:agent"))
 	r = c.k3strap(4*time.Minute, "apply")
 	defer r.dump(t)
 	if r.code != 0 || !strings.Contains(r.stdout, "cp3 is a node of the cluster but not in the inventory") {
@@ -223,8 +239,8 @@ func TestDay2(t *testing.T) {
 		t.Fatalf("apply --prune exited %d", r.code)
 	}
 	nodes = c.nodeList(0)
-	if strings.Contains(nodes, "cp3:") || strings.Count(nodes, ":true:") != 2 || strings.Count(nodes, ":True:") != 3 {
-		t.Errorf("after --prune: %q, want cp1, cp2 (etcd members) and a1, all Ready", nodes)
+	if strings.Contains(nodes, "cp3:") || strings.Count(nodes, ":True:true:") != 2 || strings.Count(nodes, ":True:") != 4 {
+		t.Errorf("after --prune: %q, want cp1, cp2 (etcd members), cp4 and a1, all Ready", nodes)
 	}
 	if out := c.exec(4, "sh", "-c", "ls /usr/local/bin/k3s 2>&1; systemctl is-active k3s || true"); !strings.Contains(out, "No such file") {
 		t.Errorf("K3s not uninstalled on cp3's host:\n%s", out)

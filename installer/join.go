@@ -111,7 +111,7 @@ func (s *session) waitNode(ctx context.Context, hs *hostState, kc *nodeView, ver
 		since = res.started.Add(hs.facts.ClockSkew).Add(-2 * time.Second)
 	}
 	deadline := time.Now().Add(s.in.opts.Timeout)
-	wantEtcd := hs.host.Role == inventory.RoleServer && len(s.in.cluster.Servers()) > 1
+	wantEtcd := hs.host.EtcdMember() && len(s.in.cluster.Servers()) > 1
 	// A host kept out of the CNI (kernelPolicy exclude) has no pod network on a cluster
 	// whose CNI k3strap deploys: its node may stay NotReady, so registering is enough.
 	_, excluded := s.cniExcluded()[hs.host.Name]

@@ -197,6 +197,7 @@ func (c *Cluster) HostConfig(h *Host) K3sConfig {
 			cfg.ClusterInit = Bool(true)
 		}
 		c.etcdSnapshotConfig(&cfg) // etcdsnapshots.go
+		dedicatedConfig(&cfg, h)   // dedicated.go
 	}
 	if first != nil && !c.IsFirstServer(h) {
 		cfg.Server = c.RegistrationURL()

@@ -208,6 +208,9 @@ type Host struct {
 	// Address is how the workstation reaches the host over SSH (IP or DNS name).
 	Address string `yaml:"address"`
 	Role    Role   `yaml:"role"`
+	// Dedicated splits a server's roles: etcd (etcd only) or control-plane (no etcd);
+	// empty runs both (dedicated.go).
+	Dedicated Dedicated `yaml:"dedicated,omitempty"`
 	// Labels are node labels kept true by k3strap.
 	Labels map[string]string `yaml:"labels,omitempty"`
 	// Taints are node taints kept true by k3strap (key[=value]:Effect in YAML).

@@ -62,6 +62,7 @@ func (c *Cluster) ValidateWith(o ValidateOptions) ErrorList {
 	v.cloudController()
 	v.upgrade()
 	v.etcdSnapshots()
+	v.dedicated()
 	v.cni()
 	v.rancher()
 	v.ssh(&c.Spec.SSH, "spec.ssh", "")

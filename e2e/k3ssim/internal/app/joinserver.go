@@ -60,7 +60,12 @@ func runJoiningServer(parent context.Context, e *runtimeEnv) int {
 		return exitFatal
 	}
 	tok, _ := pki.ParseToken(s.Token)
-	if resp.Cluster.Etcd {
+	// Dedicated roles (docs.k3s.io "Managing Server Roles"): disable-etcd keeps the server out
+	// of etcd; disable-apiserver (with the controller manager and scheduler) makes it etcd only.
+	noEtcd, _ := e.cfg.Get("disable-etcd")
+	noAPI, _ := e.cfg.Get("disable-apiserver")
+	etcd, controlPlane := resp.Cluster.Etcd && noEtcd != "true", noAPI != "true"
+	if etcd {
 		markEtcd(e.dataDir, e.nodeName) // day2.go
 	}
 	tlsDir := filepath.Join(e.dataDir, "server", "tls")
@@ -133,7 +138,7 @@ func runJoiningServer(parent context.Context, e *runtimeEnv) int {
 		e.log.Fatalf("Error: %v", err)
 		return exitFatal
 	}
-	err = nodeagent.Run(ctx, e.nodeConfig(api, tRegister, taints, cloudExternal, true, c.Etcd,
+	err = nodeagent.Run(ctx, e.nodeConfig(api, tRegister, taints, cloudExternal, controlPlane, etcd,
 		c, "127.0.0.1:"+strconv.Itoa(s.HTTPSListenPort), nil))
 	if err == nil {
 		return exitOK

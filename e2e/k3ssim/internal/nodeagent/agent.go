@@ -128,7 +128,7 @@ func Run(ctx context.Context, cfg Config) error {
 		_ = retry(ctx, cfg, func() error { return setReady(ctx, cfg) })
 		cfg.Log.Klog("kubelet_node_status.go:431", "Fast updating node status as it just became ready")
 	}
-	if cfg.ControlPlane {
+	if cfg.ControlPlane || cfg.Etcd { // an etcd-only server gets the etcd role alone (issue 12)
 		if err := clock.SleepUntil(ctx, regAt.Add(c.D(roleLabelAfter))); err == nil {
 			_ = retry(ctx, cfg, func() error { return roleLabels(ctx, cfg) })
 			cfg.Log.Infof("Labels and annotations have been set successfully on node: %s", cfg.NodeName)
@@ -306,7 +306,10 @@ func setReady(ctx context.Context, cfg Config) error {
 }
 
 func roleLabels(ctx context.Context, cfg Config) error {
-	labels := map[string]any{"node-role.kubernetes.io/control-plane": "true"}
+	labels := map[string]any{}
+	if cfg.ControlPlane {
+		labels["node-role.kubernetes.io/control-plane"] = "true"
+	}
 	md := map[string]any{"labels": labels}
 	if cfg.Etcd {
 		labels["node-role.kubernetes.io/etcd"] = "true"
