@@ -81,6 +81,7 @@ func Parse(source string, data []byte, opts LoadOptions) (*Cluster, error) {
 	if opts.Override != nil {
 		errs = append(errs, opts.Override(c)...)
 	}
+	errs = append(errs, c.applyBundle(opts)...) // bundle.go
 	c.ApplyDefaults()
 	for _, e := range errs {
 		if e.Host == "" {

@@ -4,7 +4,8 @@
 // validated with errors that name file, line, column, host and fix.
 //
 // The package does no I/O beyond reading the inventory file (and, for validation, checking that
-// referenced local files exist).
+// referenced local files exist), and opening the airgap bundle it names (bundle.go: extracted
+// once into the user's cache directory).
 package inventory
 
 import (
@@ -46,6 +47,8 @@ type Cluster struct {
 	// name; --api-address): added to every server's tls-san and used in the kubeconfig. Set
 	// by the command layer, not read from the file.
 	APIAddress string `yaml:"-"`
+	// Bundle is the airgap bundle spec.k3s.airgapBundle names, opened by Load (bundle.go).
+	Bundle *Bundle `yaml:"-"`
 }
 
 // Metadata names the cluster.
@@ -128,6 +131,10 @@ type K3s struct {
 	// SELinuxRPMs maps a distribution (el8, el9, el10, sle) to a local k3s-selinux RPM that
 	// airgap installs upload and install on SELinux hosts of that distribution.
 	SELinuxRPMs map[string]string `yaml:"selinuxRPMs,omitempty"`
+	// AirgapBundle is a tar written by `k3strap bundle`; its files stand in for the paths of
+	// spec.k3s.airgap, airgapInstallScript, selinuxRPMs and the local manifests and charts
+	// (bundle.go). Top-level rather than under airgap, which is keyed by architecture.
+	AirgapBundle string `yaml:"airgapBundle,omitempty"`
 	// Upgrade says how `k3strap upgrade` runs: over SSH (default) or through
 	// system-upgrade-controller (upgrade.go).
 	Upgrade *Upgrade `yaml:"upgrade,omitempty"`

@@ -214,9 +214,9 @@ var (
 
 func (v *validator) airgap() {
 	k := &v.c.Spec.K3s
-	if k.Install == Airgap && len(k.Airgap) == 0 {
+	if k.Install == Airgap && len(k.Airgap) == 0 && k.AirgapBundle == "" {
 		v.add("spec.k3s.install", atValue, "", "install: airgap needs the K3s artifacts in spec.k3s.airgap",
-			"add spec.k3s.airgap.amd64 (and arm64/arm as your hosts need) with binary: and images: paths")
+			"add spec.k3s.airgap.amd64 (and arm64/arm as your hosts need) with binary: and images: paths, or spec.k3s.airgapBundle: a tar from `k3strap bundle`")
 	}
 	archs := make([]string, 0, len(k.Airgap))
 	for a := range k.Airgap {
