@@ -136,6 +136,11 @@ func checkArch(in *Input) []Finding {
 			return nil
 		}
 		bin := map[string]string{"amd64": "k3s", "arm64": "k3s-arm64", "arm": "k3s-armhf"}[f.Arch]
+		if b := c.Bundle; b != nil {
+			return []Finding{errorf(h.Name,
+				fmt.Sprintf("write the bundle again with `k3strap bundle` from an inventory that also has spec.k3s.airgap.%s (the %s binary, images and checksums of K3s %s)", f.Arch, bin, c.Spec.K3s.Version),
+				"the airgap bundle %s has no artifacts for %s, the architecture of this host (uname -m %s); it holds %s", b.Path, f.Arch, f.Machine, strings.Join(b.Manifest.Architectures(), ", "))}
+		}
 		return []Finding{errorf(h.Name,
 			fmt.Sprintf("add spec.k3s.airgap.%s with binary: <path to %s> and images: <path to k3s-airgap-images-%s.tar.zst> from the K3s release %s", f.Arch, bin, f.Arch, c.Spec.K3s.Version),
 			"airgap install, but spec.k3s.airgap has no binary for %s, the architecture of this host (uname -m %s)", f.Arch, f.Machine)}
