@@ -131,12 +131,34 @@ func TestDay2(t *testing.T) {
 		t.Errorf("backup list: exit %d, %s not listed", r.code, snap)
 	}
 
-	// A change after the snapshot, then restore: the change is gone, every node Ready.
+	// A change after the snapshot, then restore: the change is gone, every node Ready. The
+	// first attempt is interrupted while cp2 rejoins; the re-run — from the copy on this
+	// machine, the one on cp1 deleted meanwhile — uploads it and picks up without resetting the
+	// first server again.
 	c.exec(0, "k3s", "kubectl", "create", "namespace", "after-backup")
-	r = c.k3strap(6*time.Minute, "restore", "--snapshot", snap, "--yes")
+	a := c.start(6*time.Minute, "restore", "--snapshot", snap, "--yes")
+	a.waitFor(t, 5*time.Minute, "cp2's etcd data moved aside", func(e events.Event) bool {
+		return e.Phase == events.PhaseRestoreRejoin && e.Host == "cp2" && e.Step == "db"
+	})
+	if err := a.cmd.Process.Signal(os.Interrupt); err != nil {
+		t.Fatal(err)
+	}
+	if r = a.wait(t); r.code != 130 {
+		t.Errorf("interrupted restore exited %d, want 130", r.code)
+	}
+	c.exec(0, "rm", "/var/lib/rancher/k3s/server/db/snapshots/"+snap)
+	r = c.k3strap(6*time.Minute, "restore", "--snapshot", filepath.Join(to, snap), "--yes")
 	defer r.dump(t)
 	if r.code != 0 {
-		t.Fatalf("restore exited %d", r.code)
+		t.Fatalf("resumed restore exited %d", r.code)
+	}
+	if firstIndex(r, isHost("cp1", events.HostStep, "upload")) < 0 {
+		t.Error("the local copy was not uploaded")
+	}
+	if !strings.Contains(r.stdout, "resuming the restore") || firstIndex(r, func(e events.Event) bool {
+		return e.Phase == events.PhaseRestoreReset && e.Step == "cluster-reset" && e.Status == events.StatusChanged
+	}) >= 0 {
+		t.Error("the re-run did not resume: the first server was reset again")
 	}
 	if ns := c.exec(0, "k3s", "kubectl", "get", "namespaces", "-o", "name"); strings.Contains(ns, "after-backup") {
 		t.Errorf("after the restore the namespace created after the snapshot is still there: %s", ns)
@@ -147,10 +169,8 @@ func TestDay2(t *testing.T) {
 			t.Errorf("after the restore nodes %q lack %q", nodes, n)
 		}
 	}
-	if i := firstIndex(r, func(e events.Event) bool {
-		return e.Phase == events.PhaseRestoreRejoin && e.Host == "cp2" && e.Step == "db"
-	}); i < 0 {
-		t.Error("cp2's etcd data was not moved aside")
+	if out := c.exec(1, "sh", "-c", "ls -d /var/lib/rancher/k3s/server/db-k3strap-restore-*"); !strings.Contains(out, "db-k3strap-restore-") {
+		t.Errorf("cp2's etcd data was not moved aside: %s", out)
 	}
 
 	// Certificate rotation: every node Ready, servers' certificates with new expiry dates.
@@ -246,4 +266,15 @@ func TestDay2(t *testing.T) {
 		t.Errorf("K3s not uninstalled on cp3's host:\n%s", out)
 	}
 	c.exec(0, "k3s", "kubectl", "create", "namespace", "after-prune")
+
+	// A single server runs SQLite: backup is refused, saying why (exit 2).
+	c.writeInventory(day2Inv, c.day2Hosts("solo:4:server"))
+	if r = c.k3strap(4*time.Minute, "apply"); r.code != 0 {
+		t.Fatalf("single-server apply exited %d", r.code)
+	}
+	r = c.k3strap(time.Minute, "backup")
+	defer r.dump(t)
+	if r.code != 2 || !strings.Contains(r.stdout, "has no embedded etcd") {
+		t.Errorf("backup of a single server: exit %d, want 2 saying it has no embedded etcd", r.code)
+	}
 }

@@ -1,9 +1,14 @@
 package installer
 
 import (
+	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
+	"os"
 	"path"
+	"path/filepath"
 	"strings"
 
 	"github.com/k3strap/k3strap/events"
@@ -21,14 +26,42 @@ func (restoreCheckStep) Summary() string {
 func (restoreCheckStep) Run(ctx context.Context, s *session) error {
 	d := s.d2()
 	p := d.snapshot
-	if !strings.Contains(p, "/") {
+	// A copy on this machine (backup --to) is uploaded into the snapshot directory.
+	var local []byte
+	if fi, err := os.Stat(d.snapshot); err == nil && fi.Mode().IsRegular() {
+		if local, err = readLocalSnapshot(d.snapshot); err != nil {
+			return &Failure{Kind: KindInvalid, Phase: events.PhaseRestoreCheck, Info: events.ErrorInfo{Message: err.Error(),
+				Fix: "use an intact copy (its NAME.sha256 beside it is checked), or a snapshot on the first server"}}
+		}
+		p = path.Join(s.snapshotDir(), filepath.Base(p))
+	} else if !strings.Contains(p, "/") {
 		p = path.Join(s.snapshotDir(), p)
 	}
-	out, err := s.sh(ctx, s.first, "snapshot check", `[ -f "$1" ] && echo found || echo missing`, "", p)
+	out, err := s.sh(ctx, s.first, "snapshot check", `[ -f "$1" ] && sha256sum "$1" | cut -d' ' -f1 || echo missing`, "", p)
 	if err != nil {
 		return s.hostFailure(s.first, "snapshot", KindInstall, err)
 	}
-	if strings.TrimSpace(out) != "found" {
+	if local != nil {
+		sum := sha256.Sum256(local)
+		want := hex.EncodeToString(sum[:])
+		switch strings.TrimSpace(out) {
+		case want:
+		case "missing":
+			if err := s.first.c().WriteFile(ctx, p, 0o600, bytes.NewReader(local), int64(len(local)), nil); err != nil {
+				return s.hostFailure(s.first, "upload snapshot", KindInstall, err)
+			}
+			if got, err := s.sh(ctx, s.first, "sha256sum", `sha256sum "$1" | cut -d' ' -f1`, "", p); err != nil || strings.TrimSpace(got) != want {
+				return s.hostFailure(s.first, "upload snapshot", KindInstall, fmt.Errorf("%s: the uploaded copy's checksum differs (%v); re-run", p, err))
+			}
+			s.in.emitter(events.PhaseRestoreCheck).Step(s.first.host.Name, "upload", events.StatusChanged, fmt.Sprintf("copied %s to %s (sha256 checked)", d.snapshot, p))
+			out = want
+		default:
+			return &Failure{Kind: KindInvalid, Phase: events.PhaseRestoreCheck, Host: s.first.host.Name, Info: events.ErrorInfo{
+				Message: fmt.Sprintf("%s on %s differs from %s", p, s.first.host.Name, d.snapshot),
+				Fix:     "give the snapshot on the first server by name, or rename the local copy"}}
+		}
+	}
+	if strings.TrimSpace(out) == "missing" {
 		return &Failure{Kind: KindInvalid, Phase: events.PhaseRestoreCheck, Host: s.first.host.Name, Info: events.ErrorInfo{
 			Message: fmt.Sprintf("snapshot %s not found on %s", p, s.first.host.Name),
 			Fix:     "`k3strap backup list` shows the snapshots there; a copy made with --to is put back with scp into " + s.snapshotDir(),
@@ -73,4 +106,22 @@ func (st restoreCheckStep) Preview(ctx context.Context, s *session) error {
 func (s *session) rejoined(ctx context.Context, hs *hostState) bool {
 	kv, err := s.readKV(ctx, hs, PathRestoreDone)
 	return err == nil && kv["id"] == s.d2().restoreID
+}
+
+// readLocalSnapshot reads a snapshot copied with backup --to, checking it against NAME.sha256
+// beside it when that file exists.
+func readLocalSnapshot(p string) ([]byte, error) {
+	data, err := os.ReadFile(p)
+	if err != nil {
+		return nil, err
+	}
+	sums, err := os.ReadFile(p + ".sha256")
+	if err != nil {
+		return data, nil
+	}
+	sum := sha256.Sum256(data)
+	if !strings.Contains(string(sums), hex.EncodeToString(sum[:])+"  "+filepath.Base(p)) {
+		return nil, fmt.Errorf("%s does not match its checksum in %s.sha256", p, p)
+	}
+	return data, nil
 }

@@ -109,7 +109,7 @@ func (a *app) renderHost(pl *installer.Planner, c *inventory.Cluster, h *invento
 		}
 		if i == 0 {
 			fmt.Fprintf(w, "### host %s (%s, %s)%s\n", h.Name, h.Address, h.Role, map[bool]string{true: " — first server, initialises the cluster", false: ""}[p.First])
-			fmt.Fprintf(w, "--- %s (mode 0600)\n%s", installer.PathConfig, p.ConfigYAML)
+			fmt.Fprintf(w, "--- %s (mode 0600)\n%s", installer.PathConfig, k3s.Mask(string(p.ConfigYAML))) // etcd-s3 keys (issue 12)
 			fmt.Fprintf(w, "--- %s (mode 0600): the cluster token (secret, not shown)\n", installer.PathTokenFile)
 		}
 		if arch != "" {

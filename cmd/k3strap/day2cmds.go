@@ -108,7 +108,7 @@ func (a *app) restoreCmd() *cobra.Command {
 		},
 	}
 	registerDay2(cmd, rf, true)
-	cmd.Flags().StringVar(&snapshot, "snapshot", "", "snapshot name (in the first server's snapshot directory) or path on the first server")
+	cmd.Flags().StringVar(&snapshot, "snapshot", "", "snapshot name (in the first server's snapshot directory), path on the first server, or a copy on this machine (backup --to; uploaded, sha256 checked)")
 	cmd.Flags().BoolVarP(&yes, "yes", "y", false, "do not ask for confirmation (for scripts)")
 	return withSteps(cmd, "restore")
 }
