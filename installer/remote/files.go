@@ -215,22 +215,24 @@ while [ "$i" -lt "$n" ]; do
   i=$((i + 1))
 done`
 
-// finishScript verifies an uploaded partial file against its sha256, moves it into place as
-// root with its mode (renamed next to the target: atomic), and removes every partial or
-// temporary file k3strap left for this target (older random names included). Exit 3: the
-// checksum did not match (the partial file is removed).
+// finishScript copies an uploaded partial file into a fresh file next to the target, verifies
+// the copy against its sha256, moves it into place as root with its mode (rename: atomic), and
+// removes every partial or temporary file k3strap left for this target (older random names
+// included). The copy matters: an SFTP server of a connection that died on our side may still
+// hold the partial file open for writing (sshd has not noticed yet), and a binary renamed from
+// it could not be executed ("Text file busy"). Exit 3: the checksum did not match (the partial
+// file is removed).
 const finishScript = `set -e
 src=$1 dst=$2 mode=$3 sum=$4 stage=$5
-if ! printf '%s  %s\n' "$sum" "$src" | sha256sum -c --quiet --strict - >/dev/null 2>&1; then
-  rm -f "$src"; echo "uploaded file does not match its sha256" >&2; exit 3
-fi
 d=$(dirname "$dst") b=$(basename "$dst")
 mkdir -p "$d"
-if [ "$(dirname "$src")" = "$d" ]; then
-  chown root:root "$src"; chmod "$mode" "$src"; mv -f "$src" "$dst"
-else
-  install -m "$mode" -o root -g root "$src" "$dst.k3strap-tmp"; mv -f "$dst.k3strap-tmp" "$dst"; rm -f "$src"
+tmp="$d/.$b.k3strap-tmp"
+rm -f "$tmp"
+cp "$src" "$tmp"
+if ! printf '%s  %s\n' "$sum" "$tmp" | sha256sum -c --quiet --strict - >/dev/null 2>&1; then
+  rm -f "$tmp" "$src"; echo "uploaded file does not match its sha256" >&2; exit 3
 fi
+chown root:root "$tmp"; chmod "$mode" "$tmp"; mv -f "$tmp" "$dst"
 rm -f "$d/.$b".k3strap-* "$dst.k3strap-tmp"
 if [ -n "$stage" ]; then rm -f "$stage"*; fi`
 

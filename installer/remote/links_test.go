@@ -430,6 +430,13 @@ func TestResumeSkipsHoles(t *testing.T) {
 	if err := os.WriteFile(c.partialPrefix(dst)+sum[:16], part, 0o600); err != nil {
 		t.Fatal(err)
 	}
+	// A stale SFTP server still holding the partial file open for writing: the file put in
+	// place must be another inode (or the binary could not be executed: "Text file busy").
+	stale, err := os.OpenFile(c.partialPrefix(dst)+sum[:16], os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stale.Close()
 	tr, err := c.WriteFileResumable(context.Background(), dst, 0o644, src, size, sum, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -439,5 +446,9 @@ func TestResumeSkipsHoles(t *testing.T) {
 	}
 	if got, _ := os.ReadFile(dst); !bytes.Equal(got, content) {
 		t.Fatal("content differs")
+	}
+	si, _ := stale.Stat()
+	if di, err := os.Stat(dst); err != nil || os.SameFile(si, di) {
+		t.Fatalf("the target is the partial file still open for writing (%v)", err)
 	}
 }
