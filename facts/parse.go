@@ -140,6 +140,7 @@ func Parse(out []byte) (*Host, error) {
 		}
 	}
 	p.finish(h)
+	compact(h)
 	return h, nil
 }
 
@@ -384,22 +385,26 @@ func parseKernelConfig(_ *parser, h *Host, s *section) error {
 		return nil
 	}
 	h.Kernel.ConfigSource = s.arg
-	h.Kernel.Config = map[string]string{}
-	for _, l := range s.body {
-		t := strings.TrimSpace(l.text)
-		if !strings.HasPrefix(t, "CONFIG_") {
-			continue
+	cfg, err := sharedKernelConfig(s.body, func() (map[string]string, error) {
+		cfg := map[string]string{}
+		for _, l := range s.body {
+			t := strings.TrimSpace(l.text)
+			if !strings.HasPrefix(t, "CONFIG_") {
+				continue
+			}
+			k, v, ok := strings.Cut(t, "=")
+			if !ok {
+				return nil, s.errf(l, "want CONFIG_NAME=value")
+			}
+			if len(v) >= 2 && v[0] == '"' && v[len(v)-1] == '"' {
+				v = v[1 : len(v)-1]
+			}
+			cfg[k] = v
 		}
-		k, v, ok := strings.Cut(t, "=")
-		if !ok {
-			return s.errf(l, "want CONFIG_NAME=value")
-		}
-		if len(v) >= 2 && v[0] == '"' && v[len(v)-1] == '"' {
-			v = v[1 : len(v)-1]
-		}
-		h.Kernel.Config[k] = v
-	}
-	return nil
+		return cfg, nil
+	})
+	h.Kernel.Config = cfg
+	return err
 }
 
 func parseModules(_ *parser, h *Host, s *section) error {

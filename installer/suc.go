@@ -457,10 +457,16 @@ func (t *sucTracker) observe(p *sucPoll, now time.Time) (done int) {
 		}
 		if np.steps == nil {
 			np.steps = sucSteps(n.server())
-			// Already on the version, schedulable and without a job: nothing to do.
-			if lvl := sucLevel(p, n, t.version); lvl == len(np.steps) && p.jobFor(name) == nil {
-				np.done, np.unchanged = true, true
-				t.em.Step(name, events.SUCStepUpgrade, events.StatusUnchanged, "already on "+t.version)
+			// Done before the watch started: without a job it was on the version already;
+			// with a completed one SUC upgraded it while nobody watched.
+			if lvl := sucLevel(p, n, t.version); lvl == len(np.steps) {
+				np.done, np.level = true, lvl
+				if p.jobFor(name) == nil {
+					np.unchanged = true
+					t.em.Step(name, events.SUCStepUpgrade, events.StatusUnchanged, "already on "+t.version)
+				} else {
+					t.em.Step(name, events.SUCStepUncordon, events.StatusOK, "upgraded to "+t.version+" (before this watch started)")
+				}
 				continue
 			}
 		}

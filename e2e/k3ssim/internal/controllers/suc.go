@@ -345,9 +345,13 @@ func (c *Controller) sucPodStep(now time.Time, p *corev1.Pod, plan *sucPlan, com
 		return corev1.ContainerStatus{Name: name, Image: image, Started: ptr(true), State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: t}}}
 	}
 	if len(p.Status.InitContainerStatuses) == 0 && len(p.Spec.InitContainers) > 0 {
-		c.mutatePod(p, func(x *corev1.Pod) {
+		hostIP := ""
+		if n := c.node(node); n != nil {
+			hostIP = nodeIP(n)
+		}
+		c.mutatePod(p, func(x *corev1.Pod) { // no store calls inside: the store is locked
 			x.Status.Phase = corev1.PodPending
-			x.Status.HostIP = nodeIP(c.node(node))
+			x.Status.HostIP = hostIP
 			x.Status.StartTime = &t
 			for i, ic := range x.Spec.InitContainers {
 				cs := corev1.ContainerStatus{Name: ic.Name, Image: ic.Image, State: corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: "PodInitializing"}}}
