@@ -111,7 +111,7 @@ func (s *session) removalTarget(ctx context.Context, name string) (*removal, err
 			down = append(down, m)
 		}
 	}
-	if len(live) <= len(left)/2 {
+	if !liveMajority(len(left), len(live)) {
 		return nil, &Failure{Kind: KindInstall, Phase: events.PhaseRemoveNode, Host: name, Info: events.ErrorInfo{
 			Message: fmt.Sprintf("removing %s would leave %d etcd members (%s) of which only %d run (%s down): no live majority — etcd would lose quorum",
 				name, len(left), strings.Join(left, ", "), len(live), strings.Join(down, ", ")),
@@ -225,3 +225,8 @@ func (s *session) reportOrPrune(ctx context.Context) error {
 	}
 	return nil
 }
+
+// liveMajority reports whether live running members are a majority of the left members etcd
+// would have (etcd needs more than half of its members to work; docs.k3s.io "High
+// Availability Embedded etcd"). No member left is no majority.
+func liveMajority(left, live int) bool { return left > 0 && live > left/2 }
