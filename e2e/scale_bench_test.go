@@ -1,0 +1,348 @@
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"text/template"
+	"time"
+
+	"github.com/k3strap/k3strap/e2e/harness"
+	"github.com/k3strap/k3strap/events"
+	"github.com/k3strap/k3strap/facts"
+)
+
+// Scale benchmarks (issue 13): k3strap's own cost against 100 and 500 SSH endpoints. They are
+// not harness hosts: one network namespace (scaleNS) holds 500 addresses on its loopback
+// interface, in 10.125.0.0/16 — a range that exists only inside that namespace — and ONE
+// OpenSSH server (the harness base image's sshd, with its own host key and authorized_keys,
+// in a private mount namespace) listens on all of them. Every "host" is therefore this
+// machine: the facts script runs as root on it, and k3strap's cost per host (connect, host
+// key check, facts, preflight, events) is what the numbers measure. The hosts look like fresh
+// machines, so a no-op apply cannot be measured without K3s on 500 hosts; the second
+// benchmark is `apply --dry-run` (connect, facts, plan, preflight, and per host the diff of
+// what apply would write), an upper bound of a no-op apply's work on the workstation side.
+// Each is reported as a ratio to the floor measured in the same run: one plain `ssh` per host
+// running the same facts script, with k3strap's concurrency. Peak RSS is k3strap's (rusage).
+
+const scaleNS = "k3st-scale"
+
+// scaleAddr is the address of scale host i (1-based).
+func scaleAddr(i int) string { return fmt.Sprintf("10.125.%d.%d", i/250, i%250+1) }
+
+type scaleRig struct {
+	dir  string
+	key  string
+	sshd *exec.Cmd
+	bin  built
+}
+
+// scaleUp creates the namespace, its n addresses and the sshd; the returned rig's close
+// removes them.
+func scaleUp(b *testing.B, n int) *scaleRig {
+	b.Helper()
+	h := harness.Require(b) // the harness lock keeps the machine quiet while measuring
+	bin := buildOnce()
+	if bin.err != nil {
+		b.Fatal(bin.err)
+	}
+	base := filepath.Join(filepath.Dir(h.KeyPath()), "base")
+	if _, err := os.Stat(filepath.Join(base, "usr/sbin/sshd")); err != nil {
+		b.Skipf("no sshd in the harness base image: %v", err)
+	}
+	d := b.TempDir()
+	r := &scaleRig{dir: d, key: h.KeyPath(), bin: bin}
+	pub, err := os.ReadFile(h.KeyPath() + ".pub")
+	if err != nil {
+		b.Fatal(err)
+	}
+	passwd, err := os.ReadFile("/etc/passwd")
+	if err != nil {
+		b.Fatal(err)
+	}
+	if !bytes.Contains(passwd, []byte("\nsshd:")) {
+		passwd = append(passwd, []byte("sshd:x:64990:65534::/run/sshd:/usr/sbin/nologin\n")...)
+	}
+	var batch strings.Builder
+	for i := 1; i <= n; i++ {
+		fmt.Fprintf(&batch, "addr add %s/32 dev lo\n", scaleAddr(i))
+	}
+	files := map[string]string{
+		"authorized_keys": string(pub),
+		"passwd":          string(passwd),
+		"addrs":           batch.String(),
+		"sshd_config": fmt.Sprintf(`Port 22
+ListenAddress 0.0.0.0
+HostKey %[1]s/ssh_host_ed25519_key
+PidFile %[1]s/sshd.pid
+AuthorizedKeysFile %[1]s/authorized_keys
+PermitRootLogin prohibit-password
+PasswordAuthentication no
+KbdInteractiveAuthentication no
+UsePAM no
+StrictModes no
+UseDNS no
+MaxStartups 4000
+MaxSessions 100
+LogLevel ERROR
+Subsystem sftp %[2]s/usr/lib/openssh/sftp-server
+`, d, base),
+	}
+	for name, body := range files {
+		if err := os.WriteFile(filepath.Join(d, name), []byte(body), 0o600); err != nil {
+			b.Fatal(err)
+		}
+	}
+	setup := fmt.Sprintf(`set -e
+ip netns del %[1]s 2>/dev/null || true
+ip netns add %[1]s
+ip -n %[1]s link set lo up
+ip -n %[1]s -batch %[2]s/addrs
+ssh-keygen -q -t ed25519 -N '' -f %[2]s/ssh_host_ed25519_key
+mkdir -p %[2]s/lib /run/sshd
+cp %[3]s/usr/lib/x86_64-linux-gnu/libwrap.so.0* %[2]s/lib/
+`, scaleNS, d, base)
+	if out, err := exec.Command("bash", "-c", setup).CombinedOutput(); err != nil {
+		b.Fatalf("scale setup: %v\n%s", err, out)
+	}
+	r.sshd = exec.Command("ip", "netns", "exec", scaleNS, "unshare", "-m", "--propagation", "private", "sh", "-c",
+		fmt.Sprintf("mount --bind %[1]s/passwd /etc/passwd && LD_LIBRARY_PATH=%[1]s/lib exec %[2]s/usr/sbin/sshd -D -e -f %[1]s/sshd_config", d, base))
+	var sshdLog bytes.Buffer
+	r.sshd.Stdout, r.sshd.Stderr = &sshdLog, &sshdLog
+	if err := r.sshd.Start(); err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() {
+		_ = r.sshd.Process.Signal(syscall.SIGTERM)
+		_ = r.sshd.Wait()
+		_ = exec.Command("ip", "netns", "del", scaleNS).Run()
+		if b.Failed() {
+			b.Logf("sshd:\n%s", sshdLog.String())
+		}
+	})
+	// Wait for sshd, then record every address's host key (not measured).
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		if err := exec.Command("ip", "netns", "exec", scaleNS, "bash", "-c", "exec 3<>/dev/tcp/"+scaleAddr(1)+"/22").Run(); err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			b.Fatalf("sshd did not start:\n%s", sshdLog.String())
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if _, err := r.floor(n, 50); err != nil {
+		b.Fatalf("warm-up: %v\n%s", err, sshdLog.String())
+	}
+	return r
+}
+
+// floor runs one plain ssh per host (the first n), conc at a time, each running the facts
+// script k3strap runs, and returns the wall time.
+func (r *scaleRig) floor(n, conc int) (time.Duration, error) {
+	script := facts.Script(facts.ScriptInput{Files: []string{"/etc/rancher/k3s/config.yaml", "/usr/local/bin/k3s"}})
+	sem := make(chan struct{}, conc)
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	var first error
+	start := time.Now()
+	for i := 1; i <= n; i++ {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer wg.Done()
+			defer func() { <-sem }()
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+			defer cancel()
+			cmd := exec.CommandContext(ctx, "ip", "netns", "exec", scaleNS, "ssh", "-i", r.key,
+				"-o", "UserKnownHostsFile="+filepath.Join(r.dir, "known_hosts"), "-o", "StrictHostKeyChecking=accept-new",
+				"-o", "BatchMode=yes", "-o", "LogLevel=ERROR", "-F", "none", "root@"+scaleAddr(i), "sh", "-c", shellQuote(script))
+			if out, err := cmd.CombinedOutput(); err != nil {
+				mu.Lock()
+				if first == nil {
+					first = fmt.Errorf("ssh %s: %v: %s", scaleAddr(i), err, out)
+				}
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	return time.Since(start), first
+}
+
+const scaleInv = `apiVersion: k3strap.io/v1alpha1
+kind: Cluster
+metadata:
+  name: scale
+spec:
+  k3s:
+    version: v1.36.3+k3s1
+    install: airgap
+    airgap:
+      amd64:
+        binary: {{.Artifacts}}/k3s
+        checksums: {{.Artifacts}}/sha256sum-amd64.txt
+    config:
+      kubelet-arg: [fail-cgroupv1=false]
+  ssh:
+    user: root
+    keyPath: {{.Key}}
+    knownHosts: {{.KnownHosts}}
+    connectTimeout: 20s
+  hosts:
+{{- range .Addrs}}
+    - name: {{.Name}}
+      address: {{.Addr}}
+      role: {{.Role}}
+{{- end}}
+`
+
+// inventory writes an inventory of the first n scale hosts (one server, agents) and returns
+// its path.
+func (r *scaleRig) inventory(b *testing.B, n int) string {
+	type host struct{ Name, Addr, Role string }
+	d := struct {
+		Artifacts, Key, KnownHosts string
+		Addrs                      []host
+	}{Artifacts: r.bin.artifacts, Key: r.key, KnownHosts: filepath.Join(r.dir, "known_hosts")}
+	for i := 1; i <= n; i++ {
+		role := "agent"
+		if i == 1 {
+			role = "server"
+		}
+		d.Addrs = append(d.Addrs, host{fmt.Sprintf("n%03d", i), scaleAddr(i), role})
+	}
+	var buf bytes.Buffer
+	if err := template.Must(template.New("inv").Parse(scaleInv)).Execute(&buf, d); err != nil {
+		b.Fatal(err)
+	}
+	p := filepath.Join(r.dir, fmt.Sprintf("scale-%d.yaml", n))
+	if err := os.WriteFile(p, buf.Bytes(), 0o644); err != nil {
+		b.Fatal(err)
+	}
+	return p
+}
+
+// scaleRun is one k3strap invocation inside the namespace.
+type scaleRun struct {
+	dur      time.Duration
+	maxRSSKB int64
+	events   int
+	bytes    int
+	code     int
+	stdout   string
+}
+
+func (r *scaleRig) k3strap(b *testing.B, args ...string) scaleRun {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, "ip", append([]string{"netns", "exec", scaleNS, r.bin.k3strap}, args...)...)
+	cmd.Dir = r.dir
+	cmd.Env = append(os.Environ(), "HOME="+r.dir)
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	start := time.Now()
+	err := cmd.Run()
+	res := scaleRun{dur: time.Since(start), stdout: out.String(), bytes: out.Len()}
+	if ee, ok := err.(*exec.ExitError); ok {
+		res.code = ee.ExitCode()
+	} else if err != nil {
+		b.Fatalf("k3strap: %v\n%s", err, errb.String())
+	}
+	if ru, ok := cmd.ProcessState.SysUsage().(*syscall.Rusage); ok {
+		res.maxRSSKB = ru.Maxrss
+	}
+	res.events = strings.Count(res.stdout, "\n")
+	if res.code != 0 {
+		b.Fatalf("k3strap %s exited %d:\n%s\n%s", strings.Join(args, " "), res.code, tail(res.stdout, 3000), errb.String())
+	}
+	if !strings.Contains(res.stdout, `"type":"`+string(events.Summary)+`"`) {
+		b.Fatalf("no summary event")
+	}
+	return res
+}
+
+func tail(s string, n int) string {
+	if len(s) > n {
+		return s[len(s)-n:]
+	}
+	return s
+}
+
+// BenchmarkScale measures preflight and apply --dry-run against 100 and 500 SSH endpoints,
+// each against the floor of the same run (goals, issue 13: ≤ 1.0× the floor at 100 hosts,
+// ≤ 1.2× at 500; peak RSS ≤ 100 MB at 500).
+func BenchmarkScale(b *testing.B) {
+	const most = 500
+	r := scaleUp(b, most)
+	for _, n := range []int{100, most} {
+		inv := r.inventory(b, n)
+		for _, mode := range []struct {
+			name string
+			args []string
+		}{
+			{"preflight", []string{"preflight"}},
+			{"dry-run", []string{"apply", "--dry-run"}},
+		} {
+			b.Run(fmt.Sprintf("hosts=%d/%s", n, mode.name), func(b *testing.B) {
+				conc := 0 // k3strap's default
+				var floorSum, ourSum time.Duration
+				var rss int64
+				var last scaleRun
+				for b.Loop() {
+					args := append(append([]string{}, mode.args...), "-f", inv, "--output", "json", "--ssh-config", "none",
+						"--ignore-preflight-errors", "all", "--kubeconfig-out", filepath.Join(r.dir, "k"))
+					if mode.name == "preflight" {
+						args = slicesWithout(args, "--kubeconfig-out", filepath.Join(r.dir, "k"))
+					}
+					last = r.k3strap(b, args...)
+					ourSum += last.dur
+					rss = max(rss, last.maxRSSKB)
+					if conc == 0 {
+						conc = defaultConcurrency
+					}
+					f, err := r.floor(n, conc)
+					if err != nil {
+						b.Fatal(err)
+					}
+					floorSum += f
+				}
+				nb := float64(b.N)
+				b.ReportMetric(floorSum.Seconds()*1000/nb, "floor-ms")
+				b.ReportMetric(ourSum.Seconds()*1000/nb, "k3strap-ms")
+				b.ReportMetric(ourSum.Seconds()/floorSum.Seconds(), "x-floor")
+				b.ReportMetric(float64(rss)/1024, "peak-RSS-MB")
+				b.ReportMetric(float64(last.events), "events")
+				b.ReportMetric(float64(last.bytes)/1024, "output-KB")
+				b.Logf("%d hosts %s: k3strap %.2fs, floor %.2fs (%d at a time), %.2f×, peak RSS %.1f MB, %d events (%d kB)",
+					n, mode.name, ourSum.Seconds()/nb, floorSum.Seconds()/nb, conc, ourSum.Seconds()/floorSum.Seconds(), float64(rss)/1024, last.events, last.bytes/1024)
+			})
+		}
+	}
+}
+
+// defaultConcurrency is k3strap's default --concurrency (installer.Options.defaults).
+const defaultConcurrency = 10
+
+func slicesWithout(args []string, drop ...string) []string {
+	var out []string
+	for _, a := range args {
+		keep := true
+		for _, d := range drop {
+			if a == d {
+				keep = false
+			}
+		}
+		if keep {
+			out = append(out, a)
+		}
+	}
+	return out
+}
