@@ -194,7 +194,16 @@ func TestDay2(t *testing.T) {
 	}
 
 	// Token rotation: every node Ready, the old token no longer joins, the new one never shown.
+	// Its dry-run (and restore's) changes nothing.
 	oldTok := strings.TrimSpace(c.exec(0, "cat", "/var/lib/rancher/k3s/server/token"))
+	for _, args := range [][]string{{"rotate", "token", "--dry-run"}, {"restore", "--snapshot", snap, "--dry-run"}} {
+		if r = c.k3strap(time.Minute, args...); r.code != 0 || strings.TrimSpace(c.exec(0, "cat", "/var/lib/rancher/k3s/server/token")) != oldTok {
+			t.Errorf("%v: exit %d or the token changed", args, r.code)
+		}
+	}
+	if ns := c.exec(0, "k3s", "kubectl", "get", "namespaces", "-o", "name"); !strings.Contains(ns, "namespace/default") {
+		t.Errorf("after the dry-runs: %s", ns)
+	}
 	r = c.k3strap(6*time.Minute, "rotate", "token")
 	defer r.dump(t)
 	if r.code != 0 {

@@ -27,6 +27,9 @@ func (removeNodeStep) Run(ctx context.Context, s *session) error {
 		if err := s.removeNode(ctx, name, true); err != nil {
 			return err
 		}
+		if s.in.cluster.Host(name) != nil {
+			s.in.emitter(events.PhaseRemoveNode).Warn(name, name+" is still in the inventory: the next `k3strap apply` joins it again — remove it from "+s.in.cluster.Source)
+		}
 	}
 	return nil
 }

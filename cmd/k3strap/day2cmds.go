@@ -23,7 +23,8 @@ func registerDay2(cmd *cobra.Command, rf *runFlags, watches bool) {
 	}
 }
 
-// withSteps appends the steps of the step-run command name to cmd's --help.
+// withSteps appends the steps of the step-run command name to a subcommand's --help
+// (describeSteps does it for the top-level commands).
 func withSteps(cmd *cobra.Command, name string) *cobra.Command {
 	long := cmd.Long
 	if long == "" {
@@ -71,7 +72,7 @@ func (a *app) backupCmd() *cobra.Command {
 	}
 	rf.register(list, false)
 	cmd.AddCommand(withSteps(list, "backup-list"))
-	return withSteps(cmd, "backup")
+	return cmd // describeSteps appends backup's steps
 }
 
 func (a *app) restoreCmd() *cobra.Command {
@@ -110,7 +111,7 @@ func (a *app) restoreCmd() *cobra.Command {
 	registerDay2(cmd, rf, true)
 	cmd.Flags().StringVar(&snapshot, "snapshot", "", "snapshot name (in the first server's snapshot directory), path on the first server, or a copy on this machine (backup --to; uploaded, sha256 checked)")
 	cmd.Flags().BoolVarP(&yes, "yes", "y", false, "do not ask for confirmation (for scripts)")
-	return withSteps(cmd, "restore")
+	return cmd
 }
 
 func (a *app) removeNodeCmd() *cobra.Command {
@@ -144,7 +145,7 @@ func (a *app) removeNodeCmd() *cobra.Command {
 	}
 	registerDay2(cmd, rf, false)
 	cmd.Flags().BoolVarP(&yes, "yes", "y", false, "do not ask for confirmation (for scripts)")
-	return withSteps(cmd, "remove-node")
+	return cmd
 }
 
 func (a *app) rotateCmd() *cobra.Command {
