@@ -127,8 +127,8 @@ func TestUploadCutMidFlight(t *testing.T) {
 	bound := linkKeepalive*remote.DefaultKeepaliveMax + linkConnect
 	took := failed.Sub(cut)
 	t.Logf("a2 failed %s after the cut (keepalive × count + connect timeout = %s)", took.Round(10*time.Millisecond), bound)
-	if failed.IsZero() || took > bound+4*time.Second {
-		t.Errorf("a2 failed %s after the cut, want within %s (+4 s slack)", took, bound)
+	if failed.IsZero() || took > bound+5*time.Second {
+		t.Errorf("a2 failed %s after the cut, want within %s (+5 s slack for a loaded machine)", took, bound)
 	}
 	if err := c.h.Heal(ctx, c.hosts[2].Index); err != nil {
 		t.Fatal(err)
