@@ -58,6 +58,8 @@ const (
 	PhaseDryRun Phase = "dry-run"
 	// PhaseRetry reports a transient failure being retried after reconnecting.
 	PhaseRetry Phase = "retry"
+	// PhaseSSH carries every remote command and file write (secrets masked) for --verbose.
+	PhaseSSH Phase = "ssh"
 )
 
 // CommandPhase is the phase of command-wide events (the summary, a failure outside any step):

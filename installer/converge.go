@@ -320,7 +320,6 @@ func (s *session) install(ctx context.Context, hs *hostState) (unitChanged bool,
 		}
 	}
 	cmd := remote.Script("install K3s", installCmd, args...).AsRoot().WithEnv(hs.plan.InstallEnv...)
-	s.in.emitter(events.PhaseInstall).Debug(hs.host.Name, cmd.String()+" with "+strings.Join(hs.plan.InstallEnv, " "))
 	res, err := hs.c().Check(ctx, cmd)
 	if err != nil {
 		return false, err

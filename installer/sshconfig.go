@@ -215,7 +215,7 @@ func (s *session) clientConfig(name string, e *endpoint) remote.Config {
 		KeepaliveInterval: s.in.opts.KeepaliveInterval,
 		UseAgent:          os.Getenv("SSH_AUTH_SOCK") != "",
 		// --verbose shows every remote command (Cmd.String: masked, no secrets) and file write.
-		Debug: func(msg string) { s.in.emitter("").Debug(name, "ssh: "+msg) },
+		Debug: func(msg string) { s.in.emitter(events.PhaseSSH).Debug(name, msg) },
 	}
 	if s.in.opts.InsecureIgnoreHostKey {
 		cfg.InsecureIgnoreHostKey = true

@@ -107,12 +107,6 @@ func (c Cmd) name() string {
 	return "command"
 }
 
-// Quote quotes one value for a POSIX shell.
-func Quote(s string) string { return shellescape.Quote(s) }
-
-// QuoteArgs quotes and joins argv for a POSIX shell.
-func QuoteArgs(argv ...string) string { return shellescape.QuoteCommand(argv) }
-
 // firstLine returns the first non-empty line of b, trimmed, for error messages.
 func firstLine(b []byte) string {
 	for _, l := range strings.Split(string(b), "\n") {
