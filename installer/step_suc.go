@@ -98,7 +98,8 @@ func (s *session) sucOptions() (suc.Options, error) {
 			o.Tolerations = append(o.Tolerations, suc.TolerationFor(t.Key, t.Value, string(t.Effect)))
 		}
 	}
-	o.AgentConcurrency = max(1, (agents*s.in.opts.UpgradeBatchPercent+99)/100)
+	// As the SSH path's batches (step_join_agents.go): the percentage rounded down, at least 1.
+	o.AgentConcurrency = max(1, agents*s.in.opts.UpgradeBatchPercent/100)
 	return o, nil
 }
 
