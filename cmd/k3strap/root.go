@@ -118,7 +118,7 @@ func (a *app) rootCmd() *cobra.Command {
 	}
 	root.AddCommand(a.validateCmd(), a.preflightCmd(), a.renderCmd(), a.applyCmd(), a.upgradeCmd(), a.resetCmd(), a.kubeconfigCmd(), a.checkCmd(), a.doctorCmd(), a.versionCmd(), a.initCmd(), a.stepsCmd())
 	root.AddCommand(a.backupCmd(), a.restoreCmd(), a.removeNodeCmd(), a.rotateCmd()) // day2cmds.go (issue 12)
-	root.AddCommand(a.bundleCmd()) // bundle.go (issue 14)
+	root.AddCommand(a.bundleCmd())                                                   // bundle.go (issue 14)
 	describeSteps(root)
 	return root
 }
