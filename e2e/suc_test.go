@@ -132,6 +132,18 @@ func TestUpgradeSUC(t *testing.T) {
 		if cord := idx(n, events.SUCStepCordon, false); cord < serverDone {
 			t.Errorf("%s cordoned (event %d) before the server was done (%d)", n, cord, serverDone)
 		}
+		// A node that finished between two runs (after the stalled watch ended, before the
+		// next started) is reported once, as upgraded before the watch: its steps were seen by
+		// nobody and are not invented.
+		late := false
+		for _, e := range all {
+			if e.Host == n && e.Step == events.SUCStepUncordon && strings.Contains(e.Message, "before this watch started") {
+				late = true
+			}
+		}
+		if late {
+			continue
+		}
 		prev := -1
 		for _, st := range []string{events.SUCStepJob, events.SUCStepCordon, events.SUCStepDrain, events.SUCStepUpgrade, events.SUCStepReady, events.SUCStepUncordon} {
 			i := idx(n, st, true)
