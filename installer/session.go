@@ -9,10 +9,12 @@ import (
 
 	"github.com/k3strap/k3strap/events"
 	"github.com/k3strap/k3strap/facts"
+	"github.com/k3strap/k3strap/installer/kube"
 	"github.com/k3strap/k3strap/installer/remote"
 	"github.com/k3strap/k3strap/inventory"
 	"github.com/k3strap/k3strap/preflight"
 	"golang.org/x/sync/errgroup"
+	corev1 "k8s.io/api/core/v1"
 )
 
 // hostState is one host during a run.
@@ -257,4 +259,23 @@ func (s *session) hostFailure(hs *hostState, step string, kind Kind, err error) 
 		Fix:     fix,
 		Resume:  fmt.Sprintf("fix the cause and re-run `k3strap %s`: finished steps are skipped, nothing is left half-written", s.command),
 	}}
+}
+
+// nodesByName lists the cluster's nodes through the first server (retried after reconnecting,
+// a list is idempotent), by name.
+func (s *session) nodesByName(ctx context.Context) (map[string]*corev1.Node, error) {
+	var nodes []corev1.Node
+	err := s.retry(ctx, s.first, "listing nodes", func(ctx context.Context) error {
+		var err error
+		nodes, err = kube.Kubectl{R: s.first.c()}.ListNodes(ctx)
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("listing nodes: %w", err)
+	}
+	byName := make(map[string]*corev1.Node, len(nodes))
+	for i := range nodes {
+		byName[nodes[i].Name] = &nodes[i]
+	}
+	return byName, nil
 }

@@ -6,8 +6,6 @@ import (
 	"strings"
 
 	"github.com/k3strap/k3strap/events"
-	"github.com/k3strap/k3strap/installer/kube"
-	corev1 "k8s.io/api/core/v1"
 )
 
 // driftStep is `k3strap check`: it compares every selected node's taints and labels with the
@@ -28,18 +26,9 @@ func (driftStep) Run(ctx context.Context, s *session) error {
 	fs := s.first
 	em := s.in.emitter(events.PhaseDrift)
 	em.Started(fmt.Sprintf("comparing the taints and labels of %d nodes with %s", len(s.hosts), orFile(c.Source)))
-	var nodes []corev1.Node
-	err := s.retry(ctx, fs, "listing nodes", func(ctx context.Context) error {
-		var err error
-		nodes, err = kube.Kubectl{R: fs.c()}.ListNodes(ctx)
-		return err
-	})
+	byName, err := s.nodesByName(ctx)
 	if err != nil {
-		return s.hostFailure(fs, "check", KindInstall, fmt.Errorf("listing nodes: %w", err))
-	}
-	byName := map[string]*corev1.Node{}
-	for i := range nodes {
-		byName[nodes[i].Name] = &nodes[i]
+		return s.hostFailure(fs, "check", KindInstall, err)
 	}
 	var drifted []string
 	for _, hs := range s.hosts {

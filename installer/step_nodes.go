@@ -8,7 +8,6 @@ import (
 	"github.com/k3strap/k3strap/events"
 	"github.com/k3strap/k3strap/installer/kube"
 	"github.com/k3strap/k3strap/templates/cni"
-	corev1 "k8s.io/api/core/v1"
 )
 
 // nodesStep keeps the nodes true to the inventory after bring-up, on every apply: it labels
@@ -41,13 +40,9 @@ func (nodesStep) Preview(ctx context.Context, s *session) error {
 	if err := s.reportOrPrune(ctx); err != nil { // nodes no longer in the inventory (issue 12)
 		return err
 	}
-	nodes, err := kube.Kubectl{R: s.first.c()}.ListNodes(ctx)
+	byName, err := s.nodesByName(ctx)
 	if err != nil {
-		return s.hostFailure(s.first, "nodes", KindInstall, fmt.Errorf("listing nodes: %w", err))
-	}
-	byName := map[string]*corev1.Node{}
-	for i := range nodes {
-		byName[nodes[i].Name] = &nodes[i]
+		return s.hostFailure(s.first, "nodes", KindInstall, err)
 	}
 	for _, hs := range s.hosts {
 		if hs.plan == nil {
