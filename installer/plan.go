@@ -325,7 +325,7 @@ func (pl *Planner) ManagedPaths(h *inventory.Host) []string {
 	}
 	svc := ServiceName(h.Role)
 	paths = append(paths, DirSystemd+"/"+svc+".service", DirSystemd+"/"+svc+".service.env")
-	paths = append(paths, pl.edgePaths()...)
+	paths = append(paths, pl.edgePaths(h)...)
 	sort.Strings(paths[3:])
 	if c.IsFirstServer(h) {
 		// Add-on manifests that cannot be rendered are reported by the plan step.

@@ -106,14 +106,17 @@ func (pl *Planner) installScript() (scriptChoice, error) {
 	return scriptChoice{contentFile(PathInstallScript, 0o700, []byte(body), false), ScriptOfficial + " from " + url}, nil
 }
 
-// edgeFiles adds the registries file and its TLS files, and the airgap k3s-selinux RPM.
+// edgeFiles adds the registries file of the host (its own registries, else spec.registries:
+// Cluster.RegistriesOf) and its TLS files, and the airgap k3s-selinux RPM.
 func (pl *Planner) edgeFiles(p *HostPlan, f *facts.Host) error {
 	c := pl.Cluster
 	if k := c.Spec.K3s; k.ReleaseURL != "" && !p.Airgap {
 		p.InstallEnv = append(p.InstallEnv, "GITHUB_URL="+strings.TrimRight(k.ReleaseURL, "/"))
 	}
-	if r := c.Spec.Registries; r != nil {
-		pw := edge.Password(pl.registryPassword)
+	if r, field := c.RegistriesOf(p.Host); r != nil {
+		pw := edge.Password(func(host string, a *inventory.RegistryAuth) (string, error) {
+			return pl.registryPassword(field, host, a)
+		})
 		if pl.MaskedOnly {
 			pw = nil
 		}
@@ -165,11 +168,11 @@ func (pl *Planner) edgeFiles(p *HostPlan, f *facts.Host) error {
 	return nil
 }
 
-// edgePaths are the paths edgeFiles may plan (ManagedPaths).
-func (pl *Planner) edgePaths() []string {
+// edgePaths are the paths edgeFiles may plan for h (ManagedPaths).
+func (pl *Planner) edgePaths(h *inventory.Host) []string {
 	c := pl.Cluster
 	var out []string
-	if r := c.Spec.Registries; r != nil {
+	if r, _ := c.RegistriesOf(h); r != nil {
 		out = append(out, PathRegistries)
 		for _, t := range edge.TLSFiles(r) {
 			out = append(out, t.Remote)
@@ -181,10 +184,11 @@ func (pl *Planner) edgePaths() []string {
 	return out
 }
 
-// registryPassword reads a registry password from its environment variable or file (a file
-// readable by group or others is refused). The value never appears in an error.
-func (pl *Planner) registryPassword(host string, a *inventory.RegistryAuth) (string, error) {
-	field := fmt.Sprintf("spec.registries.configs[%s].auth", host)
+// registryPassword reads the password of registry host (a configs key of the registries at
+// inventory field base) from its environment variable or file (a file readable by group or
+// others is refused). The value never appears in an error.
+func (pl *Planner) registryPassword(base, host string, a *inventory.RegistryAuth) (string, error) {
+	field := fmt.Sprintf("%s.configs[%s].auth", base, host)
 	if a.PasswordEnv != "" {
 		v := os.Getenv(a.PasswordEnv)
 		if v == "" {

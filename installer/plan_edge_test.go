@@ -185,3 +185,88 @@ func TestPlanSELinux(t *testing.T) {
 		t.Errorf("SELinux on a host without it:\n%s", p.ConfigYAML)
 	}
 }
+
+// TestPlanHostRegistries: a host's own registries replace spec.registries for that host only
+// (its file holds its mirror and password, none of the spec's), with its TLS files among its
+// managed paths; both render masked; a missing password names the host's field, not the value.
+func TestPlanHostRegistries(t *testing.T) {
+	dir := t.TempDir()
+	ca := filepath.Join(dir, "site-ca.pem")
+	os.WriteFile(ca, []byte("CA"), 0o644)
+	c := edgeCluster(t)
+	c.Spec.Registries = &inventory.Registries{
+		Mirrors: map[string]inventory.RegistryMirror{"docker.io": {Endpoint: []string{"https://central.example:5000"}}},
+		Configs: map[string]inventory.RegistryConfig{"central.example:5000": {Auth: &inventory.RegistryAuth{Username: "u", PasswordEnv: "K3STRAP_TEST_CENTRAL_PW"}}},
+	}
+	c.Host("a1").Registries = &inventory.Registries{
+		Mirrors: map[string]inventory.RegistryMirror{"docker.io": {Endpoint: []string{"https://site.example:5000"}}},
+		Configs: map[string]inventory.RegistryConfig{"site.example:5000": {
+			Auth: &inventory.RegistryAuth{Username: "site", PasswordEnv: "K3STRAP_TEST_SITE_PW"},
+			TLS:  &inventory.RegistryTLS{CAFile: ca}}},
+	}
+	t.Setenv("K3STRAP_TEST_CENTRAL_PW", "central-s3cret")
+	t.Setenv("K3STRAP_TEST_SITE_PW", "site-s3cret")
+	pl := &Planner{Cluster: c}
+	files := map[string]*File{}
+	for _, name := range []string{"cp1", "cp2", "a1"} {
+		p, err := pl.Plan(c.Host(name), "amd64")
+		if err != nil {
+			t.Fatal(err)
+		}
+		f := p.File(PathRegistries)
+		if f == nil || !f.Secret || !f.Restart || f.Mode != 0o600 {
+			t.Fatalf("%s registries file %+v", name, f)
+		}
+		files[name] = f
+		if strings.Contains(string(f.Shown), "s3cret") {
+			t.Errorf("%s: Shown not masked:\n%s", name, f.Shown)
+		}
+		caFile := p.File(inventory.RegistryTLSDir + "/site.example_5000/ca.pem")
+		if (name == "a1") != (caFile != nil) {
+			t.Errorf("%s: site CA planned: %v", name, caFile != nil)
+		}
+		if (name == "a1") != contains(pl.ManagedPaths(c.Host(name)), inventory.RegistryTLSDir+"/site.example_5000/ca.pem") {
+			t.Errorf("%s: managed paths %v", name, pl.ManagedPaths(c.Host(name)))
+		}
+	}
+	if files["cp1"].SHA256 != files["cp2"].SHA256 {
+		t.Error("two hosts on spec.registries got different files")
+	}
+	for name, want := range map[string][]string{
+		"cp1": {"https://central.example:5000", "central-s3cret"},
+		"a1":  {"https://site.example:5000", "site-s3cret", "ca_file: /etc/rancher/k3s/registries.d/site.example_5000/ca.pem"},
+	} {
+		for _, s := range want {
+			if !strings.Contains(string(files[name].Content), s) {
+				t.Errorf("%s registries.yaml lacks %q:\n%s", name, s, files[name].Content)
+			}
+		}
+	}
+	for _, s := range []string{"central", "K3STRAP_TEST_CENTRAL_PW"} {
+		if strings.Contains(string(files["a1"].Content), s) {
+			t.Errorf("a1's own registries were merged with the spec's (%q):\n%s", s, files["a1"].Content)
+		}
+	}
+	if !strings.Contains(string(files["a1"].Shown), "https://site.example:5000") {
+		t.Errorf("a1 Shown lacks its mirror:\n%s", files["a1"].Shown)
+	}
+	// render: no password read for either
+	os.Unsetenv("K3STRAP_TEST_SITE_PW")
+	rp, err := (&Planner{Cluster: c, MaskedOnly: true}).Plan(c.Host("a1"), "amd64")
+	if err != nil || !strings.Contains(string(rp.File(PathRegistries).Content), "site.example:5000") {
+		t.Errorf("render planner: %v", err)
+	}
+	_, err = (&Planner{Cluster: c}).Plan(c.Host("a1"), "amd64")
+	if err == nil || !strings.Contains(err.Error(), "spec.hosts[2].registries.configs[site.example:5000].auth.passwordEnv") {
+		t.Errorf("missing site password: %v", err)
+	}
+	// registries: {} opts a host out of the spec's mirrors: an empty file.
+	c.Host("a1").Registries = &inventory.Registries{}
+	p, err := (&Planner{Cluster: c}).Plan(c.Host("a1"), "amd64")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if f := p.File(PathRegistries); f == nil || strings.Contains(string(f.Content), "central") || strings.Contains(string(f.Content), "mirrors") {
+		t.Errorf("registries: {} file:\n%s", f.Content)
+	}
+}

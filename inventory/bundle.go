@@ -109,7 +109,8 @@ func manifestOrChart(p string) airgapbundle.Role {
 type secretFile struct{ field, path string }
 
 // secretFiles are the local files the inventory names that hold secrets (SSH keys, sudo
-// passwords, registry passwords and TLS keys, the Rancher TLS key).
+// passwords, registry passwords and TLS keys of spec.registries and the hosts' own, the
+// Rancher TLS key).
 func (c *Cluster) secretFiles() []secretFile {
 	var out []secretFile
 	add := func(field, p string) {
@@ -124,20 +125,25 @@ func (c *Cluster) secretFiles() []secretFile {
 			add(base+".bastion.keyPath", s.Bastion.KeyPath)
 		}
 	}
-	ssh("spec.ssh", &c.Spec.SSH)
-	for i := range c.Spec.Hosts {
-		ssh(fmt.Sprintf("spec.hosts[%d].ssh", i), &c.Spec.Hosts[i].SSH)
-	}
-	if r := c.Spec.Registries; r != nil {
+	registries := func(base string, r *Registries) {
+		if r == nil {
+			return
+		}
 		for host, cfg := range r.Configs {
-			base := "spec.registries.configs." + host
+			cb := base + ".configs." + host
 			if cfg.Auth != nil {
-				add(base+".auth.passwordFile", cfg.Auth.PasswordFile)
+				add(cb+".auth.passwordFile", cfg.Auth.PasswordFile)
 			}
 			if cfg.TLS != nil {
-				add(base+".tls.keyFile", cfg.TLS.KeyFile)
+				add(cb+".tls.keyFile", cfg.TLS.KeyFile)
 			}
 		}
+	}
+	ssh("spec.ssh", &c.Spec.SSH)
+	registries("spec.registries", c.Spec.Registries)
+	for i := range c.Spec.Hosts {
+		ssh(fmt.Sprintf("spec.hosts[%d].ssh", i), &c.Spec.Hosts[i].SSH)
+		registries(fmt.Sprintf("spec.hosts[%d].registries", i), c.Spec.Hosts[i].Registries)
 	}
 	if r := c.Spec.Rancher; r != nil && r.Install != nil && r.Install.TLSSecret != nil {
 		add("spec.rancher.install.tlsSecret.keyFile", r.Install.TLSSecret.KeyFile)

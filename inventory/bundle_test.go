@@ -171,3 +171,18 @@ func TestBundleRefusesSecrets(t *testing.T) {
 		t.Fatalf("err = %v", err)
 	}
 }
+
+// TestBundleRefusesHostRegistrySecrets: a host's own registry password file is a secret too.
+func TestBundleRefusesHostRegistrySecrets(t *testing.T) {
+	dir := t.TempDir()
+	pw := filepath.Join(dir, "site-pw")
+	_ = os.WriteFile(pw, []byte("secret"), 0o600)
+	c := &Cluster{Source: filepath.Join(dir, "c.yaml")}
+	c.Metadata.Name = "x"
+	c.Spec.K3s = K3s{Version: "v1.36.3+k3s1", Install: Airgap, Airgap: map[string]AirgapArtifacts{"amd64": {Binary: "site-pw"}}}
+	c.Spec.Hosts = []Host{{Name: "cp1", Role: RoleServer, Registries: &Registries{Configs: map[string]RegistryConfig{
+		"site.example:5000": {Auth: &RegistryAuth{Username: "u", PasswordFile: "site-pw"}}}}}}
+	if _, err := c.BundleSources(); err == nil || !strings.Contains(err.Error(), "spec.hosts[0].registries.configs.site.example:5000.auth.passwordFile") {
+		t.Fatalf("err = %v", err)
+	}
+}

@@ -1,6 +1,7 @@
 package inventory
 
 import (
+	"fmt"
 	"net"
 	"sort"
 )
@@ -127,6 +128,25 @@ func (r *Registries) RegistryHosts() []string {
 	}
 	sort.Strings(out)
 	return out
+}
+
+// RegistriesOf returns the registries.yaml h gets and the inventory field it comes from
+// (for messages): h's own registries ("spec.hosts[I].registries") when set, which replace
+// spec.registries entirely (replace, not merge), else spec.registries ("spec.registries");
+// nil and "" when neither is set (docs/registries.md, "Per host").
+func (c *Cluster) RegistriesOf(h *Host) (*Registries, string) {
+	if h != nil && h.Registries != nil {
+		for i := range c.Spec.Hosts {
+			if &c.Spec.Hosts[i] == h || c.Spec.Hosts[i].Name == h.Name {
+				return h.Registries, fmt.Sprintf("spec.hosts[%d].registries", i)
+			}
+		}
+		return h.Registries, "spec.hosts[" + h.Name + "].registries"
+	}
+	if c.Spec.Registries != nil {
+		return c.Spec.Registries, "spec.registries"
+	}
+	return nil, ""
 }
 
 // HostEnv is what k3strap learns from a host that changes its K3s config (facts, not the

@@ -63,7 +63,8 @@ type Spec struct {
 	CNI     CNI      `yaml:"cni,omitempty"`
 	Rancher *Rancher `yaml:"rancher,omitempty"`
 	// Registries is K3s's registries.yaml (mirrors and per-registry auth/TLS), written 0600 on
-	// every host (edge.go; docs/registries.md).
+	// every host that has no registries of its own (Host.Registries; edge.go;
+	// docs/registries.md).
 	Registries *Registries `yaml:"registries,omitempty"`
 	Hosts      []Host      `yaml:"hosts"`
 }
@@ -226,6 +227,10 @@ type Host struct {
 	SSH SSH `yaml:"ssh,omitempty"`
 	// K3s overrides cluster K3s settings for this host.
 	K3s HostK3s `yaml:"k3s,omitempty"`
+	// Registries is this host's registries.yaml (a site's local mirror): when set it replaces
+	// spec.registries for this host entirely — replace, not merge; `registries: {}` gives the
+	// host an empty file. Nil uses spec.registries (Cluster.RegistriesOf; docs/registries.md).
+	Registries *Registries `yaml:"registries,omitempty"`
 }
 
 // HostK3s is the per-host K3s override.

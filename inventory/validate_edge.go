@@ -23,7 +23,7 @@ var (
 )
 
 // edge validates the fields of issue 14: apiEndpoint, the install script, SELinux RPMs and
-// registries.
+// registries (spec.registries and every host's own).
 func (v *validator) edge() {
 	k := &v.c.Spec.K3s
 	if e := k.APIEndpoint; e != nil {
@@ -107,11 +107,17 @@ func (v *validator) edge() {
 		v.file(path, "", v.c.ResolvePath(k.SELinuxRPMs[d]), "k3s-selinux RPM",
 			"download k3s-selinux-*."+d+".noarch.rpm from https://github.com/k3s-io/k3s-selinux/releases")
 	}
-	v.registries()
+	v.registries(v.c.Spec.Registries, "spec.registries", "")
+	for i := range v.c.Spec.Hosts {
+		h := &v.c.Spec.Hosts[i]
+		v.registries(h.Registries, fmt.Sprintf("spec.hosts[%d].registries", i), h.Name)
+	}
 }
 
-func (v *validator) registries() {
-	r := v.c.Spec.Registries
+// registries validates one registries section (spec.registries or a host's own, which has
+// the same shape and rules; docs/registries.md) at field path base; host names the host for a
+// host's own section, "" for the spec's.
+func (v *validator) registries(r *Registries, base, host string) {
 	if r == nil {
 		return
 	}
@@ -121,15 +127,15 @@ func (v *validator) registries() {
 	}
 	sort.Strings(names)
 	for _, n := range names {
-		base := "spec.registries.mirrors." + n
+		mb := base + ".mirrors." + n
 		if n != "*" && !registryHost(n) {
-			v.add(base, atKey, "", fmt.Sprintf("mirror name %q is not a registry host (host[:port]) or \"*\"", n),
+			v.add(mb, atKey, host, fmt.Sprintf("mirror name %q is not a registry host (host[:port]) or \"*\"", n),
 				"use the registry part of image names, e.g. docker.io or registry.example.com:5000")
 		}
 		m := r.Mirrors[n]
 		for i, ep := range m.Endpoint {
 			if !httpURL(ep) {
-				v.add(fmt.Sprintf("%s.endpoint[%d]", base, i), atValue, "", fmt.Sprintf("mirror endpoint %q is not an http(s) URL", ep),
+				v.add(fmt.Sprintf("%s.endpoint[%d]", mb, i), atValue, host, fmt.Sprintf("mirror endpoint %q is not an http(s) URL", ep),
 					"write it with its scheme, e.g. https://mirror.example.com:5000")
 			}
 		}
@@ -140,60 +146,61 @@ func (v *validator) registries() {
 		sort.Strings(rw)
 		for _, re := range rw {
 			if _, err := regexp.Compile(re); err != nil {
-				v.add(base+".rewrite."+re, atKey, "", fmt.Sprintf("rewrite pattern %q is not a regular expression: %v", re, err),
+				v.add(mb+".rewrite."+re, atKey, host, fmt.Sprintf("rewrite pattern %q is not a regular expression: %v", re, err),
 					`write a Go regular expression, e.g. "^rancher/(.*)": "mirrored/rancher/$1"`)
 			}
 		}
 	}
-	for _, host := range r.RegistryHosts() {
-		base := "spec.registries.configs." + host
-		if !registryHost(host) && host != "*" {
-			v.add(base, atKey, "", fmt.Sprintf("configs key %q is not a registry host (host[:port])", host),
+	for _, reg := range r.RegistryHosts() {
+		cb := base + ".configs." + reg
+		if !registryHost(reg) && reg != "*" {
+			v.add(cb, atKey, host, fmt.Sprintf("configs key %q is not a registry host (host[:port])", reg),
 				"use the host of a mirror endpoint or registry, without scheme, e.g. registry.example.com:5000")
 		}
-		c := r.Configs[host]
+		c := r.Configs[reg]
 		if a := c.Auth; a != nil {
-			ab := base + ".auth"
+			ab := cb + ".auth"
 			switch {
 			case a.PasswordFile != "" && a.PasswordEnv != "":
-				v.add(ab, atValue, "", "auth has both passwordFile and passwordEnv", "keep one of them")
+				v.add(ab, atValue, host, "auth has both passwordFile and passwordEnv", "keep one of them")
 			case a.PasswordFile == "" && a.PasswordEnv == "":
-				v.add(ab, atValue, "", "auth has no password source",
+				v.add(ab, atValue, host, "auth has no password source",
 					"set passwordFile: (a file of mode 0600) or passwordEnv: (an environment variable); passwords never stand in the inventory")
 			}
 			if a.Username == "" {
-				v.add(ab, atValue, "", "auth has no username", "set username:")
+				v.add(ab, atValue, host, "auth has no username", "set username:")
 			}
 			if a.PasswordEnv != "" && !envNameRE.MatchString(a.PasswordEnv) {
-				v.add(ab+".passwordEnv", atValue, "", fmt.Sprintf("passwordEnv %q is not an environment variable name", a.PasswordEnv),
+				v.add(ab+".passwordEnv", atValue, host, fmt.Sprintf("passwordEnv %q is not an environment variable name", a.PasswordEnv),
 					"write the variable's name, e.g. REGISTRY_PASSWORD (not $REGISTRY_PASSWORD, not the password)")
 			}
 			if a.PasswordFile != "" {
-				v.privateFile(ab+".passwordFile", a.PasswordFile, "registry password file")
+				v.privateFile(ab+".passwordFile", host, a.PasswordFile, "registry password file")
 			}
 		}
 		if t := c.TLS; t != nil {
-			tb := base + ".tls"
+			tb := cb + ".tls"
 			if (t.CertFile == "") != (t.KeyFile == "") {
-				v.add(tb, atValue, "", "tls needs certFile and keyFile together (a client certificate and its key)", "set both, or neither")
+				v.add(tb, atValue, host, "tls needs certFile and keyFile together (a client certificate and its key)", "set both, or neither")
 			}
-			v.file(tb+".certFile", "", v.c.ResolvePath(t.CertFile), "registry client certificate", "give the PEM client certificate")
-			v.file(tb+".caFile", "", v.c.ResolvePath(t.CAFile), "registry CA file", "give the PEM CA bundle that signed the registry's certificate")
+			v.file(tb+".certFile", host, v.c.ResolvePath(t.CertFile), "registry client certificate", "give the PEM client certificate")
+			v.file(tb+".caFile", host, v.c.ResolvePath(t.CAFile), "registry CA file", "give the PEM CA bundle that signed the registry's certificate")
 			if t.KeyFile != "" {
-				v.privateFile(tb+".keyFile", t.KeyFile, "registry client key")
+				v.privateFile(tb+".keyFile", host, t.KeyFile, "registry client key")
 			}
 		}
 	}
 }
 
-// privateFile checks that a file holding a secret exists and only its owner may read it.
-func (v *validator) privateFile(path, p, what string) {
-	v.file(path, "", v.c.ResolvePath(p), what, "create it with mode 0600")
+// privateFile checks that a file holding a secret exists and only its owner may read it
+// (host names the host whose field it is, "" for a cluster-wide field).
+func (v *validator) privateFile(path, host, p, what string) {
+	v.file(path, host, v.c.ResolvePath(p), what, "create it with mode 0600")
 	if v.opts.SkipFileChecks {
 		return
 	}
 	if st, err := os.Stat(v.c.ResolvePath(p)); err == nil && st.Mode().Perm()&0o077 != 0 {
-		v.add(path, atValue, "", fmt.Sprintf("%s %s is readable by group or others (mode %04o)", what, p, st.Mode().Perm()),
+		v.add(path, atValue, host, fmt.Sprintf("%s %s is readable by group or others (mode %04o)", what, p, st.Mode().Perm()),
 			"run chmod 600 "+v.c.ResolvePath(p))
 	}
 }
