@@ -225,7 +225,8 @@ func BenchmarkApplyPacketLoss(b *testing.B) {
 // link limited to 2 MB/s. It reports the apply's wall time as a ratio to the first server's
 // own start-to-subnet.env time measured in the same run (x-bringup; the goal is ≤ 1.1):
 // joining hosts' uploads run while the first server boots, and they join once its API
-// answers and its uninitialized taint is gone.
+// answers and its uninitialized taint is gone. With K3STRAP_BENCH_EVENTS=PREFIX each run's JSON
+// events are kept in PREFIX-<case>.jsonl (each has its time: the run's timeline).
 func BenchmarkApplyOverlap(b *testing.B) {
 	for _, tc := range []struct {
 		name    string
@@ -262,6 +263,9 @@ func BenchmarkApplyOverlap(b *testing.B) {
 				}
 				if subnet == 0 {
 					b.Fatal("no subnet-env milestone for the first server")
+				}
+				if f := os.Getenv("K3STRAP_BENCH_EVENTS"); f != "" {
+					_ = os.WriteFile(f+"-"+strings.ReplaceAll(tc.name, "/", "_")+".jsonl", []byte(r.stdout), 0o644)
 				}
 				total += r.duration
 				bringUp += time.Duration(subnet * float64(time.Second))

@@ -20,12 +20,16 @@ import (
 type changes struct {
 	uploads []*File
 	install bool
+	// enable is true when the unit must be enabled: after every run of the install script
+	// (which runs with INSTALL_K3S_SKIP_ENABLE; the official script disables the unit at
+	// every run) and whenever the host's unit is not enabled.
+	enable bool
 	// verb is "start" or "restart" when the service must be (re)started, else "".
 	verb string
 	why  []string
 }
 
-func (c changes) any() bool { return len(c.uploads) > 0 || c.install || c.verb != "" }
+func (c changes) any() bool { return len(c.uploads) > 0 || c.install || c.enable || c.verb != "" }
 
 // changesFor compares hs's plan with its facts.
 func (s *session) changesFor(hs *hostState) changes {
@@ -33,8 +37,12 @@ func (s *session) changesFor(hs *hostState) changes {
 	p, f := hs.plan, hs.facts
 	restart := false
 	if f.K3s.Service != p.Service || f.K3s.ServiceEnabled != "enabled" {
-		ch.install = true
-		ch.why = append(ch.why, fmt.Sprintf("%s.service is not installed and enabled", p.Service))
+		ch.enable = true
+		// A host the stage step installed in this run only lacks the enable.
+		if !hs.preinstalled {
+			ch.install = true
+			ch.why = append(ch.why, fmt.Sprintf("%s.service is not installed and enabled", p.Service))
+		}
 	}
 	for i := range p.Files {
 		file := &p.Files[i]
@@ -51,12 +59,15 @@ func (s *session) changesFor(hs *hostState) changes {
 		}
 	}
 	want := s.in.cluster.Spec.K3s.Version
-	if !p.Airgap && want != "" && f.K3s.BinaryVersion != want {
+	if !p.Airgap && want != "" && f.K3s.BinaryVersion != want && !hs.preinstalled {
 		ch.install, restart = true, true
 		ch.why = append(ch.why, fmt.Sprintf("K3s %s installed, %s wanted", orNone(f.K3s.BinaryVersion), want))
 	}
-	if !p.Airgap && f.K3s.BinaryVersion == "" {
+	if !p.Airgap && f.K3s.BinaryVersion == "" && !hs.preinstalled {
 		ch.install = true
+	}
+	if ch.install {
+		ch.enable = true
 	}
 	active := f.K3s.ServiceActive == "active" && f.K3s.Service == p.Service
 	switch {
@@ -85,12 +96,16 @@ type convergeResult struct {
 	uploaded     []string
 	installed    bool
 	restarted    bool
+	// enabled says the unit was enabled (after the install script, or a staged install).
+	enabled bool
 	// verb is how the service was brought up: "start" or "restart".
 	verb    string
 	started time.Time // when the service was (re)started; zero when left running
 }
 
-func (r convergeResult) changed() bool { return len(r.uploaded) > 0 || r.installed || r.restarted }
+func (r convergeResult) changed() bool {
+	return len(r.uploaded) > 0 || r.installed || r.enabled || r.restarted
+}
 
 func (r convergeResult) status() events.Status {
 	if r.changed() {
@@ -113,8 +128,13 @@ func (r convergeResult) describe() string {
 	if r.installed {
 		parts = append(parts, "ran the install script")
 	}
-	if r.restarted {
+	switch {
+	case r.restarted && r.enabled && !r.installed:
+		parts = append(parts, "enabled and "+r.verb+"ed the service (installed while the first server came up)")
+	case r.restarted:
 		parts = append(parts, r.verb+"ed the service")
+	case r.enabled && !r.installed:
+		parts = append(parts, "enabled the service")
 	}
 	return strings.Join(parts, "; ")
 }
@@ -156,12 +176,22 @@ func (s *session) converge(ctx context.Context, hs *hostState) (convergeResult, 
 	if verb != "" {
 		res.started = time.Now()
 		// (Re)starting is not retried blindly: after a lost connection the next run's facts
-		// show whether it happened.
-		if _, err := hs.c().Check(ctx, startCommand(hs, verb)); err != nil {
+		// show whether it happened. The unit is enabled right after the start is queued, in
+		// the same command: enabling does not delay the start.
+		if _, err := hs.c().Check(ctx, startCommand(hs, verb, ch.enable)); err != nil {
 			return res, s.hostFailure(hs, "start", KindInstall, err)
 		}
-		res.restarted, res.verb = true, verb
+		res.restarted, res.verb, res.enabled = true, verb, ch.enable
 		s.in.emitter(events.PhaseInstall).Step(hs.host.Name, "start", events.StatusChanged, fmt.Sprintf("%sed %s", verb, p.Service))
+	} else if ch.enable {
+		err := s.retry(ctx, hs, "enable", func(ctx context.Context) error {
+			_, err := hs.c().Check(ctx, enableCommand(hs))
+			return err
+		})
+		if err != nil {
+			return res, s.hostFailure(hs, "enable", KindInstall, err)
+		}
+		res.enabled = true
 	}
 	s.in.emitter(events.PhaseConfigure).Step(hs.host.Name, "converge", res.status(), res.describe())
 	return res, nil
@@ -223,6 +253,9 @@ func (s *session) dryRun(ctx context.Context, hs *hostState, ch changes) error {
 	if ch.verb != "" {
 		em.Info(name, fmt.Sprintf("would %s %s", ch.verb, hs.plan.Service))
 		summary = append(summary, ch.verb+" "+hs.plan.Service)
+	} else if ch.enable && !ch.install {
+		em.Info(name, fmt.Sprintf("would enable %s", hs.plan.Service))
+		summary = append(summary, "enable "+hs.plan.Service)
 	}
 	hs.setResult(events.StatusChanged, "would "+strings.Join(summary, ", "))
 	em.Step(name, "plan", events.StatusChanged, "would "+strings.Join(summary, ", "))
@@ -238,12 +271,36 @@ func unifiedDiff(path, old, new string) string {
 }
 
 // startCommand (re)starts the unit without waiting for it to become ready (the supervisor
-// watches): systemd `--no-block`, OpenRC's rc-service in the background.
-func startCommand(hs *hostState, verb string) remote.Cmd {
+// watches): systemd `--no-block`, OpenRC's rc-service in the background; with enable, the unit
+// is enabled right after the start is queued (see enableCommand).
+func startCommand(hs *hostState, verb string, enable bool) remote.Cmd {
 	if hs.facts.InitSystem == "openrc" {
-		return remote.Script("start "+hs.plan.Service, `rc-service "$1" "$2" >/dev/null 2>&1 &`, hs.plan.Service, verb).AsRoot()
+		script := `rc-service "$1" "$2" >/dev/null 2>&1 &`
+		if enable {
+			script += "\n" + openrcEnable
+		}
+		return remote.Script(verb+" "+hs.plan.Service, script, hs.plan.Service, verb).AsRoot()
 	}
-	return remote.Command("systemctl", verb, "--no-block", hs.plan.Service).AsRoot()
+	if !enable {
+		return remote.Command("systemctl", verb, "--no-block", hs.plan.Service).AsRoot()
+	}
+	return remote.Script(verb+" and enable "+hs.plan.Service, `systemctl "$2" --no-block "$1"`+"\n"+systemdEnable, hs.plan.Service, verb).AsRoot()
+}
+
+// systemdEnable enables unit $1 without the implicit daemon-reload (installCmd reloaded
+// systemd when the unit changed; the symlink is what a boot reads). openrcEnable adds it to the
+// default runlevel.
+const (
+	systemdEnable = `systemctl enable --no-reload "$1" >/dev/null`
+	openrcEnable  = `rc-update add "$1" default >/dev/null`
+)
+
+// enableCommand enables the unit of hs (left running or stopped as it is).
+func enableCommand(hs *hostState) remote.Cmd {
+	if hs.facts.InitSystem == "openrc" {
+		return remote.Script("enable "+hs.plan.Service, openrcEnable, hs.plan.Service).AsRoot()
+	}
+	return remote.Script("enable "+hs.plan.Service, systemdEnable, hs.plan.Service).AsRoot()
 }
 
 // upload writes one planned file, reporting progress. Concurrent uploads across hosts are
@@ -290,14 +347,14 @@ func (s *session) upload(ctx context.Context, hs *hostState, f *File) error {
 	return nil
 }
 
-// installCmd verifies uploaded artifacts on the host, runs the install script, and says whether
-// the unit or env file changed.
+// installCmd runs the install script with INSTALL_K3S_SKIP_ENABLE (k3strap enables the unit
+// itself, see enableCommand: the official script disables the unit at every run and, with
+// SKIP_ENABLE, neither enables nor reloads systemd), reloads systemd when the unit changed, and
+// says whether the unit or env file changed. Uploaded artifacts are not hashed again here:
+// every upload is checked against its sha256 on the host before it replaces the file, and the
+// facts hash the files already in place.
 const installCmd = `set -e
-script=$1; shift
-if [ "$#" -gt 0 ]; then
-  for line in "$@"; do printf '%s\n' "$line"; done | sha256sum -c --quiet --strict - \
-    || { echo "uploaded file does not match its checksum (corrupted in transit?)" >&2; exit 3; }
-fi
+script=$1
 units() { cat /etc/systemd/system/k3s.service /etc/systemd/system/k3s.service.env \
   /etc/systemd/system/k3s-agent.service /etc/systemd/system/k3s-agent.service.env /etc/init.d/k3s /etc/init.d/k3s-agent 2>/dev/null || true; }
 before=$(units | sha256sum)
@@ -310,16 +367,15 @@ if [ -n "${K3STRAP_SELINUX_RPM:-}" ] && ! rpm -q k3s-selinux >/dev/null 2>&1; th
 fi
 sh "$script"
 after=$(units | sha256sum)
-if [ "$before" = "$after" ]; then echo "@k3strap unit-unchanged"; else echo "@k3strap unit-changed"; fi`
+if [ "$before" = "$after" ]; then echo "@k3strap unit-unchanged"; else
+  if [ -d /run/systemd/system ]; then systemctl daemon-reload; fi
+  echo "@k3strap unit-changed"
+fi`
 
+// install runs the install script on hs (its unit written, not enabled, not started) and says
+// whether the unit or its env file changed.
 func (s *session) install(ctx context.Context, hs *hostState) (unitChanged bool, err error) {
-	args := []string{PathInstallScript}
-	for _, f := range hs.plan.Files {
-		if f.LocalPath != "" {
-			args = append(args, f.SHA256+"  "+f.Path)
-		}
-	}
-	cmd := remote.Script("install K3s", installCmd, args...).AsRoot().WithEnv(hs.plan.InstallEnv...)
+	cmd := remote.Script("install K3s", installCmd, PathInstallScript).AsRoot().WithEnv(hs.plan.InstallEnv...)
 	res, err := hs.c().Check(ctx, cmd)
 	if err != nil {
 		return false, err

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -116,7 +117,9 @@ func (s *session) waitNode(ctx context.Context, hs *hostState, kc *nodeView, ver
 	// whose CNI k3strap deploys: its node may stay NotReady, so registering is enough.
 	_, excluded := s.cniExcluded()[hs.host.Name]
 	lastWhy := "not registered yet"
+	kc.follow()
 	for {
+		mark := kc.mark()
 		n, err := kc.get(ctx, hs.host.Name)
 		if err == nil && n != nil && excluded {
 			s.in.emitter(s.current).Step(hs.host.Name, "node", events.StatusOK, "node registered (excluded from the CNI: Ready not required)")
@@ -139,47 +142,180 @@ func (s *session) waitNode(ctx context.Context, hs *hostState, kc *nodeView, ver
 		if time.Now().After(deadline) {
 			return fmt.Errorf("node %s not ready after %s: %s (see `journalctl -u %s` on the host)", hs.host.Name, s.in.opts.Timeout, lastWhy, hs.plan.Service)
 		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(500 * time.Millisecond):
+		if err := kc.wait(ctx, mark); err != nil {
+			return err
 		}
 	}
 }
 
-// nodeView shares one `kubectl get nodes` among every host waiting for its node: at most one
-// list per interval whatever the number of waiters, so 500 agents cost one SSH channel on the
-// first server per interval, not 500.
+// nodeListInterval is how often the shared node list is refreshed for a cluster of n hosts:
+// 250 ms for small clusters (a joined node is seen Ready about 1/8 s after it is, on average),
+// growing by 10 ms per host up to 2 s, so that a list (about 5 kB of JSON per node) costs the
+// first server at most about 2.5 MB/s however large the fleet.
+func nodeListInterval(n int) time.Duration {
+	return min(max(250*time.Millisecond, time.Duration(n)*10*time.Millisecond), 2*time.Second)
+}
+
+// nodeView shares one view of the nodes among every host waiting for its node. It follows a
+// watch of the Nodes through the first server (one SSH channel, `kubectl get nodes --watch`,
+// started by the first waiter): a change wakes the waiters at once. A `kubectl get nodes` list
+// refreshes the view at most once per interval whatever the number of waiters (so 500 agents
+// cost one SSH channel on the first server per interval, not 500), and only every
+// nodeWatchedInterval while the watch streams (a safety net for anything it missed).
 type nodeView struct {
 	// first is the first server, read through its current connection (a retry may replace it).
 	first    *hostState
 	interval time.Duration
+	// watchFor bounds the watch (on the host too); close ends it.
+	watchFor time.Duration
 
 	mu    sync.Mutex
 	at    time.Time
 	nodes map[string]*corev1.Node
 	err   error
+	// live is true while the watch delivers events; changed is closed (and replaced) at each.
+	live     bool
+	changed  chan struct{}
+	watching bool
+	stop     context.CancelFunc
 }
 
-// get returns the node named name as of the last list (refreshed when older than interval);
+// nodeWatchedInterval is how often the view is listed while the watch streams.
+const nodeWatchedInterval = 5 * time.Second
+
+// get returns the node named name as of the view (listed again when older than the interval);
 // nil when it is not registered.
 func (v *nodeView) get(ctx context.Context, name string) (*corev1.Node, error) {
 	v.mu.Lock()
 	defer v.mu.Unlock()
-	if v.nodes == nil || time.Since(v.at) >= v.interval {
+	every := v.interval
+	if v.live {
+		every = nodeWatchedInterval
+	}
+	if v.nodes == nil || time.Since(v.at) >= every {
 		list, err := kube.Kubectl{R: v.first.c()}.ListNodes(ctx)
 		v.at, v.err = time.Now(), err
 		if err == nil {
-			v.nodes = map[string]*corev1.Node{}
+			nodes := map[string]*corev1.Node{}
 			for i := range list {
-				v.nodes[list[i].Name] = &list[i]
+				n := &list[i]
+				// A list that started before a watch event and ended after it is older
+				// than what the watch delivered.
+				if old := v.nodes[n.Name]; old != nil && newerVersion(old.ResourceVersion, n.ResourceVersion) {
+					n = old
+				}
+				nodes[n.Name] = n
 			}
+			v.nodes = nodes
 		}
 	}
 	if v.err != nil {
 		return nil, v.err
 	}
 	return v.nodes[name], nil
+}
+
+// newerVersion says whether resourceVersion a is newer than b. Resource versions are opaque
+// in the Kubernetes API; K3s's (etcd's and kine's) are increasing integers, and anything else
+// counts as not newer.
+func newerVersion(a, b string) bool {
+	x, err1 := strconv.ParseUint(a, 10, 64)
+	y, err2 := strconv.ParseUint(b, 10, 64)
+	return err1 == nil && err2 == nil && x > y
+}
+
+// mark returns what wait waits on: take it before reading the view, so that a change between
+// the read and the wait is not missed.
+func (v *nodeView) mark() <-chan struct{} {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	return v.changed
+}
+
+// follow starts the watch once (it ends with close, or after watchFor).
+func (v *nodeView) follow() {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	if v.watching {
+		return
+	}
+	v.watching = true
+	v.changed = make(chan struct{})
+	ctx, cancel := context.WithTimeout(context.Background(), v.watchFor)
+	v.stop = cancel
+	go v.watch(ctx)
+}
+
+// close ends the watch (safe to call when none runs).
+func (v *nodeView) close() {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	if v.stop != nil {
+		v.stop()
+	}
+}
+
+// watch applies the watch's events to the view until ctx ends; a watch that ends or fails is
+// started again after a second (at most 5 failures in a row: the lists go on regardless).
+func (v *nodeView) watch(ctx context.Context) {
+	for fails := 0; ctx.Err() == nil && fails < 5; {
+		left := time.Until(deadlineOr(ctx, time.Now().Add(v.watchFor)))
+		err := kube.WatchNodes(ctx, v.first.c(), "", left, func(ev kube.NodeEvent) {
+			v.mu.Lock()
+			defer v.mu.Unlock()
+			if v.nodes == nil {
+				v.nodes = map[string]*corev1.Node{}
+			}
+			if ev.Type == "DELETED" {
+				delete(v.nodes, ev.Node.Name)
+			} else {
+				n := ev.Node
+				v.nodes[n.Name] = &n
+			}
+			v.live = true
+			close(v.changed)
+			v.changed = make(chan struct{})
+		})
+		v.mu.Lock()
+		v.live = false
+		v.mu.Unlock()
+		if err != nil {
+			fails++
+		} else {
+			fails = 0
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(time.Second):
+		}
+	}
+}
+
+func deadlineOr(ctx context.Context, t time.Time) time.Time {
+	if d, ok := ctx.Deadline(); ok {
+		return d
+	}
+	return t
+}
+
+// wait returns after the watch delivered a change since mark, after the list interval, or when
+// ctx ends (its error).
+func (v *nodeView) wait(ctx context.Context, mark <-chan struct{}) error {
+	v.mu.Lock()
+	every := v.interval
+	if v.live {
+		every = nodeWatchedInterval
+	}
+	v.mu.Unlock()
+	t := time.NewTimer(every)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-mark:
+	case <-t.C:
+	}
+	return nil
 }
 
 // nodeNotDone says what the node still lacks, "" when it is done. since (host clock) is the

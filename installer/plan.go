@@ -164,7 +164,9 @@ func (pl *Planner) plan(h *inventory.Host, f *facts.Host) (*HostPlan, error) {
 	p.Files = append(p.Files, script.file)
 	p.ScriptSource = script.source
 
-	p.InstallEnv = []string{"INSTALL_K3S_EXEC=" + string(h.Role), "INSTALL_K3S_SKIP_START=true"}
+	// k3strap starts the service (without blocking, the supervisor watches) and enables it
+	// itself (see installCmd).
+	p.InstallEnv = []string{"INSTALL_K3S_EXEC=" + string(h.Role), "INSTALL_K3S_SKIP_START=true", "INSTALL_K3S_SKIP_ENABLE=true"}
 	switch c.Spec.K3s.Install {
 	case inventory.Airgap:
 		p.Airgap = true

@@ -31,6 +31,9 @@ type hostState struct {
 	// staged is closed when the stage step finished uploading the host's files (nil when it
 	// stages nothing for the host).
 	staged chan struct{}
+	// preinstalled says the stage step ran the install script on the host in this run: its
+	// unit is written but neither enabled nor started (the join enables and starts it).
+	preinstalled bool
 	// selected is false for the first server when --host left it out and the command added
 	// it for the token, the API or the lock.
 	selected bool
@@ -180,7 +183,8 @@ func (s *session) onClose(fn func()) { s.closers = append(s.closers, fn) }
 // nodeView returns the session's shared view of the nodes through the first server.
 func (s *session) nodeView() *nodeView {
 	if s.nodes == nil {
-		s.nodes = &nodeView{first: s.first, interval: 500 * time.Millisecond}
+		s.nodes = &nodeView{first: s.first, interval: nodeListInterval(len(s.hosts)), watchFor: s.in.opts.Timeout + time.Minute}
+		s.onClose(s.nodes.close)
 	}
 	return s.nodes
 }

@@ -9,9 +9,12 @@ import (
 
 // stageStep uploads the files of every joining host that runs no K3s yet (binary, images,
 // install script, config.yaml, manifests) in the background while the first server comes up,
-// under the same --concurrency and --concurrent-uploads limits, so that joining waits for K3s
-// and not for the links. Nothing is installed or started on those hosts before their join
-// step; if the first server fails, they stay uploaded and the re-run skips the uploads.
+// under the same --concurrency and --concurrent-uploads limits, and runs the install script
+// there with INSTALL_K3S_SKIP_ENABLE and INSTALL_K3S_SKIP_START: the unit is written but
+// neither enabled nor started (a reboot does not start it), so that joining waits for K3s and
+// not for the links or the script. The join writes the token file, enables and starts the
+// unit. If the first server fails, those hosts stay installed but stopped and disabled, and
+// the re-run converges them at their join (no upload again).
 // Hosts that already run K3s are converged at their join turn only (a file changed under a
 // running service must be followed by its restart in the same step). The token file is
 // written at join time: it holds the first server's token.
@@ -20,7 +23,7 @@ type stageStep struct{}
 func (stageStep) Phase() events.Phase { return events.PhaseStage }
 
 func (stageStep) Summary() string {
-	return "upload joining hosts' files in the background while the first server boots (nothing started)"
+	return "upload joining hosts' files and run the install script while the first server boots (unit not enabled, not started)"
 }
 
 // stageable are the joining hosts stageStep uploads to.
@@ -54,8 +57,9 @@ func (stageStep) Run(ctx context.Context, s *session) error {
 }
 
 // stage uploads hs's planned files that differ from the host's (except the token file) and
-// records them in hs's facts, so that its join's converge finds them in place. A failed
-// upload is left to the join, which uploads (and retries) what is still missing.
+// records them in hs's facts, so that its join's converge finds them in place, then runs the
+// install script (unit written, not enabled, not started) and marks hs preinstalled. A failed
+// upload or install is left to the join, which does (and retries) what is still missing.
 func (s *session) stage(ctx context.Context, hs *hostState) {
 	em := s.in.emitter(events.PhaseStage)
 	n := 0
@@ -77,13 +81,29 @@ func (s *session) stage(ctx context.Context, hs *hostState) {
 		hs.facts.K3s.Files[f.Path] = f.SHA256
 		n++
 	}
-	em.Step(hs.host.Name, "stage", events.StatusChanged, fmt.Sprintf("uploaded %d files while the first server comes up", n))
+	msg := fmt.Sprintf("uploaded %d files while the first server comes up", n)
+	if s.changesFor(hs).install {
+		err := s.retry(ctx, hs, "install", func(ctx context.Context) error {
+			_, err := s.install(ctx, hs)
+			return err
+		})
+		if err != nil {
+			if ctx.Err() == nil {
+				em.Warn(hs.host.Name, fmt.Sprintf("installing ahead failed (%v); the join runs the install script", err))
+			}
+			return
+		}
+		hs.facts.K3s.Service = hs.plan.Service
+		hs.preinstalled = true
+		msg += "; ran the install script (unit not enabled, not started)"
+	}
+	em.Step(hs.host.Name, "stage", events.StatusChanged, msg)
 }
 
 // Preview names the hosts whose files would be uploaded during the first server's bring-up.
 func (stageStep) Preview(ctx context.Context, s *session) error {
 	for _, hs := range s.stageable() {
-		s.in.emitter(events.PhaseStage).Info(hs.host.Name, "would upload its files while the first server comes up, then join once the first server's API answers and its uninitialized taint is gone")
+		s.in.emitter(events.PhaseStage).Info(hs.host.Name, "would upload its files and run the install script (unit not enabled, not started) while the first server comes up, then write the token file, enable and start K3s once the first server's API answers and its uninitialized taint is gone")
 	}
 	return ctx.Err()
 }

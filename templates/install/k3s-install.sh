@@ -8,7 +8,7 @@
 #   INSTALL_K3S_CHANNEL        channel to resolve when no version is given (default stable)
 #   INSTALL_K3S_SKIP_DOWNLOAD  true: the binary is already at $INSTALL_K3S_BIN_DIR/k3s (airgap)
 #   INSTALL_K3S_SKIP_START     true: do not start or restart the service
-#   INSTALL_K3S_SKIP_ENABLE    true: do not enable the service
+#   INSTALL_K3S_SKIP_ENABLE    true: do not enable (nor daemon-reload, nor start) the service
 #   INSTALL_K3S_FORCE_RESTART  true: restart even when nothing changed
 #   INSTALL_K3S_BIN_DIR        default /usr/local/bin
 #   INSTALL_K3S_SYSTEMD_DIR    default /etc/systemd/system
@@ -72,7 +72,10 @@ case "$(uname -m)" in
     *) fatal "unsupported architecture $(uname -m)" ;;
 esac
 
+# The hashes decide whether to restart; with INSTALL_K3S_SKIP_START nothing is restarted, so
+# the binary (tens of MB) is not read twice for nothing.
 installed_hashes() {
+    [ "${INSTALL_K3S_SKIP_START}" = true ] && return 0
     for f in "${BIN_DIR}/k3s" "${FILE_SERVICE}" "${FILE_ENV}" "${FILE_OPENRC}"; do
         [ -f "$f" ] && sha256sum "$f"
     done 2>/dev/null || true
@@ -259,11 +262,17 @@ fi
 
 POST_HASHES=$(installed_hashes)
 
+# As the official script: INSTALL_K3S_SKIP_ENABLE skips enabling, the daemon-reload and the
+# start (the caller reloads and starts).
+if [ "${INSTALL_K3S_SKIP_ENABLE}" = true ]; then
+    info "Skipping service enable and start (INSTALL_K3S_SKIP_ENABLE)"
+    exit 0
+fi
 if [ "${HAS_SYSTEMD}" = true ]; then
+    systemctl enable "${SYSTEM_NAME}" >/dev/null 2>&1
     systemctl daemon-reload >/dev/null
-    [ "${INSTALL_K3S_SKIP_ENABLE}" = true ] || systemctl enable "${SYSTEM_NAME}" >/dev/null 2>&1
 else
-    [ "${INSTALL_K3S_SKIP_ENABLE}" = true ] || rc-update add "${SYSTEM_NAME}" default >/dev/null
+    rc-update add "${SYSTEM_NAME}" default >/dev/null
 fi
 if [ "${INSTALL_K3S_SKIP_START}" = true ]; then
     info "Skipping service start (INSTALL_K3S_SKIP_START)"

@@ -2,8 +2,10 @@ package kubectl
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
+	"net/http"
 	"net/url"
 	"sort"
 	"strings"
@@ -29,8 +31,8 @@ func (k *kubectl) get() error {
 		_, _ = k.opts.Stdout.Write(data)
 		return nil
 	}
-	if k.in.bool("watch") {
-		return failf("error: --watch is not supported by the k3strap K3s simulator's kubectl (poll with get, or use client-go)")
+	if k.in.bool("watch") || k.in.bool("watch-only") {
+		return k.watch()
 	}
 	if len(k.in.pos) == 0 {
 		return failf("You must specify the type of resource to get. Use \"kubectl api-resources\" for a complete list of supported resources.\n\nerror: Required resource not specified.")
@@ -409,4 +411,103 @@ func specReplicas(o map[string]any) int {
 		return gi(o, "spec", "replicas")
 	}
 	return 1
+}
+
+// watch implements `kubectl get RESOURCE [NAME] --watch -o json [--output-watch-events]`, the
+// subset k3strap uses: the current objects first (unless --watch-only), then every change, each
+// printed as indented JSON (wrapped in {"type": ..., "object": ...} with
+// --output-watch-events), until the server ends the watch or kubectl is killed.
+func (k *kubectl) watch() error {
+	if o := k.in.flag("output"); o != "json" {
+		return failf("error: the k3strap K3s simulator's kubectl watches only with -o json (got %q)", o)
+	}
+	if len(k.in.pos) == 0 || len(k.in.pos) > 2 || strings.Contains(k.in.pos[0], ",") {
+		return failf("error: watch is only supported on individual resources and resource object names")
+	}
+	r, err := k.resolve(k.in.pos[0])
+	if err != nil {
+		return err
+	}
+	ns := k.namespace()
+	if k.in.bool("all-namespaces") {
+		ns = ""
+	}
+	q := url.Values{}
+	if len(k.in.pos) == 2 {
+		q.Set("fieldSelector", "metadata.name="+k.in.pos[1])
+	}
+	if sel := k.in.flag("selector"); sel != "" {
+		q.Set("labelSelector", sel)
+	}
+	data, err := k.do("GET", r.path(ns, "")+"?"+q.Encode(), "", nil)
+	if err != nil {
+		return serverErr(err, "")
+	}
+	var list struct {
+		Metadata struct {
+			ResourceVersion string `json:"resourceVersion"`
+		} `json:"metadata"`
+		Items []json.RawMessage `json:"items"`
+	}
+	if err := json.Unmarshal(data, &list); err != nil {
+		return err
+	}
+	events := k.in.bool("output-watch-events")
+	print := func(typ string, obj json.RawMessage) error {
+		var v any = obj
+		if events {
+			v = struct {
+				Type   string          `json:"type"`
+				Object json.RawMessage `json:"object"`
+			}{typ, obj}
+		}
+		b, err := json.MarshalIndent(v, "", "    ")
+		if err != nil {
+			return err
+		}
+		_, err = fmt.Fprintf(k.opts.Stdout, "%s\n", b)
+		return err
+	}
+	if !k.in.bool("watch-only") {
+		for _, it := range list.Items {
+			if err := print("ADDED", it); err != nil {
+				return err
+			}
+		}
+	}
+	q.Set("watch", "true")
+	q.Set("resourceVersion", list.Metadata.ResourceVersion)
+	req, err := http.NewRequestWithContext(k.ctx, "GET", k.base+r.path(ns, "")+"?"+q.Encode(), nil)
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Accept", "application/json")
+	resp, err := k.client.Do(req)
+	if err != nil {
+		return failf("Unable to connect to the server: %v", err)
+	}
+	defer func() { _ = resp.Body.Close() }()
+	if resp.StatusCode >= 300 {
+		b, _ := io.ReadAll(resp.Body)
+		return serverErr(&apiError{code: resp.StatusCode, body: string(b)}, "")
+	}
+	dec := json.NewDecoder(resp.Body)
+	for {
+		var ev struct {
+			Type   string          `json:"type"`
+			Object json.RawMessage `json:"object"`
+		}
+		if err := dec.Decode(&ev); err != nil {
+			if errors.Is(err, io.EOF) || k.ctx.Err() != nil {
+				return nil
+			}
+			return failf("error: watch stream: %v", err)
+		}
+		if ev.Type == "BOOKMARK" {
+			continue
+		}
+		if err := print(ev.Type, ev.Object); err != nil {
+			return err
+		}
+	}
 }

@@ -52,7 +52,7 @@ var boolFlags = map[string]string{
 	"delete-local-data": "delete-emptydir-data", "force": "force", "all": "all", "show-labels": "show-labels",
 	"no-headers": "no-headers", "ignore-not-found": "ignore-not-found", "wait": "wait", "insecure-skip-tls-verify": "insecure-skip-tls-verify",
 	"show-managed-fields": "show-managed-fields", "watch": "watch", "w": "watch", "validate": "validate",
-	"client": "client",
+	"client": "client", "output-watch-events": "output-watch-events", "watch-only": "watch-only",
 }
 
 type invocation struct {
