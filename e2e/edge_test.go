@@ -4,15 +4,18 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/k3strap/k3strap/events"
@@ -31,7 +34,9 @@ spec:
     apiEndpoint:
       address: k3s-api.e2e
     config:
-      kubelet-arg: [fail-cgroupv1=false]
+      # node-status-report-frequency: the kubelet re-posts its node status (the Ready
+      # heartbeat TestEdgeHA's closing check reads) every 10 s instead of every 5 min.
+      kubelet-arg: [fail-cgroupv1=false, node-status-report-frequency=10s]
   registries:
     mirrors:
       docker.io:
@@ -65,9 +70,14 @@ const userScriptMarker = "/var/lib/k3strap-e2e/user-install-script-ran"
 // /etc/hosts pointing at cp1), servers carry it in tls-san, the kubeconfig uses it;
 // registries.yaml lands 0600 with the password that never shows in k3strap's output;
 // an agent whose facts say SELinux enforces without the k3s-selinux policy is refused by
-// preflight, and once the policy is reported installed it runs with selinux: true; after cp1
-// stops the agent's K3s keeps running (the simulator keeps the cluster state on the first
-// server, so node readiness cannot be read back without it: see the closing check).
+// preflight, and once the policy is reported installed it runs with selinux: true. Closing
+// check: cp1 stops and the endpoint moves to cp2 (the /etc/hosts line on the remaining hosts,
+// as kube-vip would move a VIP); within 60 s a1 must be Ready through cp2 with a Ready
+// heartbeat newer than cp1's stop (cp2's clock), and its K3s still active. That needs the
+// simulator's HA stand-in (e2e/k3ssim/README.md "HA", simulator behaviour): cp2 replicates
+// cp1's state and serves it after 3 s of silence, and the agent re-resolves the endpoint
+// after failed requests. The kubelet-arg node-status-report-frequency=10s makes the Ready
+// heartbeat come every 10 s (× timeScale) instead of every 5 min.
 func TestEdgeHA(t *testing.T) {
 	c := newCluster(t, 3)
 	const password = "e2e-registry-s3cret"
@@ -178,11 +188,51 @@ func TestEdgeHA(t *testing.T) {
 		t.Errorf("dry-run (exit %d) leaks the password or hides the mirror change", dr.code)
 	}
 
-	// cp1 stops: the agent's K3s keeps running against the endpoint.
-	if err := c.h.Stop(ctx, c.hosts[0].Index); err != nil {
+	// cp1 stops and the endpoint moves to cp2 (as a VIP kube-vip manages would): the agent's
+	// heartbeats must reach cp2, which serves the API from its replica, and be read there.
+	stopCtx, stopCancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer stopCancel()
+	if err := c.h.Stop(stopCtx, c.hosts[0].Index); err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(10 * time.Second)
+	stoppedAt, err := strconv.ParseInt(c.exec(1, "date", "+%s"), 10, 64) // cp2's clock
+	if err != nil {
+		t.Fatal(err)
+	}
+	stopped := time.Now()
+	for i := 1; i < 3; i++ {
+		c.exec(i, "sh", "-c", "sed 's/^.* k3s-api\\.e2e$/"+c.hosts[1].Address+" k3s-api.e2e/' /etc/hosts > /tmp/hosts.e2e && cat /tmp/hosts.e2e > /etc/hosts")
+		if h := c.exec(i, "getent", "hosts", "k3s-api.e2e"); !strings.HasPrefix(h, c.hosts[1].Address+" ") {
+			t.Fatalf("k3s-api.e2e on host %d does not name cp2: %q", i, h)
+		}
+	}
+	var last string
+	fresh := false
+	for deadline := time.Now().Add(60 * time.Second); time.Now().Before(deadline); time.Sleep(time.Second) {
+		ectx, ecancel := context.WithTimeout(context.Background(), 15*time.Second)
+		out, err := c.h.Exec(ectx, c.hosts[1].Index, "k3s", "kubectl", "get", "nodes", "a1", "-o", "json")
+		ecancel()
+		var n corev1.Node
+		if err != nil || json.Unmarshal(out, &n) != nil {
+			last = fmt.Sprintf("kubectl get nodes a1 on cp2: %v: %.300s", err, out)
+			continue
+		}
+		for _, cond := range n.Status.Conditions {
+			if cond.Type == corev1.NodeReady {
+				last = fmt.Sprintf("Ready=%s lastHeartbeatTime=%s (unix %d), cp1 stopped at unix %d", cond.Status,
+					cond.LastHeartbeatTime.UTC().Format(time.RFC3339), cond.LastHeartbeatTime.Unix(), stoppedAt)
+				fresh = cond.Status == corev1.ConditionTrue && cond.LastHeartbeatTime.Unix() > stoppedAt
+			}
+		}
+		if fresh {
+			break
+		}
+	}
+	if !fresh {
+		t.Fatalf("no Ready heartbeat of a1 newer than cp1's stop read through cp2 within 60s; last: %s\ncp2 k3s log:\n%s", last,
+			c.exec(1, "sh", "-c", "journalctl -u k3s --no-pager | tail -n 40"))
+	}
+	t.Logf("a1 Ready with a heartbeat newer than cp1's stop, read through cp2, %s after cp1 stopped (%s)", time.Since(stopped).Round(100*time.Millisecond), last)
 	if st := c.exec(2, "systemctl", "is-active", "k3s-agent"); st != "active" {
 		t.Errorf("k3s-agent on a1 is %s after cp1 stopped", st)
 	}

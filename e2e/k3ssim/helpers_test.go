@@ -136,13 +136,19 @@ func writeFile(t *testing.T, path, content string) {
 }
 
 // startSim runs `k3s <role> args...` in-process. Servers get --https-listen-port (a free
-// port), --bind-address 127.0.0.1 and --node-ip 127.0.0.1 appended; agents only --node-ip.
+// port unless args name one), --bind-address 127.0.0.1 and --node-ip 127.0.0.1 appended;
+// agents only --node-ip.
 func startSim(t *testing.T, role string, root paths.Root, hostname string, args []string, env map[string]string) *sim {
 	t.Helper()
 	s := &sim{t: t, root: root, hostname: hostname, logs: &logSink{}, done: make(chan int, 1)}
 	full := append([]string{"k3s", role}, args...)
 	if role == "server" {
 		s.port = freePort(t)
+		for i, a := range args { // a given port (a server restarted on its port) is kept
+			if a == "--https-listen-port" && i+1 < len(args) {
+				s.port, _ = strconv.Atoi(args[i+1])
+			}
+		}
 		full = append(full, "--https-listen-port", strconv.Itoa(s.port), "--bind-address", "127.0.0.1")
 	}
 	full = append(full, "--node-ip", "127.0.0.1")

@@ -76,6 +76,9 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	case p == "/ping":
 		_, _ = w.Write([]byte("pong"))
 		return
+	case p == ReplicatePath:
+		s.replicate(w, r)
+		return
 	case strings.HasPrefix(p, "/v1-k3s/"):
 		if s.cfg.Join == nil {
 			http.NotFound(w, r)

@@ -3,6 +3,7 @@ package app
 import (
 	"context"
 	"fmt"
+	"net"
 	"path/filepath"
 	"strconv"
 	"sync"
@@ -13,6 +14,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/k3strap/k3strap/e2e/k3ssim/internal/apiserver"
+	"github.com/k3strap/k3strap/e2e/k3ssim/internal/config"
 	"github.com/k3strap/k3strap/e2e/k3ssim/internal/controllers"
 	"github.com/k3strap/k3strap/e2e/k3ssim/internal/flags"
 	"github.com/k3strap/k3strap/e2e/k3ssim/internal/join"
@@ -124,6 +126,16 @@ func (e *runtimeEnv) conflictHook(st *store.Store) func(string) {
 	}
 }
 
+// ownURL is how other servers reach this one directly: https://ADDRESS:PORT with the
+// bind-address when it names one, else the node IP (both are in the serving certificate).
+func (e *runtimeEnv) ownURL() string {
+	host := e.nodeIP
+	if ip := net.ParseIP(e.s.BindAddress); ip != nil && !ip.IsUnspecified() {
+		host = e.s.BindAddress
+	}
+	return "https://" + net.JoinHostPort(host, strconv.Itoa(e.s.HTTPSListenPort))
+}
+
 func (e *runtimeEnv) writeKubeconfig(caPEM, cert, key []byte) error {
 	server := "https://127.0.0.1:" + strconv.Itoa(e.s.HTTPSListenPort)
 	if err := pki.WriteKubeconfig(e.opts.Root.Path(e.s.WriteKubeconfig), osMode(e.s.WriteKubeconfigMode), pki.Kubeconfig(server, caPEM, cert, key)); err != nil {
@@ -189,7 +201,8 @@ func (e *runtimeEnv) runFirstServer(parent context.Context) int {
 	api := apiserver.New(apiserver.Config{
 		Store: st, Version: e.opts.Version, Ready: ready.Load, CACert: deps.serverCA.CertPEM,
 		Join: &join.Mux{Rotate: rotate, Join: &join.Handler{ServerPassword: password, AgentPassword: agentPW,
-			Critical: s.Critical(), Cluster: cluster, ServerCA: deps.serverCA, ClientCA: deps.clientCA}},
+			Critical: s.Critical(), Cluster: cluster, ServerCA: deps.serverCA, ClientCA: deps.clientCA,
+			ServerURL: e.ownURL()}},
 		BeforeNodeReplace: e.conflictHook(st),
 		ServerAddress:     fmt.Sprintf("%s:%d", e.nodeIP, s.HTTPSListenPort),
 	})
@@ -332,5 +345,22 @@ func (e *runtimeEnv) nodeConfig(api nodeagent.NodeAPI, registerAt float64, taint
 		FlannelBackend: c.FlannelBackend, ClusterCIDR: c.ClusterCIDR, SubnetEnvPath: e.opts.Root.Path(paths.SubnetEnv),
 		DisableNetworkPolicy: c.DisableNetworkPolicy, SubnetEnvWaitsForTaint: e.knobs.SubnetEnvWaitsForTaint, CRDStall: e.knobs.CRDStall,
 		APIHostPort: apiHostPort, Version: e.opts.Version, Host: e.host(), OnRegistered: onRegistered,
+		StatusReportEvery: e.statusReportEvery(),
 	}
+}
+
+// statusReportEvery is the kubelet's nodeStatusReportFrequency in seconds from
+// kubelet-arg node-status-report-frequency (0: the kubelet default; an invalid value is
+// reported and ignored).
+func (e *runtimeEnv) statusReportEvery() float64 {
+	v, ok := config.ArgValue(e.s.KubeletArgs, "node-status-report-frequency")
+	if !ok {
+		return 0
+	}
+	d, err := time.ParseDuration(v)
+	if err != nil || d <= 0 {
+		e.log.Warnf("k3s simulator: ignoring kubelet-arg node-status-report-frequency=%s: not a positive duration", v)
+		return 0
+	}
+	return d.Seconds()
 }

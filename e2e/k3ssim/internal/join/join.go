@@ -59,6 +59,10 @@ type Response struct {
 	ServerCAKey  []byte `json:"serverCAKey,omitempty"`
 	ClientCACert []byte `json:"clientCACert,omitempty"`
 	ClientCAKey  []byte `json:"clientCAKey,omitempty"`
+	// ServerURL (servers only) is the answering server's own https://IP:PORT: a joined
+	// server replicates the cluster state from there and proxies to it (SIMULATOR
+	// behaviour, README "HA"), whatever name the registration endpoint resolves to later.
+	ServerURL string `json:"serverURL,omitempty"`
 }
 
 type mismatchBody struct {
@@ -79,6 +83,8 @@ type Handler struct {
 	Cluster Cluster
 	// ServerCA and ClientCA sign and are handed to joining servers.
 	ServerCA, ClientCA *pki.CA
+	// ServerURL is this server's own https://IP:PORT, handed to joining servers.
+	ServerURL string
 	// OnJoin is called after a successful join (for a log line); may be nil.
 	OnJoin func(role, node string)
 }
@@ -124,6 +130,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if req.Role == "server" {
 		resp.ServerCACert, resp.ServerCAKey = h.ServerCA.CertPEM, h.ServerCA.KeyPEM
 		resp.ClientCACert, resp.ClientCAKey = h.ClientCA.CertPEM, h.ClientCA.KeyPEM
+		resp.ServerURL = h.ServerURL
 	}
 	if h.OnJoin != nil {
 		h.OnJoin(req.Role, req.NodeName)

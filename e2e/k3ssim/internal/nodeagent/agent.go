@@ -13,8 +13,10 @@ import (
 	"strings"
 	"time"
 
+	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/k3strap/k3strap/e2e/k3ssim/internal/clock"
 	"github.com/k3strap/k3strap/e2e/k3ssim/internal/pki"
@@ -36,6 +38,15 @@ const (
 	netpolInterval  = 2.0
 	netpolShutdown  = 914.0 // seconds after process start (log-lines-f1.txt)
 	crdStallRelease = 70.0  // seconds after process start (docs/k3s.md#bring-up-timeline, CRD stall)
+	// The kubelet's heartbeats (kubelet defaults): the node Lease in kube-node-lease
+	// (leaseDurationSeconds 40) is renewed every 10 s (nodeStatusUpdateFrequency, a quarter of
+	// the lease), and the node status — every condition's lastHeartbeatTime — is posted when
+	// nodeStatusReportFrequency (5 min, kubelet-arg node-status-report-frequency) has passed
+	// since the last post that succeeded, checked every 10 s.
+	statusUpdateEvery    = 10.0
+	leaseDurationSeconds = 40
+	// DefaultStatusReportEvery is the kubelet's default nodeStatusReportFrequency (seconds).
+	DefaultStatusReportEvery = 300.0
 )
 
 // ErrNetpolTimeout is returned by Run when the network policy controller gave up waiting
@@ -92,6 +103,9 @@ type Config struct {
 	Host        Host
 	// OnRegistered is called once the node is registered (agents send sd_notify READY).
 	OnRegistered func()
+	// StatusReportEvery is the kubelet's nodeStatusReportFrequency in real seconds (0:
+	// DefaultStatusReportEvery).
+	StatusReportEvery float64
 }
 
 // Run registers the node and runs flannel and the network policy controller until ctx
@@ -125,7 +139,9 @@ func Run(ctx context.Context, cfg Config) error {
 		}
 	}
 	if err := clock.SleepUntil(ctx, regAt.Add(c.D(readyAfter))); err == nil {
-		_ = retry(ctx, cfg, func() error { return setReady(ctx, cfg) })
+		if retry(ctx, cfg, func() error { return setReady(ctx, cfg) }) == nil {
+			go heartbeat(ctx, cfg, time.Now())
+		}
 		cfg.Log.Klog("kubelet_node_status.go:431", "Fast updating node status as it just became ready")
 	}
 	if cfg.ControlPlane || cfg.Etcd { // an etcd-only server gets the etcd role alone (issue 12)
@@ -303,6 +319,54 @@ func setReady(ctx context.Context, cfg Config) error {
 	}
 	patch, _ := json.Marshal(map[string]any{"status": map[string]any{"conditions": conds}})
 	return cfg.API.PatchNodeStatus(ctx, cfg.NodeName, patch)
+}
+
+// heartbeat renews the node Lease and re-posts the node status (see statusUpdateEvery) until
+// ctx ends; lastStatus is when the status was last posted. A failed attempt is simply made
+// again at the next tick, as the kubelet does.
+func heartbeat(ctx context.Context, cfg Config, lastStatus time.Time) {
+	report := cfg.StatusReportEvery
+	if report <= 0 {
+		report = DefaultStatusReportEvery
+	}
+	every := cfg.Clock.D(statusUpdateEvery)
+	if floor := pollEvery(cfg.Clock); every < floor {
+		every = floor
+	}
+	attempt := func(fn func(context.Context) error) error {
+		actx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		defer cancel()
+		return fn(actx)
+	}
+	var owner []metav1.OwnerReference
+	renew := func(actx context.Context) error {
+		if owner == nil {
+			n, err := cfg.API.GetNode(actx, cfg.NodeName)
+			if err != nil {
+				return err
+			}
+			owner = []metav1.OwnerReference{{APIVersion: "v1", Kind: "Node", Name: n.Name, UID: n.UID}}
+		}
+		renewed := metav1.NewMicroTime(time.Now())
+		return cfg.API.RenewLease(actx, &coordinationv1.Lease{
+			TypeMeta:   metav1.TypeMeta{APIVersion: "coordination.k8s.io/v1", Kind: "Lease"},
+			ObjectMeta: metav1.ObjectMeta{Name: cfg.NodeName, Namespace: corev1.NamespaceNodeLease, OwnerReferences: owner},
+			Spec: coordinationv1.LeaseSpec{HolderIdentity: ptr(cfg.NodeName), LeaseDurationSeconds: ptr(int32(leaseDurationSeconds)),
+				RenewTime: &renewed},
+		})
+	}
+	_ = attempt(renew)
+	for {
+		if err := clock.SleepUntil(ctx, time.Now().Add(every)); err != nil {
+			return
+		}
+		_ = attempt(renew)
+		if time.Since(lastStatus) >= cfg.Clock.D(report) {
+			if attempt(func(actx context.Context) error { return setReady(actx, cfg) }) == nil {
+				lastStatus = time.Now()
+			}
+		}
+	}
 }
 
 func roleLabels(ctx context.Context, cfg Config) error {

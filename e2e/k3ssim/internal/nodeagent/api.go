@@ -8,11 +8,13 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"strings"
 	"time"
 
 	jsonpatch "gopkg.in/evanphx/json-patch.v4"
+	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -29,6 +31,9 @@ type NodeAPI interface {
 	PatchNode(ctx context.Context, name string, patch []byte) error
 	// PatchNodeStatus applies a JSON merge patch to the node's status.
 	PatchNodeStatus(ctx context.Context, name string, patch []byte) error
+	// RenewLease sets spec.renewTime of the node's Lease (lease.Namespace/lease.Name) to
+	// lease.Spec.RenewTime, creating the Lease as given when it does not exist.
+	RenewLease(ctx context.Context, lease *coordinationv1.Lease) error
 }
 
 // Local is the NodeAPI of the server's own kubelet: it writes the store directly.
@@ -81,11 +86,33 @@ func (l Local) PatchNodeStatus(_ context.Context, name string, patch []byte) err
 	return l.patch(name, patch)
 }
 
+// RenewLease implements NodeAPI.
+func (l Local) RenewLease(_ context.Context, lease *coordinationv1.Lease) error {
+	_, err := l.Store.Mutate(store.Leases, lease.Namespace, lease.Name, func(obj map[string]any) (bool, error) {
+		spec, _ := obj["spec"].(map[string]any)
+		if spec == nil {
+			spec = map[string]any{}
+			obj["spec"] = spec
+		}
+		spec["renewTime"] = lease.Spec.RenewTime.UTC().Format(metav1.RFC3339Micro)
+		return true, nil
+	})
+	if apierrors.IsNotFound(err) {
+		_, err = store.CreateTyped(l.Store, store.Leases, lease.Namespace, lease)
+	}
+	return err
+}
+
 // Remote is the NodeAPI of an agent or joined server: Kubernetes REST over HTTPS with the
-// node's client certificate.
+// node's client certificate. After a failed request it drops its idle connections, so the
+// next one dials again and resolves the server name anew: when the registration endpoint
+// moves to another server (a VIP, or a DNS name changed in /etc/hosts — Go's resolver
+// re-reads that file within 5 s), the node follows it. (Real K3s agents also keep a
+// client-side load balancer over all servers; the simulator only follows the name.)
 type Remote struct {
-	base   string
-	client *http.Client
+	base      string
+	client    *http.Client
+	transport *http.Transport
 }
 
 // NewRemote returns a Remote for server (https://HOST:PORT) trusting caPEM and
@@ -97,12 +124,12 @@ func NewRemote(server string, caPEM, certPEM, keyPEM []byte) (*Remote, error) {
 	}
 	pool := x509.NewCertPool()
 	pool.AppendCertsFromPEM(caPEM)
-	return &Remote{
-		base: strings.TrimRight(server, "/"),
-		client: &http.Client{Timeout: 15 * time.Second, Transport: &http.Transport{
-			TLSClientConfig: &tls.Config{RootCAs: pool, Certificates: []tls.Certificate{pair}},
-		}},
-	}, nil
+	tr := &http.Transport{
+		TLSClientConfig: &tls.Config{RootCAs: pool, Certificates: []tls.Certificate{pair}},
+		DialContext:     (&net.Dialer{Timeout: 3 * time.Second, KeepAlive: 5 * time.Second}).DialContext,
+		IdleConnTimeout: 30 * time.Second,
+	}
+	return &Remote{base: strings.TrimRight(server, "/"), client: &http.Client{Timeout: 15 * time.Second, Transport: tr}, transport: tr}, nil
 }
 
 func (r *Remote) do(ctx context.Context, method, path, ctype string, body []byte, out any) error {
@@ -116,11 +143,13 @@ func (r *Remote) do(ctx context.Context, method, path, ctype string, body []byte
 	req.Header.Set("Accept", "application/json")
 	resp, err := r.client.Do(req)
 	if err != nil {
+		r.transport.CloseIdleConnections() // reconnect (and re-resolve) next time
 		return err
 	}
 	defer func() { _ = resp.Body.Close() }()
 	data, err := io.ReadAll(resp.Body)
 	if err != nil {
+		r.transport.CloseIdleConnections()
 		return err
 	}
 	if resp.StatusCode >= 300 {
@@ -160,4 +189,19 @@ func (r *Remote) PatchNode(ctx context.Context, name string, patch []byte) error
 // PatchNodeStatus implements NodeAPI.
 func (r *Remote) PatchNodeStatus(ctx context.Context, name string, patch []byte) error {
 	return r.do(ctx, http.MethodPatch, "/api/v1/nodes/"+name+"/status", "application/merge-patch+json", patch, nil)
+}
+
+// RenewLease implements NodeAPI.
+func (r *Remote) RenewLease(ctx context.Context, lease *coordinationv1.Lease) error {
+	path := "/apis/coordination.k8s.io/v1/namespaces/" + lease.Namespace + "/leases"
+	patch, _ := json.Marshal(map[string]any{"spec": map[string]any{"renewTime": lease.Spec.RenewTime.UTC().Format(metav1.RFC3339Micro)}})
+	err := r.do(ctx, http.MethodPatch, path+"/"+lease.Name, "application/merge-patch+json", patch, nil)
+	if !apierrors.IsNotFound(err) {
+		return err
+	}
+	body, err := json.Marshal(lease)
+	if err != nil {
+		return err
+	}
+	return r.do(ctx, http.MethodPost, path, "application/json", body, nil)
 }

@@ -1,6 +1,7 @@
 package store
 
 import (
+	"encoding/json"
 	"sort"
 	"strings"
 )
@@ -106,6 +107,7 @@ var (
 	Addons      = GR{"k3s.cattle.io", "addons"}
 	Ingresses   = GR{"networking.k8s.io", "ingresses"}
 	CRDs        = GR{"apiextensions.k8s.io", "customresourcedefinitions"}
+	Leases      = GR{"coordination.k8s.io", "leases"}
 )
 
 // GuessPlural returns the plural Kubernetes would most likely use for a kind (lower case,
@@ -169,6 +171,9 @@ func (s *Store) Register(r Resource) {
 	s.reg[r.GR()] = r
 	s.dynamic[r.GR()] = r
 	s.markDirty()
+	if b, err := json.Marshal(r); err == nil {
+		s.sendLocked(Event{Type: EventRegister, GR: r.GR(), Object: b})
+	}
 }
 
 func sameResource(a, b Resource) bool {

@@ -28,14 +28,15 @@ import (
 	"k8s.io/apimachinery/pkg/util/uuid"
 )
 
-// Event is one watch event.
+// Event is one watch event. The replication stream (replica.go) also carries the
+// pseudo-types EventRegister (Object: a Resource) and EventAux (Name: key, Object: value).
 type Event struct {
-	Type      string // ADDED, MODIFIED, DELETED
-	GR        GR
-	Namespace string
-	Name      string
-	Object    []byte
-	RV        int64
+	Type      string `json:"type"` // ADDED, MODIFIED, DELETED (or EventRegister, EventAux)
+	GR        GR     `json:"gr"`
+	Namespace string `json:"namespace,omitempty"`
+	Name      string `json:"name,omitempty"`
+	Object    []byte `json:"object,omitempty"`
+	RV        int64  `json:"rv,omitempty"`
 }
 
 const historySize = 4096
@@ -43,7 +44,9 @@ const historySize = 4096
 type subscriber struct {
 	gr GR
 	ns string
-	ch chan Event
+	// all: a replication subscriber (every resource type, registrations and aux values).
+	all bool
+	ch  chan Event
 }
 
 // Store holds all objects. It is safe for concurrent use.
@@ -66,11 +69,15 @@ type Store struct {
 	flushMu sync.Mutex
 }
 
-type stateFile struct {
-	ResourceVersion int64                                 `json:"resourceVersion"`
-	Resources       []Resource                            `json:"resources,omitempty"`
-	Objects         map[string]map[string]json.RawMessage `json:"objects"`
-	Aux             map[string]json.RawMessage            `json:"aux,omitempty"`
+// Snapshot is the whole content of a store at one resourceVersion: the state file's format
+// and the first message of the replication stream (replica.go).
+type Snapshot struct {
+	ResourceVersion int64 `json:"resourceVersion"`
+	// Resources are the types registered at run time (CRDs, kinds applied without one).
+	Resources []Resource `json:"resources,omitempty"`
+	// Objects: "group/resource" -> "namespace/name" -> object.
+	Objects map[string]map[string]json.RawMessage `json:"objects"`
+	Aux     map[string]json.RawMessage            `json:"aux,omitempty"`
 }
 
 // Open loads the state file at path (physical path; created on first flush) or starts empty
@@ -97,16 +104,28 @@ func Open(path string) (*Store, error) {
 	} else if err != nil {
 		return nil, err
 	}
-	var st stateFile
+	var st Snapshot
 	if err := json.Unmarshal(data, &st); err != nil {
 		return nil, fmt.Errorf("state file %s: %w", path, err)
 	}
-	s.rv = st.ResourceVersion
-	for _, r := range st.Resources {
+	s.loadLocked(st)
+	return s, nil
+}
+
+// loadLocked replaces the content with snap (mu held, or the store not yet shared). The
+// watch history starts over at snap's resourceVersion.
+func (s *Store) loadLocked(snap Snapshot) {
+	s.rv = snap.ResourceVersion
+	s.reg, s.dynamic = map[GR]Resource{}, map[GR]Resource{}
+	for _, r := range builtins {
+		s.reg[r.GR()] = r
+	}
+	for _, r := range snap.Resources {
 		s.reg[r.GR()] = r
 		s.dynamic[r.GR()] = r
 	}
-	for key, objs := range st.Objects {
+	s.objs = map[GR]map[string][]byte{}
+	for key, objs := range snap.Objects {
 		gr := parseGRKey(key)
 		m := map[string][]byte{}
 		for k, v := range objs {
@@ -114,11 +133,32 @@ func Open(path string) (*Store, error) {
 		}
 		s.objs[gr] = m
 	}
-	for k, v := range st.Aux {
+	s.aux = map[string]json.RawMessage{}
+	for k, v := range snap.Aux {
 		s.aux[k] = v
 	}
-	s.trimmedRV = s.rv // the watch history did not survive the restart
-	return s, nil
+	s.history = nil
+	s.trimmedRV = s.rv
+}
+
+// snapshotLocked copies the content (mu held).
+func (s *Store) snapshotLocked() Snapshot {
+	st := Snapshot{ResourceVersion: s.rv, Objects: map[string]map[string]json.RawMessage{}, Aux: map[string]json.RawMessage{}}
+	for _, r := range s.dynamic {
+		st.Resources = append(st.Resources, r)
+	}
+	sort.Slice(st.Resources, func(i, j int) bool { return grKey(st.Resources[i].GR()) < grKey(st.Resources[j].GR()) })
+	for gr, objs := range s.objs {
+		m := map[string]json.RawMessage{}
+		for k, v := range objs {
+			m[k] = v
+		}
+		st.Objects[grKey(gr)] = m
+	}
+	for k, v := range s.aux {
+		st.Aux[k] = v
+	}
+	return st
 }
 
 func grKey(gr GR) string { return gr.Group + "/" + gr.Resource }
@@ -149,21 +189,7 @@ func (s *Store) Flush() error {
 		s.mu.Unlock()
 		return nil
 	}
-	st := stateFile{ResourceVersion: s.rv, Objects: map[string]map[string]json.RawMessage{}, Aux: map[string]json.RawMessage{}}
-	for _, r := range s.dynamic {
-		st.Resources = append(st.Resources, r)
-	}
-	sort.Slice(st.Resources, func(i, j int) bool { return grKey(st.Resources[i].GR()) < grKey(st.Resources[j].GR()) })
-	for gr, objs := range s.objs {
-		m := map[string]json.RawMessage{}
-		for k, v := range objs {
-			m[k] = v
-		}
-		st.Objects[grKey(gr)] = m
-	}
-	for k, v := range s.aux {
-		st.Aux[k] = v
-	}
+	st := s.snapshotLocked()
 	s.dirty = false
 	s.mu.Unlock()
 
@@ -446,15 +472,34 @@ func (s *Store) commit(typ string, gr GR, ns, name string, obj map[string]any) (
 		s.objs[gr][objKey(ns, name)] = b
 	}
 	s.markDirty()
-	ev := Event{Type: typ, GR: gr, Namespace: ns, Name: name, Object: b, RV: s.rv}
+	s.publishLocked(Event{Type: typ, GR: gr, Namespace: ns, Name: name, Object: b, RV: s.rv})
+	return b, nil
+}
+
+// publishLocked records an object event in the history and hands it to the watches of its
+// type, the replication subscribers and the change listeners (mu held).
+func (s *Store) publishLocked(ev Event) {
 	s.history = append(s.history, ev)
 	if len(s.history) > historySize {
 		drop := len(s.history) - historySize
 		s.trimmedRV = s.history[drop-1].RV
 		s.history = append([]Event(nil), s.history[drop:]...)
 	}
+	s.sendLocked(ev)
+	for _, c := range s.changes {
+		select {
+		case c <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// sendLocked delivers ev to the matching subscribers (mu held). Registrations and aux
+// values go to replication subscribers only.
+func (s *Store) sendLocked(ev Event) {
+	object := ev.Type != EventRegister && ev.Type != EventAux
 	for id, sub := range s.subs {
-		if sub.gr != gr || (sub.ns != "" && sub.ns != ns) {
+		if !sub.all && (!object || sub.gr != ev.GR || (sub.ns != "" && sub.ns != ev.Namespace)) {
 			continue
 		}
 		select {
@@ -464,13 +509,6 @@ func (s *Store) commit(typ string, gr GR, ns, name string, obj map[string]any) (
 			delete(s.subs, id)
 		}
 	}
-	for _, c := range s.changes {
-		select {
-		case c <- struct{}{}:
-		default:
-		}
-	}
-	return b, nil
 }
 
 // ErrGone is returned by Watch when the requested resourceVersion is older than the kept
@@ -573,6 +611,7 @@ func (s *Store) SetAux(key string, v any) error {
 	defer s.mu.Unlock()
 	s.aux[key] = b
 	s.markDirty()
+	s.sendLocked(Event{Type: EventAux, Name: key, Object: b})
 	return nil
 }
 
@@ -596,6 +635,7 @@ func (s *Store) UpdateAux(key string, v any, fn func() error) error {
 	}
 	s.aux[key] = b
 	s.markDirty()
+	s.sendLocked(Event{Type: EventAux, Name: key, Object: b})
 	return nil
 }
 
