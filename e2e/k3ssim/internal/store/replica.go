@@ -28,18 +28,7 @@ func (s *Store) Replicate() (snap Snapshot, ch <-chan Event, stop func()) {
 	defer s.mu.Unlock()
 	snap = s.snapshotLocked()
 	c := make(chan Event, historySize)
-	id := s.nextSub
-	s.nextSub++
-	s.subs[id] = &subscriber{all: true, ch: c}
-	stop = func() {
-		s.mu.Lock()
-		defer s.mu.Unlock()
-		if _, ok := s.subs[id]; ok {
-			close(c)
-			delete(s.subs, id)
-		}
-	}
-	return snap, c, stop
+	return snap, c, s.subscribeLocked(&subscriber{all: true, ch: c})
 }
 
 // Restore replaces the whole content with snap (a replica's (re)sync). Open watches and

@@ -559,18 +559,23 @@ func (s *Store) Watch(gr GR, ns string, fromRV int64) (ch <-chan Event, stop fun
 	for _, ev := range initial {
 		c <- ev
 	}
+	return c, s.subscribeLocked(&subscriber{gr: gr, ns: ns, ch: c}), nil
+}
+
+// subscribeLocked registers sub (s.mu held) and returns the function that ends it: its channel
+// is closed once, by that function or by the store when the subscriber falls behind.
+func (s *Store) subscribeLocked(sub *subscriber) (stop func()) {
 	id := s.nextSub
 	s.nextSub++
-	s.subs[id] = &subscriber{gr: gr, ns: ns, ch: c}
-	stop = func() {
+	s.subs[id] = sub
+	return func() {
 		s.mu.Lock()
 		defer s.mu.Unlock()
 		if _, ok := s.subs[id]; ok {
-			close(c)
+			close(sub.ch)
 			delete(s.subs, id)
 		}
 	}
-	return c, stop, nil
 }
 
 // Changes returns a channel that receives (coalesced) a value after every write, for
