@@ -36,13 +36,14 @@ func (s *session) changesFor(hs *hostState) changes {
 	var ch changes
 	p, f := hs.plan, hs.facts
 	restart := false
-	if f.K3s.Service != p.Service || f.K3s.ServiceEnabled != "enabled" {
+	switch {
+	case f.K3s.Service != p.Service:
+		ch.install = true
+		ch.why = append(ch.why, fmt.Sprintf("%s.service is not installed", p.Service))
+	case f.K3s.ServiceEnabled != "enabled":
+		// Installed but not enabled: staged by this run or an earlier one, or disabled by hand.
 		ch.enable = true
-		// A host the stage step installed in this run only lacks the enable.
-		if !hs.preinstalled {
-			ch.install = true
-			ch.why = append(ch.why, fmt.Sprintf("%s.service is not installed and enabled", p.Service))
-		}
+		ch.why = append(ch.why, fmt.Sprintf("%s.service is not enabled", p.Service))
 	}
 	for i := range p.Files {
 		file := &p.Files[i]
@@ -59,11 +60,11 @@ func (s *session) changesFor(hs *hostState) changes {
 		}
 	}
 	want := s.in.cluster.Spec.K3s.Version
-	if !p.Airgap && want != "" && f.K3s.BinaryVersion != want && !hs.preinstalled {
+	if !p.Airgap && want != "" && f.K3s.BinaryVersion != want {
 		ch.install, restart = true, true
 		ch.why = append(ch.why, fmt.Sprintf("K3s %s installed, %s wanted", orNone(f.K3s.BinaryVersion), want))
 	}
-	if !p.Airgap && f.K3s.BinaryVersion == "" && !hs.preinstalled {
+	if !p.Airgap && f.K3s.BinaryVersion == "" {
 		ch.install = true
 	}
 	if ch.install {
@@ -130,7 +131,7 @@ func (r convergeResult) describe() string {
 	}
 	switch {
 	case r.restarted && r.enabled && !r.installed:
-		parts = append(parts, "enabled and "+r.verb+"ed the service (installed while the first server came up)")
+		parts = append(parts, "enabled and "+r.verb+"ed the service")
 	case r.restarted:
 		parts = append(parts, r.verb+"ed the service")
 	case r.enabled && !r.installed:

@@ -34,6 +34,7 @@ func (s *session) joinOne(ctx context.Context, first, hs *hostState) error {
 	if hs.staged != nil {
 		select {
 		case <-hs.staged:
+			s.applyStaging(hs)
 		case <-ctx.Done():
 			return ctx.Err()
 		}
@@ -129,7 +130,7 @@ func (s *session) waitNode(ctx context.Context, hs *hostState, kc *nodeView, ver
 			// Labels and taints are K3s's to set at registration: required of a node this run
 			// created; drift on an existing node is the reconcile step's (node-taint alone
 			// never changes a registered node, docs/failure-modes.md F5).
-			why := nodeNotDone(n, hs.host, wantEtcd, version, !hs.facts.K3s.Installed(), since)
+			why := nodeNotDone(n, hs.host, wantEtcd, version, hs.fresh, since)
 			if why == "" {
 				s.in.emitter(s.current).Step(hs.host.Name, "node", events.StatusOK, "node Ready"+map[bool]string{true: " on " + version, false: ""}[version != ""])
 				return nil

@@ -31,9 +31,13 @@ type hostState struct {
 	// staged is closed when the stage step finished uploading the host's files (nil when it
 	// stages nothing for the host).
 	staged chan struct{}
-	// preinstalled says the stage step ran the install script on the host in this run: its
-	// unit is written but neither enabled nor started (the join enables and starts it).
-	preinstalled bool
+	// staging is what the stage step did there: written by it before staged is closed, applied
+	// to facts by the host's join (applyStaging), so that no other step sees facts change
+	// under it.
+	staging staging
+	// fresh says the host ran no K3s when the facts were gathered: its node is created by this
+	// run (K3s sets its labels and taints at registration).
+	fresh bool
 	// selected is false for the first server when --host left it out and the command added
 	// it for the token, the API or the lock.
 	selected bool

@@ -54,7 +54,7 @@ func (s *session) gather(ctx context.Context) {
 		}
 		f.Name = hs.host.Name
 		f.SetClockSkew(sent, received)
-		hs.facts = f
+		hs.facts, hs.fresh = f, !f.K3s.Installed()
 		em.Step(hs.host.Name, "facts", events.StatusOK, fmt.Sprintf("%s %s, kernel %s, %s", f.OS.PrettyName, f.Arch, f.KernelRelease, describeK3s(f)))
 	})
 	em.Finished(events.StatusOK, "")

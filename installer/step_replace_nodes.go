@@ -49,7 +49,7 @@ func (s *session) replacements(ctx context.Context) []string {
 	}
 	var candidates []*hostState
 	for _, hs := range s.hosts {
-		if hs != s.first && hs.plan != nil && hs.facts != nil && !hs.facts.K3s.Installed() {
+		if hs != s.first && hs.plan != nil && hs.facts != nil && hs.fresh {
 			candidates = append(candidates, hs)
 		}
 	}

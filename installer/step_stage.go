@@ -30,7 +30,7 @@ func (stageStep) Summary() string {
 func (s *session) stageable() []*hostState {
 	var out []*hostState
 	for _, hs := range s.hosts {
-		if hs != s.first && hs.plan != nil && hs.facts != nil && !hs.facts.K3s.Installed() {
+		if hs != s.first && hs.plan != nil && hs.facts != nil && hs.fresh {
 			out = append(out, hs)
 		}
 	}
@@ -56,10 +56,11 @@ func (stageStep) Run(ctx context.Context, s *session) error {
 	return nil
 }
 
-// stage uploads hs's planned files that differ from the host's (except the token file) and
-// records them in hs's facts, so that its join's converge finds them in place, then runs the
-// install script (unit written, not enabled, not started) and marks hs preinstalled. A failed
-// upload or install is left to the join, which does (and retries) what is still missing.
+// stage uploads hs's planned files that differ from the host's (except the token file), then
+// runs the install script (unit written, not enabled, not started), and records both in
+// hs.staging: its join applies them to the facts, so that its converge only writes the token
+// file, enables and starts. A failed upload or install is left to the join, which does (and
+// retries) what is still missing.
 func (s *session) stage(ctx context.Context, hs *hostState) {
 	em := s.in.emitter(events.PhaseStage)
 	n := 0
@@ -75,10 +76,10 @@ func (s *session) stage(ctx context.Context, hs *hostState) {
 			}
 			return
 		}
-		if hs.facts.K3s.Files == nil {
-			hs.facts.K3s.Files = map[string]string{}
+		if hs.staging.files == nil {
+			hs.staging.files = map[string]string{}
 		}
-		hs.facts.K3s.Files[f.Path] = f.SHA256
+		hs.staging.files[f.Path] = f.SHA256
 		n++
 	}
 	msg := fmt.Sprintf("uploaded %d files while the first server comes up", n)
@@ -93,11 +94,38 @@ func (s *session) stage(ctx context.Context, hs *hostState) {
 			}
 			return
 		}
-		hs.facts.K3s.Service = hs.plan.Service
-		hs.preinstalled = true
+		hs.staging.installed = true
 		msg += "; ran the install script (unit not enabled, not started)"
 	}
 	em.Step(hs.host.Name, "stage", events.StatusChanged, msg)
+}
+
+// staging is what the stage step did on a host.
+type staging struct {
+	// files are the paths uploaded, with their sha256.
+	files map[string]string
+	// installed says the install script ran: the unit is written, not enabled, not started.
+	installed bool
+}
+
+// applyStaging records in hs's facts what the stage step did there (call after hs.staged is
+// closed).
+func (s *session) applyStaging(hs *hostState) {
+	k := &hs.facts.K3s
+	for path, sum := range hs.staging.files {
+		if k.Files == nil {
+			k.Files = map[string]string{}
+		}
+		k.Files[path] = sum
+	}
+	if hs.staging.installed {
+		k.Service, k.ServiceEnabled, k.ServiceActive = hs.plan.Service, "disabled", "inactive"
+		if v := s.in.cluster.Spec.K3s.Version; !hs.plan.Airgap && v != "" {
+			// The script installed the pinned release. (Installed from a channel, the
+			// version is not known here: the join runs the script again.)
+			k.BinaryVersion = v
+		}
+	}
 }
 
 // Preview names the hosts whose files would be uploaded during the first server's bring-up.
