@@ -41,11 +41,7 @@ spec:
     config:
       kubelet-arg:
         - fail-cgroupv1=false   # the harness machine boots with cgroup v1
-  ssh:
-    user: root
-    keyPath: {{.Key}}
-    knownHosts: {{.KnownHosts}}
-    connectTimeout: 3s
+{{template "ssh-root" .}}
   hosts:
     - name: cp1
       address: {{(index .Hosts 0).Address}}

@@ -32,11 +32,7 @@ spec:
 {{- end}}
   cni:
 {{.Extra.cni}}
-  ssh:
-    user: root
-    keyPath: {{.Key}}
-    knownHosts: {{.KnownHosts}}
-    connectTimeout: 3s
+{{template "ssh-root" .}}
   hosts:
 {{- range $i, $h := .Hosts}}
     - name: {{if eq $i 0}}cp1{{else}}w{{$i}}{{end}}

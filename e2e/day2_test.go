@@ -26,11 +26,7 @@ spec:
 {{template "k3s-airgap" .}}
     config:
       kubelet-arg: [fail-cgroupv1=false]
-  ssh:
-    user: root
-    keyPath: {{.Key}}
-    knownHosts: {{.KnownHosts}}
-    connectTimeout: 3s
+{{template "ssh-root" .}}
   hosts:
 {{.Extra.hosts}}`
 

@@ -140,11 +140,7 @@ metadata:
 spec:
   k3s:
 {{template "k3s-airgap" .}}
-  ssh:
-    user: root
-    keyPath: {{.Key}}
-    knownHosts: {{.KnownHosts}}
-    connectTimeout: 3s
+{{template "ssh-root" .}}
   hosts:
     - name: {{(index .Hosts 0).Name}}
       address: {{(index .Hosts 0).Address}}

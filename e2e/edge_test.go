@@ -46,11 +46,7 @@ spec:
         auth:
           username: puller
           passwordEnv: K3STRAP_E2E_REGISTRY_PASSWORD
-  ssh:
-    user: root
-    keyPath: {{.Key}}
-    knownHosts: {{.KnownHosts}}
-    connectTimeout: 3s
+{{template "ssh-root" .}}
   hosts:
     - name: cp1
       address: {{(index .Hosts 0).Address}}
@@ -275,11 +271,7 @@ spec:
     releaseURL: http://{{(index .Hosts 1).Address}}:8080/releases
     config:
       kubelet-arg: [fail-cgroupv1=false]
-  ssh:
-    user: root
-    keyPath: {{.Key}}
-    knownHosts: {{.KnownHosts}}
-    connectTimeout: 3s
+{{template "ssh-root" .}}
   hosts:
     - name: cp1
       address: {{(index .Hosts 0).Address}}

@@ -41,11 +41,7 @@ spec:
         auth:
           username: puller
           passwordFile: {{.Extra.passwordFile}}
-  ssh:
-    user: root
-    keyPath: {{.Key}}
-    knownHosts: {{.KnownHosts}}
-    connectTimeout: 3s
+{{template "ssh-root" .}}
   hosts:
     - name: cp1
       address: {{(index .Hosts 0).Address}}

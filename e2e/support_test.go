@@ -249,7 +249,9 @@ func (c *testCluster) exec(i int, args ...string) string {
 
 // inventoryParts are pieces the tests' inventories share: {{template "k3s-airgap" .}} is the
 // K3s release and airgap artifacts under spec.k3s — the simulator built for the test run
-// (Extra.version and Extra.artifacts pick another build, e.g. the next version for upgrades).
+// (Extra.version and Extra.artifacts pick another build, e.g. the next version for upgrades);
+// {{template "ssh-root" .}} is spec.ssh for root with the harness key and the test's
+// known_hosts.
 const inventoryParts = `{{define "k3s-airgap"}}    version: {{or .Extra.version "v1.36.3+k3s1"}}
     install: airgap
     airgap:
@@ -258,7 +260,11 @@ const inventoryParts = `{{define "k3s-airgap"}}    version: {{or .Extra.version 
         checksums: {{or .Extra.artifacts .Artifacts}}/sha256sum-amd64.txt
 {{- if not .Extra.artifacts}}
         images: {{.Artifacts}}/k3s-airgap-images-amd64.tar.zst
-{{- end}}{{end}}`
+{{- end}}{{end}}{{define "ssh-root"}}  ssh:
+    user: root
+    keyPath: {{.Key}}
+    knownHosts: {{.KnownHosts}}
+    connectTimeout: 3s{{end}}`
 
 // singleServer is the inventory of one airgap server with the simulator.
 const singleServer = `apiVersion: k3strap.io/v1alpha1
