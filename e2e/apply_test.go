@@ -189,7 +189,7 @@ func TestF1RefusedThenDiagnosed(t *testing.T) {
 // named.
 func TestUnreachableHostFailsFast(t *testing.T) {
 	c := newCluster(t, 1)
-	c.hosts[0].Address = "10.123.0.250" // on the harness bridge, no host behind it
+	c.hosts[0].Address = c.h.PublicNet() + ".250" // on the harness bridge, no host behind it
 	c.writeInventory(singleServer, nil)
 	r := c.k3strap(time.Minute, "apply")
 	defer r.dump(t)
@@ -201,7 +201,7 @@ func TestUnreachableHostFailsFast(t *testing.T) {
 	}
 	found := false
 	for _, e := range r.ofType(events.Finding) {
-		if e.Finding.Check == "SSH" && e.Host == "cp1" && strings.Contains(e.Finding.Message, "10.123.0.250") {
+		if e.Finding.Check == "SSH" && e.Host == "cp1" && strings.Contains(e.Finding.Message, c.hosts[0].Address) {
 			found = true
 		}
 	}

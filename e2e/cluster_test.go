@@ -378,7 +378,7 @@ func TestJumpHostOnly(t *testing.T) {
 	}
 	// The same through ~/.ssh/config's ProxyJump, with no bastion in the inventory.
 	sshcfg := filepath.Join(c.dir, "ssh_config")
-	cfg := "Host 10.124.0.*\n  ProxyJump root@" + b.Address + "\n  IdentityFile " + c.h.KeyPath() + "\n"
+	cfg := "Host " + c.h.PrivateNet() + ".*\n  ProxyJump root@" + b.Address + "\n  IdentityFile " + c.h.KeyPath() + "\n"
 	if err := os.WriteFile(sshcfg, []byte(cfg), 0o600); err != nil {
 		t.Fatal(err)
 	}

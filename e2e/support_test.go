@@ -78,6 +78,16 @@ type testCluster struct {
 	bin   built
 	dir   string
 	inv   string
+	// real is the real K3s under test (the real-K3s lane), nil for the simulator.
+	real *realK3s
+}
+
+// clusterOpts shapes newClusterOpts.
+type clusterOpts struct {
+	// topology is the harness topology (flat when empty).
+	topology string
+	// real runs the real K3s on the hosts instead of the simulator (no simulator settings).
+	real *realK3s
 }
 
 // newCluster gives the test n clean hosts (reset to their first boot), with the simulator's
@@ -91,6 +101,16 @@ func newCluster(t testing.TB, n int) *testCluster {
 // reachable through the jump host h0).
 func newClusterTopology(t testing.TB, n int, topology string) *testCluster {
 	t.Helper()
+	return newClusterOpts(t, n, clusterOpts{topology: topology})
+}
+
+// newClusterOpts gives the test n clean hosts (reset to their first boot) shaped by o.
+func newClusterOpts(t testing.TB, n int, o clusterOpts) *testCluster {
+	t.Helper()
+	topology := o.topology
+	if topology == "" {
+		topology = harness.TopologyFlat
+	}
 	h := harness.Require(t)
 	b := buildOnce()
 	if b.err != nil {
@@ -109,7 +129,7 @@ func newClusterTopology(t testing.TB, n int, topology string) *testCluster {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			if errs[i] = h.Reset(ctx, host.Index); errs[i] == nil {
+			if errs[i] = h.Reset(ctx, host.Index); errs[i] == nil && o.real == nil {
 				errs[i] = h.WriteFile(ctx, host.Index, "/etc/k3ssim/sim.yaml", fmt.Appendf(nil, "timeScale: %v\n", SimTimeScale), 0o644)
 			}
 		}()
@@ -120,7 +140,7 @@ func newClusterTopology(t testing.TB, n int, topology string) *testCluster {
 			t.Fatalf("resetting host %d: %v", hosts[i].Index, err)
 		}
 	}
-	return &testCluster{t: t, h: h, hosts: hosts, bin: b, dir: t.TempDir()}
+	return &testCluster{t: t, h: h, hosts: hosts, bin: b, dir: t.TempDir(), real: o.real}
 }
 
 // inventoryData fills inventory templates.
@@ -130,6 +150,8 @@ type inventoryData struct {
 	KnownHosts string
 	Artifacts  string
 	Extra      map[string]any
+	// Real is the real K3s of the real-K3s lane (zero for the simulator).
+	Real realK3s
 }
 
 // writeInventory renders tmpl (text/template over inventoryData) to the test's inventory.
@@ -139,9 +161,12 @@ func (c *testCluster) writeInventory(tmpl string, extra map[string]any) string {
 		"inc": func(i int) int { return i + 1 },
 		"add": func(a, b int) int { return a + b },
 		"sub": func(a, b int) int { return a - b + 1 },
-	}).Parse(inventoryParts)).Parse(tmpl))
+	}).Parse(inventoryParts + realParts)).Parse(tmpl))
 	var buf bytes.Buffer
 	d := inventoryData{Hosts: c.hosts, Key: c.h.KeyPath(), KnownHosts: filepath.Join(c.dir, "known_hosts"), Artifacts: c.bin.artifacts, Extra: extra}
+	if c.real != nil {
+		d.Real = *c.real
+	}
 	if err := tp.Execute(&buf, d); err != nil {
 		c.t.Fatal(err)
 	}

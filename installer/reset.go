@@ -2,9 +2,16 @@ package installer
 
 // resetScript uninstalls K3s through the scripts its install left (k3s-agent-uninstall.sh,
 // k3s-uninstall.sh), then removes k3strap's own files, so that `apply` starts from scratch.
+// The official uninstall script stops short of removing the binary and data directory while any
+// other unit file matching /etc/systemd/system/k3s*.service exists (it assumes a second K3s
+// service on the host; docs/k3s.md "Uninstall"): the script then prints "@k3strap kept" and
+// the names of those unit files, and the reset fails naming them.
 const resetScript = `did=
 for s in /usr/local/bin/k3s-agent-uninstall.sh /usr/local/bin/k3s-uninstall.sh; do
   if [ -x "$s" ]; then "$s" >/dev/null 2>&1 || { echo "$s failed" >&2; exit 1; }; did=1; fi
 done
 rm -rf /var/lib/k3strap /etc/rancher/k3s
+if [ -n "$did" ] && [ -e /usr/local/bin/k3s ]; then
+  echo "@k3strap kept"; ls /etc/systemd/system/k3s*.service /etc/init.d/k3s* 2>/dev/null; exit 0
+fi
 if [ -n "$did" ]; then echo "@k3strap reset"; else echo "@k3strap nothing"; fi`

@@ -114,6 +114,15 @@ func (s *session) resetOne(ctx context.Context, hs *hostState, keeper *hostState
 		em.Fail(hs.host.Name, "reset", events.ErrorInfo{Message: err.Error(), Resume: "re-run `k3strap reset --host " + hs.host.Name + "`"})
 		return err
 	}
+	if _, others, ok := strings.Cut(string(res.Stdout), "@k3strap kept"); ok {
+		units := strings.Join(strings.Fields(others), ", ")
+		msg := "the uninstall script left /usr/local/bin/k3s and the data directory in place because other unit files match k3s*.service: " + units
+		hs.setResult(events.StatusFailed, msg)
+		em.Fail(hs.host.Name, "reset", events.ErrorInfo{Message: msg,
+			Fix:    "remove or rename those unit files if they are not a K3s service (K3s's uninstall script treats every k3s*.service as one)",
+			Resume: "re-run `k3strap reset --host " + hs.host.Name + "`"})
+		return fmt.Errorf("%s", msg)
+	}
 	if strings.Contains(string(res.Stdout), "@k3strap nothing") {
 		hs.setResult(events.StatusUnchanged, "no K3s installed")
 		em.Step(hs.host.Name, "reset", events.StatusUnchanged, "no K3s installed")

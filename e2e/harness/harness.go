@@ -16,6 +16,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"os/signal"
 	"path/filepath"
 	"regexp"
 	"runtime"
@@ -80,6 +81,11 @@ type Host struct {
 type Harness struct {
 	script string
 	dir    string
+	// inst is HARNESS_INSTANCE (0..9).
+	inst int
+	// state is this instance's directory (dir itself for HARNESS_INSTANCE 0, dir/i<k> else):
+	// its hosts, lock and ssh_config.
+	state string
 	// lock is the cross-process file lock; it must stay referenced for the life of the
 	// process (a collected *flock.Flock closes its file, which releases the lock).
 	lock *flock.Flock
@@ -125,6 +131,23 @@ func Require(t testing.TB) *Harness {
 	return process.h
 }
 
+// ReleaseOnInterrupt makes SIGINT and SIGTERM put back the machine sysctls this process holds
+// (HoldK3sSysctls) before the process exits with 130: a test binary interrupted with Ctrl-C
+// runs no cleanup of its own. Call it once from TestMain.
+func ReleaseOnInterrupt() {
+	sig := make(chan os.Signal, 1)
+	signal.Notify(sig, os.Interrupt, syscall.SIGTERM)
+	go func() {
+		<-sig
+		if h := process.h; h != nil {
+			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+			_ = h.ReleaseK3sSysctls(ctx)
+			cancel()
+		}
+		os.Exit(130)
+	}()
+}
+
 // skipReason says why the harness cannot run here, or "" when it can.
 func skipReason(getenv func(string) string, euid int, lookPath func(string) (string, error)) string {
 	if getenv("K3STRAP_E2E") == "0" {
@@ -155,10 +178,17 @@ func open(ctx context.Context) (*Harness, error) {
 	if dir == "" {
 		dir = DefaultDir
 	}
-	if err := os.MkdirAll(dir, 0o755); err != nil {
+	state, inst := dir, 0
+	if v := os.Getenv("HARNESS_INSTANCE"); v != "" && v != "0" {
+		if len(v) != 1 || v[0] < '1' || v[0] > '9' {
+			return nil, fmt.Errorf("HARNESS_INSTANCE=%q: want 0..9", v)
+		}
+		state, inst = filepath.Join(dir, "i"+v), int(v[0]-'0')
+	}
+	if err := os.MkdirAll(state, 0o755); err != nil {
 		return nil, err
 	}
-	lock := flock.New(filepath.Join(dir, ".go-test.lock"))
+	lock := flock.New(filepath.Join(state, ".go-test.lock"))
 	lctx, cancel := context.WithTimeout(ctx, lockTimeout)
 	defer cancel()
 	ok, err := lock.TryLockContext(lctx, 500*time.Millisecond)
@@ -167,7 +197,12 @@ func open(ctx context.Context) (*Harness, error) {
 	}
 	// The lock is held until the process exits: the OS releases it then. The Harness keeps
 	// the Flock referenced so that its file is not closed (and the lock lost) by the GC.
-	h := &Harness{script: script, dir: dir, lock: lock}
+	h := &Harness{script: script, dir: dir, state: state, inst: inst, lock: lock}
+	// A sysctl hold of this instance left by a process that was killed: this process holds the
+	// instance's lock now, so nobody else can own it.
+	if _, err := h.run(ctx, nil, nil, "sysctl-release"); err != nil {
+		return nil, err
+	}
 	bctx, bcancel := context.WithTimeout(ctx, baseTimeout)
 	defer bcancel()
 	if _, err := h.run(bctx, nil, nil, "base"); err != nil {
@@ -195,13 +230,49 @@ func scriptPath() (string, error) {
 // Dir returns the harness directory (HARNESS_DIR).
 func (h *Harness) Dir() string { return h.dir }
 
+// StateDir returns this instance's directory (its hosts, lock and ssh_config): Dir for
+// HARNESS_INSTANCE 0, Dir/i<k> for instance k.
+func (h *Harness) StateDir() string { return h.state }
+
+// Prefix is the name prefix of this instance's network namespaces, links, nft tables and
+// cgroups: "k3st" for instance 0, "k3i<k>" for instance k.
+func (h *Harness) Prefix() string {
+	if h.inst == 0 {
+		return "k3st"
+	}
+	return "k3i" + strconv.Itoa(h.inst)
+}
+
+// PublicNet is the first three octets of the public bridge's /24 ("10.123.0" for instance 0,
+// 10.(123+2k).0 for instance k): the bridge is .1, host i is .(10+i).
+func (h *Harness) PublicNet() string { return fmt.Sprintf("10.%d.0", 123+2*h.inst) }
+
+// PrivateNet is PublicNet of the bastion topology's private bridge (10.(124+2k).0).
+func (h *Harness) PrivateNet() string { return fmt.Sprintf("10.%d.0", 124+2*h.inst) }
+
 // KeyPath returns the private key (ed25519, no passphrase) accepted for root, deploy and pwuser
 // on every host.
 func (h *Harness) KeyPath() string { return filepath.Join(h.dir, "id_ed25519") }
 
 // SSHConfigPath returns an ssh_config (identity, no host key checking, batch mode) for
 // `ssh -F`; unlike -o options it also applies to -J jump hosts. It exists after Up.
-func (h *Harness) SSHConfigPath() string { return filepath.Join(h.dir, "ssh_config") }
+func (h *Harness) SSHConfigPath() string { return filepath.Join(h.state, "ssh_config") }
+
+// HoldK3sSysctls sets the machine's kernel sysctls that a real K3s kubelet writes unless they
+// already hold its values (vm.overcommit_memory=1, kernel.panic=10, kernel.panic_on_oops=1;
+// /proc/sys is read-only inside a host), saving the old values once. ReleaseK3sSysctls, Down,
+// the next process to open this instance, or `harness.sh down` put them back.
+func (h *Harness) HoldK3sSysctls(ctx context.Context) error {
+	_, err := h.run(ctx, nil, nil, "sysctl-hold")
+	return err
+}
+
+// ReleaseK3sSysctls ends this instance's hold; the saved values come back when no instance
+// holds them any more.
+func (h *Harness) ReleaseK3sSysctls(ctx context.Context) error {
+	_, err := h.run(ctx, nil, nil, "sysctl-release")
+	return err
+}
 
 // PasswordOf returns the password of user: PasswordUser has one (random per base build, read
 // from the 0600 file HARNESS_DIR/pwuser.password); any other user yields ErrNoPassword. The

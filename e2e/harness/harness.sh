@@ -15,8 +15,9 @@
 #   HARNESS_TOPOLOGY=bastion harness.sh up N
 #                                    h0 = bastion on the public and the private net, h1..hN only
 #                                    on the private net (reachable via h0, e.g. ssh -J)
-#   harness.sh env                   KEY=VALUE lines: HARNESS_DIR HARNESS_KEY HARNESS_SSH_CONFIG
-#                                    HARNESS_TOPOLOGY HARNESS_N HARNESS_H<i> [HARNESS_BASTION]
+#   harness.sh env                   KEY=VALUE lines: HARNESS_DIR HARNESS_STATE_DIR HARNESS_KEY
+#                                    HARNESS_SSH_CONFIG HARNESS_INSTANCE HARNESS_TOPOLOGY HARNESS_N
+#                                    HARNESS_H<i> [HARNESS_BASTION]
 #                                    (HARNESS_SSH_CONFIG: for ssh -F, applies to -J jump hosts too)
 #   harness.sh exec i CMD...         run CMD inside host i as root (no SSH); stdin is passed on
 #   harness.sh stop i | start i      graceful poweroff | boot again (filesystem kept)
@@ -31,18 +32,23 @@
 #   harness.sh regen-hostkey i       new SSH host keys for host i (host-key-mismatch tests)
 #   harness.sh kernel-mask i F...    host i sees a kernel without features F (see below)
 #   harness.sh kernel-unmask i       host i sees the machine's kernel again
+#   harness.sh sysctl-hold           set the machine sysctls a real K3s kubelet needs
+#                                    (vm.overcommit_memory=1 kernel.panic=10 kernel.panic_on_oops=1),
+#                                    saving the old values once in $HARNESS_DIR/sysctl.saved
+#   harness.sh sysctl-release        put the saved values back (also done by down)
 #   harness.sh down                  remove every host, netns, veth, bridge, nft table, mount;
-#                                    always safe, idempotent
+#                                    restore held sysctls; always safe, idempotent
 #   harness.sh purge                 down + delete the base, key and password (other files in
 #                                    $HARNESS_DIR are left alone)
 #
-# Environment: HARNESS_DIR (default /var/tmp/k3strap-e2e), HARNESS_TOPOLOGY (flat|bastion),
+# Environment: HARNESS_DIR (default /var/tmp/k3strap-e2e), HARNESS_INSTANCE (0..9, see below),
+#   HARNESS_TOPOLOGY (flat|bastion),
 #   HARNESS_MIRROR (Debian mirror), HARNESS_BASE_ROOTFS (copy this already-debootstrapped rootfs
 #   instead of running debootstrap), HARNESS_WAIT (seconds to wait for SSH, default 60),
 #   HARNESS_RSA=1 (also an RSA host key), HARNESS_DEBUG=1 (timestamps of the boot steps).
 #
-# One harness per machine: names (k3st-*) and addresses are fixed, whatever HARNESS_DIR is.
-# Hosts keep running after the script returns (own session, own cgroup k3st-h<i> in every
+# One harness per machine and HARNESS_INSTANCE: names (k3st-* for instance 0, k3i<k>-* for the
+# others) and addresses depend only on the instance, not on HARNESS_DIR. Hosts keep running after the script returns (own session, own cgroup k3st-h<i> in every
 # hierarchy) until stop/kill/down. `up` returns once each host's sshd answers and one root key
 # login worked; reset/start return once sshd answers (banner).
 #
@@ -50,6 +56,10 @@
 # /sys/module bind-mounted read-only (what a real host sees; kernel-mask edits that view).
 # /etc/resolv.conf names the host's gateway (no DNS server there: lookups fail at once instead
 # of timing out). /proc/sys/net is writable (per network namespace), capabilities are all kept.
+# For a real K3s: /var/lib/rancher is bound from $HARNESS_DIR/hosts/h<i>/rancher on the machine's
+# own filesystem (containerd's overlayfs snapshotter cannot stack on the overlay root; reset wipes
+# it), a oneshot unit remounts the cgroup v1 controllers read-write and creates /dev/kmsg, and the
+# image has iptables, conntrack, ipset and nftables (the test binary lacks K3s's bundled tools).
 #
 # Addresses: public bridge k3stbr0 = 10.123.0.1/24 in the machine's root namespace, host i =
 #   10.123.0.(10+i). Bastion topology: private bridge in its own namespace (k3st-priv; nothing of
@@ -93,14 +103,27 @@ set -euo pipefail
 HD=${HARNESS_DIR:-/var/tmp/k3strap-e2e}
 SUITE=bookworm
 MIRROR=${HARNESS_MIRROR:-http://deb.debian.org/debian}
-PKGS=openssh-server,systemd,systemd-sysv,dbus,sudo,iproute2,procps,kmod,ca-certificates
-BASE_STAMP="k3strap-harness-base 1"
-P=k3st                        # prefix of every netns / link / nft table we create
+# iptables, conntrack and ipset: a real K3s built without its bundled k3s-root needs them on the
+# host; nftables: the hosts' own rulesets (firewall tests, facts); iputils-ping: path MTU probes.
+PKGS=openssh-server,systemd,systemd-sysv,dbus,sudo,iproute2,procps,kmod,ca-certificates,iptables,conntrack,ipset,nftables,iputils-ping
+BASE_STAMP="k3strap-harness-base 3"
+# Instances: HARNESS_INSTANCE=k (0..9, default 0) is a second, independent set of hosts on the same
+# machine, sharing only the base image, the key and the held sysctls: its own prefix, addresses
+# (10.(123+2k).0.0/24 public, 10.(124+2k).0.0/24 private), state under $HD/i<k> and lock.
+INST=${HARNESS_INSTANCE:-0}
+[[ $INST =~ ^[0-9]$ ]] || { echo "HARNESS_INSTANCE must be 0..9" >&2; exit 2; }
+if [ "$INST" = 0 ]; then
+  P=k3st                      # prefix of every netns / link / nft table we create
+  SD=$HD                      # this instance's state: hosts/, state/, ssh_config, lock
+else
+  P=k3i$INST
+  SD=$HD/i$INST
+fi
 BR=${P}br0                    # public bridge, root namespace
 PRIVNS=${P}-priv              # namespace holding the private bridge
 PRIVBR=br1
-PUB=10.123.0
-PRIV=10.124.0
+PUB=10.$((123 + 2 * INST)).0
+PRIV=10.$((124 + 2 * INST)).0
 KEY=$HD/id_ed25519
 SSH_OPTS=(-i "$KEY" -o StrictHostKeyChecking=no -o UserKnownHostsFile=/dev/null -o LogLevel=ERROR
           -o ConnectTimeout=1 -o BatchMode=yes)
@@ -112,12 +135,12 @@ debug() { [ -z "${HARNESS_DEBUG:-}" ] || log "$@"; }
 [ "$(id -u)" = 0 ] || die "must run as root"
 
 # ---------------------------------------------------------------- state & naming
-hdir()   { echo "$HD/hosts/h$1"; }
+hdir()   { echo "$SD/hosts/h$1"; }
 hns()    { echo "$P-h$1"; }
 pubveth(){ echo "${P}v$1"; }    # root-namespace end of host i's public cable
 privveth(){ echo "${P}p$1"; }   # k3st-priv end of host i's private cable
-topology(){ [ -f "$HD/state/topology" ] && cat "$HD/state/topology" || echo flat; }
-count()   { [ -f "$HD/state/n" ] && cat "$HD/state/n" || echo 0; }
+topology(){ [ -f "$SD/state/topology" ] && cat "$SD/state/topology" || echo flat; }
+count()   { [ -f "$SD/state/n" ] && cat "$SD/state/n" || echo 0; }
 indexes() { local n; n=$(count); [ "$(topology)" = bastion ] && echo 0; [ "$n" -gt 0 ] && seq 1 "$n"; true; }
 addr_of() {   # the address a client uses for host i (public, or private behind the bastion)
   if [ "$(topology)" = bastion ] && [ "$1" != 0 ]; then echo "$PRIV.$((10 + $1))"; else echo "$PUB.$((10 + $1))"; fi
@@ -131,7 +154,8 @@ valid_index() {
 }
 ns_exists() { mountpoint -q "/run/netns/$1"; }
 ms_since() { local a=${1/[.,]/} b=${EPOCHREALTIME/[.,]/}; echo $(( (b - a) / 1000 )); }
-with_lock() { mkdir -p "$HD"; exec 9>"$HD/.script.lock"; flock 9; }
+with_lock() { mkdir -p "$SD"; exec 9>"$SD/.script.lock"; flock 9; }
+base_lock() { mkdir -p "$HD"; exec 8>"$HD/.base.lock"; flock 8; }
 
 # ---------------------------------------------------------------- deps & base
 cmd_deps() {
@@ -184,15 +208,34 @@ EOF
            systemd-networkd-wait-online.service getty@tty1.service console-getty.service; do
     ln -sf /dev/null "$B/etc/systemd/system/$u"
   done
+  # What a real K3s needs inside an nspawn host on a cgroup v1 machine: nspawn mounts the v1
+  # controller hierarchies read-only and gives no /dev/kmsg; the kubelet needs both.
+  cat > "$B/etc/systemd/system/harness-k3s-prep.service" <<'UNIT'
+[Unit]
+Description=throw-away host prep for a real K3s: cgroup v1 controllers rw, /dev/kmsg
+DefaultDependencies=no
+Before=sysinit.target
+[Service]
+Type=oneshot
+RemainAfterExit=yes
+ExecStart=/bin/sh -c 'for c in cpu cpuacct cpuset memory devices freezer blkio pids; do mountpoint -q /sys/fs/cgroup/$c && mount -o remount,bind,rw /sys/fs/cgroup/$c; done; [ -e /dev/kmsg ] || mknod -m 600 /dev/kmsg c 1 11; true'
+[Install]
+WantedBy=sysinit.target
+UNIT
+  mkdir -p "$B/etc/systemd/system/sysinit.target.wants"
+  ln -sf ../harness-k3s-prep.service "$B/etc/systemd/system/sysinit.target.wants/harness-k3s-prep.service"
   : > "$B/etc/machine-id"; rm -f "$B/var/lib/dbus/machine-id" "$B/etc/hostname"
   mv "$HD/pwuser.password.new" "$HD/pwuser.password"
   echo "$BASE_STAMP" > "$B/.harness-ready"
 }
 
 cmd_base() {
-  with_lock
+  base_lock
   [ "$(cat "$HD/base/.harness-ready" 2>/dev/null)" = "$BASE_STAMP" ] && return 0
-  [ -d "$HD/hosts" ] && [ -n "$(ls -A "$HD/hosts")" ] && die "hosts exist; run down before rebuilding the base"
+  local hs
+  for hs in "$HD/hosts" "$HD"/i[0-9]/hosts; do
+    [ -d "$hs" ] && [ -n "$(ls -A "$hs")" ] && die "hosts exist in $hs; run down (every HARNESS_INSTANCE) before rebuilding the base"
+  done
   local T=$HD/base.tmp t0=$SECONDS
   rm -rf "$T"
   if [ -n "${HARNESS_BASE_ROOTFS:-}" ]; then
@@ -308,6 +351,7 @@ prepare() {   # host i's disk: identity, overlay, seed; idempotent, parallel-saf
   local i=$1
   mkdir -p "$(hdir "$i")"
   identity "$i"; mount_root "$i"; seed "$i"
+  mkdir -p "$(hdir "$i")/rancher"
 }
 create() { prepare "$1"; host_net "$1"; }
 
@@ -387,7 +431,7 @@ boot() {
     exec setsid systemd-nspawn --quiet --boot -D "$d/root" --machine="h$i" --hostname="h$i" \
       --network-namespace-path="/run/netns/$(hns "$i")" --register=no --keep-unit \
       --link-journal=no --resolv-conf=off --timezone=off --console=read-only --capability=all \
-      --bind-ro=/sys/module
+      --bind-ro=/sys/module --bind="$d/rancher:/var/lib/rancher"
   ) </dev/null >"$d/console.log" 2>&1 9>&- &   # fd 9 = our lock: the host must not hold it
   starttime $! > "$d/start"
   echo $! > "$d/pid"
@@ -424,7 +468,7 @@ verify_login() {   # one real key login as root, from inside the host's own netw
 }
 
 write_ssh_config() {   # for `ssh -F`: also applies to -J jump hosts, unlike -o options
-  cat > "$HD/ssh_config" <<EOF
+  cat > "$SD/ssh_config" <<EOF
 Host *
     IdentityFile $KEY
     IdentitiesOnly yes
@@ -441,11 +485,11 @@ cmd_up() {
   case $topo in flat|bastion) ;; *) die "HARNESS_TOPOLOGY must be flat or bastion";; esac
   if [ "$(cat "$HD/base/.harness-ready" 2>/dev/null)" != "$BASE_STAMP" ]; then cmd_base; fi
   with_lock
-  if [ -d "$HD/hosts" ] && { [ "$(topology)" != "$topo" ] || [ "$(count)" != "$n" ]; }; then
+  if [ -d "$SD/hosts" ] && { [ "$(topology)" != "$topo" ] || [ "$(count)" != "$n" ]; }; then
     log "replacing $(count) $(topology) hosts by $n $topo hosts"; down_all
   fi
-  mkdir -p "$HD/state" "$HD/hosts"
-  echo "$topo" > "$HD/state/topology"; echo "$n" > "$HD/state/n"
+  mkdir -p "$SD/state" "$SD/hosts"
+  echo "$topo" > "$SD/state/topology"; echo "$n" > "$SD/state/n"
   write_ssh_config
   net_up
   # shellcheck disable=SC2046
@@ -483,7 +527,7 @@ cmd_reset() {
   local i=$1 d t0=$EPOCHREALTIME; d=$(hdir "$i")
   cmd_kill "$i"; debug "h$i: killed"
   umount "$d/root" 2>/dev/null || umount -l "$d/root"
-  rm -rf "$d/upper" "$d/work"
+  rm -rf "$d/upper" "$d/work" "$d/rancher"
   create "$i"; start_one "$i"
   log "h$i reset in $(ms_since "$t0") ms"
 }
@@ -502,13 +546,13 @@ cmd_heal() {
 }
 
 # Link quality of host i: a table in the host's own network namespace (loopback untouched),
-# rebuilt from $HD/state/{loss,rate}.h<i>.
+# rebuilt from $SD/state/{loss,rate}.h<i>.
 link_rules() {
   local i=$1 n loss rate in="" out=""
   n=$(hns "$i")
   ns_exists "$n" || die "h$i has no network namespace (harness up first)"
-  loss=$(cat "$HD/state/loss.h$i" 2>/dev/null || echo 0)
-  rate=$(cat "$HD/state/rate.h$i" 2>/dev/null || echo 0)
+  loss=$(cat "$SD/state/loss.h$i" 2>/dev/null || echo 0)
+  rate=$(cat "$SD/state/rate.h$i" 2>/dev/null || echo 0)
   ip netns exec "$n" nft delete table inet "${P}link" 2>/dev/null || true
   [ "$loss" = 0 ] && [ "$rate" = 0 ] && return 0
   if [ "$loss" != 0 ]; then
@@ -530,11 +574,11 @@ EOF
 }
 cmd_loss() {
   [[ "${2:-}" =~ ^[0-9]+$ ]] && [ "$2" -le 100 ] || die "usage: loss i PCT (0-100)"
-  mkdir -p "$HD/state"; echo "$2" > "$HD/state/loss.h$1"; link_rules "$1"
+  mkdir -p "$SD/state"; echo "$2" > "$SD/state/loss.h$1"; link_rules "$1"
 }
 cmd_rate() {
   [[ "${2:-}" =~ ^[0-9]+$ ]] || die "usage: rate i KBYTES (kB/s, 0 = unlimited)"
-  mkdir -p "$HD/state"; echo "$2" > "$HD/state/rate.h$1"; link_rules "$1"
+  mkdir -p "$SD/state"; echo "$2" > "$SD/state/rate.h$1"; link_rules "$1"
 }
 
 cmd_regen_hostkey() {
@@ -640,12 +684,42 @@ cmd_kernel_unmask() {
   true
 }
 
+# ---------------------------------------------------------------- machine sysctls for a real K3s
+# The kubelet writes these kernel sysctls unless they already hold its values, and /proc/sys is
+# read-only inside a host: they are set on the machine while real-K3s tests run and put back
+# afterwards. The old values are saved once in $HD/sysctl.saved; every instance that holds them
+# has a file in $HD/sysctl.holders; the last release (or down) restores them.
+K3S_SYSCTLS="vm.overcommit_memory=1 kernel.panic=10 kernel.panic_on_oops=1"
+sysctl_lock() { mkdir -p "$HD"; exec 7>"$HD/.sysctl.lock"; flock 7; }
+cmd_sysctl_hold() {
+  local kv k
+  sysctl_lock
+  if [ ! -s "$HD/sysctl.saved" ]; then
+    for kv in $K3S_SYSCTLS; do k=${kv%%=*}; echo "$k=$(sysctl -n "$k")"; done > "$HD/sysctl.saved.new"
+    mv "$HD/sysctl.saved.new" "$HD/sysctl.saved"
+  fi
+  mkdir -p "$HD/sysctl.holders"; : > "$HD/sysctl.holders/$INST"
+  for kv in $K3S_SYSCTLS; do sysctl -q -w "$kv" >/dev/null; done
+}
+cmd_sysctl_release() {
+  local kv
+  sysctl_lock
+  rm -f "$HD/sysctl.holders/$INST"
+  [ -n "$(ls -A "$HD/sysctl.holders" 2>/dev/null)" ] && return 0
+  if [ -s "$HD/sysctl.saved" ]; then
+    while read -r kv; do [ -n "$kv" ] && sysctl -q -w "$kv" >/dev/null; done < "$HD/sysctl.saved"
+  fi
+  rm -rf "$HD/sysctl.saved" "$HD/sysctl.holders"
+}
+
 # ---------------------------------------------------------------- env, down, purge
 cmd_env() {
   local i
   echo "HARNESS_DIR=$HD"
+  echo "HARNESS_STATE_DIR=$SD"
   echo "HARNESS_KEY=$KEY"
-  echo "HARNESS_SSH_CONFIG=$HD/ssh_config"
+  echo "HARNESS_SSH_CONFIG=$SD/ssh_config"
+  echo "HARNESS_INSTANCE=$INST"
   echo "HARNESS_TOPOLOGY=$(topology)"
   echo "HARNESS_N=$(count)"
   for i in $(indexes); do [ "$i" = 0 ] || echo "HARNESS_H$i=$(addr_of "$i")"; done
@@ -655,13 +729,13 @@ cmd_env() {
 
 down_all() {   # caller holds the lock
   local d i n m
-  if [ -d "$HD/hosts" ]; then
-    for d in "$HD"/hosts/h*; do [ -d "$d" ] && { i=${d##*/h}; cmd_kill "$i" & }; done
+  if [ -d "$SD/hosts" ]; then
+    for d in "$SD"/hosts/h*; do [ -d "$d" ] && { i=${d##*/h}; cmd_kill "$i" & }; done
     wait
   fi
   for d in "$(cg_path systemd)/$P"-h*; do [ -d "$d" ] && cg_kill "${d##*/}"; done
   # mounts: our overlays (and anything below them), deepest first
-  findmnt -rn -o TARGET | { grep "^$HD/hosts/" || true; } | sort -r | while read -r m; do
+  findmnt -rn -o TARGET | { grep "^$SD/hosts/" || true; } | sort -r | while read -r m; do
     umount "$m" 2>/dev/null || umount -l "$m" 2>/dev/null || true
   done
   for n in $(ls /run/netns 2>/dev/null | grep "^$P-"); do
@@ -675,19 +749,20 @@ down_all() {   # caller holds the lock
   # A host that is still exiting can keep its overlay busy for a moment: retry for ~10 s.
   local try
   for try in $(seq 1 50); do
-    rm -rf "$HD/hosts" "$HD/state" 2>/dev/null && return 0
-    findmnt -rn -o TARGET | { grep "^$HD/hosts/" || true; } | sort -r | while read -r m; do
+    rm -rf "$SD/hosts" "$SD/state" 2>/dev/null && return 0
+    findmnt -rn -o TARGET | { grep "^$SD/hosts/" || true; } | sort -r | while read -r m; do
       umount -l "$m" 2>/dev/null || true
     done
     sleep 0.2
   done
-  rm -rf "$HD/hosts" "$HD/state"
+  rm -rf "$SD/hosts" "$SD/state"
 }
-cmd_down()  { with_lock; down_all; }
+cmd_down()  { with_lock; down_all; cmd_sysctl_release; }
 cmd_purge() {   # only what the harness made; other files in $HD stay
   with_lock; down_all
-  rm -rf "$HD/base" "$HD/base.tmp" "$KEY" "$KEY.pub" "$HD/pwuser.password" "$HD/ssh_config" \
-         "$HD/debootstrap.log" "$HD/.script.lock" "$HD/.go-test.lock"
+  rm -rf "$HD/base" "$HD/base.tmp" "$KEY" "$KEY.pub" "$HD/pwuser.password" "$SD/ssh_config" \
+         "$HD/debootstrap.log" "$SD/.script.lock" "$SD/.go-test.lock" "$HD/.base.lock" "$HD/.sysctl.lock"
+  [ "$SD" = "$HD" ] || rmdir "$SD" 2>/dev/null || true
   rmdir "$HD" 2>/dev/null || true
 }
 
@@ -695,6 +770,7 @@ cmd_purge() {   # only what the harness made; other files in $HD stay
 c=${1:-}; shift || true
 case $c in
   deps|base|up|env|down|purge) "cmd_$c" "$@" ;;
+  sysctl-hold|sysctl-release) "cmd_${c//-/_}" ;;
   exec) cmd_exec "$@" ;;
   stop|start|kill|reset|cut|heal|regen-hostkey|kernel-unmask)
     [ $# -eq 1 ] || die "usage: $c i"; valid_index "$1"; "cmd_${c//-/_}" "$1" ;;

@@ -141,7 +141,7 @@ func TestFlatHosts(t *testing.T) {
 	t.Run("identity", func(t *testing.T) {
 		names, ids := map[string]bool{}, map[string]bool{}
 		for i, host := range hosts {
-			if want := fmt.Sprintf("10.123.0.%d", 11+i); host.Address != want || host.Index != i+1 || host.Name != fmt.Sprintf("h%d", i+1) {
+			if want := fmt.Sprintf("%s.%d", h.PublicNet(), 11+i); host.Address != want || host.Index != i+1 || host.Name != fmt.Sprintf("h%d", i+1) {
 				t.Errorf("host %d = %+v, want h%d at %s", i, host, i+1, want)
 			}
 			out := ssh.must(t, ctx, "root@"+host.Address, "hostname; cat /etc/machine-id")
@@ -177,7 +177,7 @@ func TestFlatHosts(t *testing.T) {
 
 	t.Run("network", func(t *testing.T) {
 		for _, host := range hosts {
-			if out := ssh.must(t, ctx, "root@"+host.Address, "ip route show default"); !strings.HasPrefix(out, "default via 10.123.0.1") {
+			if out := ssh.must(t, ctx, "root@"+host.Address, "ip route show default"); !strings.HasPrefix(out, "default via "+h.PublicNet()+".1") {
 				t.Errorf("%s: default route %q", host.Name, out)
 			}
 		}
@@ -383,11 +383,11 @@ func TestBastionTopology(t *testing.T) {
 	hosts := upOrFatal(t, h, 2, harness.Options{Topology: harness.TopologyBastion})
 	ctx := context.Background()
 	b := h.Bastion()
-	if b == nil || b.Address != "10.123.0.10" || b.Name != "h0" || b.Index != 0 {
+	if b == nil || b.Address != h.PublicNet()+".10" || b.Name != "h0" || b.Index != 0 {
 		t.Fatalf("bastion = %+v", b)
 	}
 	for i, host := range hosts {
-		if want := fmt.Sprintf("10.124.0.%d", 11+i); host.Address != want {
+		if want := fmt.Sprintf("%s.%d", h.PrivateNet(), 11+i); host.Address != want {
 			t.Errorf("%s at %s, want %s", host.Name, host.Address, want)
 		}
 	}
@@ -403,7 +403,7 @@ func TestBastionTopology(t *testing.T) {
 	jump.extra = []string{"-F", h.SSHConfigPath(), "-J", "root@" + b.Address}
 	for _, host := range hosts {
 		out := jump.must(t, ctx, "root@"+host.Address, "hostname; ip route show default")
-		if want := host.Name + "\ndefault via 10.124.0.1"; !strings.HasPrefix(out, want) {
+		if want := host.Name + "\ndefault via " + h.PrivateNet() + ".1"; !strings.HasPrefix(out, want) {
 			t.Errorf("via bastion: %q, want prefix %q", out, want)
 		}
 	}
@@ -493,29 +493,29 @@ func machineTraces(t *testing.T, h *harness.Harness) []string {
 		return string(out)
 	}
 	for _, l := range strings.Split(cmd("ip", "netns", "list"), "\n") {
-		if strings.HasPrefix(l, "k3st-") {
+		if strings.HasPrefix(l, h.Prefix()+"-") {
 			traces = append(traces, "netns "+l)
 		}
 	}
 	for _, l := range strings.Split(cmd("ip", "-o", "link", "show"), "\n") {
-		if f := strings.Fields(l); len(f) > 1 && strings.HasPrefix(f[1], "k3st") {
+		if f := strings.Fields(l); len(f) > 1 && strings.HasPrefix(f[1], h.Prefix()) {
 			traces = append(traces, "link "+f[1])
 		}
 	}
-	if strings.Contains(cmd("nft", "list", "tables"), "inet k3st") {
-		traces = append(traces, "nft table inet k3st")
+	if strings.Contains(cmd("nft", "list", "tables")+"\n", "inet "+h.Prefix()+"\n") {
+		traces = append(traces, "nft table inet "+h.Prefix())
 	}
 	mounts, err := os.ReadFile("/proc/self/mountinfo")
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, l := range strings.Split(string(mounts), "\n") {
-		if strings.Contains(l, filepath.Join(h.Dir(), "hosts")) {
+		if strings.Contains(l, filepath.Join(h.StateDir(), "hosts")) {
 			traces = append(traces, "mount "+l)
 		}
 	}
-	cgs, _ := filepath.Glob("/sys/fs/cgroup/*/k3st-h*")
-	more, _ := filepath.Glob("/sys/fs/cgroup/*/*/*/k3st-h*")
+	cgs, _ := filepath.Glob("/sys/fs/cgroup/*/" + h.Prefix() + "-h*")
+	more, _ := filepath.Glob("/sys/fs/cgroup/*/*/*/" + h.Prefix() + "-h*")
 	for _, c := range append(cgs, more...) {
 		traces = append(traces, "cgroup "+c)
 	}
@@ -526,9 +526,45 @@ func machineTraces(t *testing.T, h *harness.Harness) []string {
 		}
 		argv, _ := os.ReadFile(filepath.Join(filepath.Dir(p), "cmdline"))
 		st, _ := os.ReadFile(filepath.Join(filepath.Dir(p), "stat"))
-		if bytes.Contains(argv, []byte(h.Dir())) && !bytes.Contains(st, []byte(") Z ")) {
+		if bytes.Contains(argv, []byte(h.StateDir()+"/hosts/")) && !bytes.Contains(st, []byte(") Z ")) {
 			traces = append(traces, "process "+filepath.Dir(p))
 		}
 	}
 	return traces
+}
+
+// TestK3sSysctls: holding sets the machine's kernel sysctls a real K3s kubelet needs; releasing
+// puts back exactly what was there before, also when the hold was taken twice.
+func TestK3sSysctls(t *testing.T) {
+	h := harness.Require(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	keys := []string{"vm.overcommit_memory", "kernel.panic", "kernel.panic_on_oops"}
+	read := func() []string {
+		var out []string
+		for _, k := range keys {
+			b, err := os.ReadFile("/proc/sys/" + strings.ReplaceAll(k, ".", "/"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			out = append(out, k+"="+strings.TrimSpace(string(b)))
+		}
+		return out
+	}
+	before := read()
+	t.Cleanup(func() { _ = h.ReleaseK3sSysctls(context.Background()) })
+	for range 2 {
+		if err := h.HoldK3sSysctls(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got, want := strings.Join(read(), " "), "vm.overcommit_memory=1 kernel.panic=10 kernel.panic_on_oops=1"; got != want {
+		t.Errorf("held: %s, want %s", got, want)
+	}
+	if err := h.ReleaseK3sSysctls(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got := read(); strings.Join(got, " ") != strings.Join(before, " ") {
+		t.Errorf("released: %v, want the values from before %v", got, before)
+	}
 }
