@@ -34,7 +34,8 @@
 #   harness.sh kernel-unmask i       host i sees the machine's kernel again
 #   harness.sh sysctl-hold           set the machine sysctls a real K3s kubelet needs
 #                                    (vm.overcommit_memory=1 kernel.panic=10 kernel.panic_on_oops=1),
-#                                    saving the old values once in $HARNESS_DIR/sysctl.saved
+#                                    saving the old values once (machine-wide, in
+#                                    /run/k3strap-harness-sysctl, shared by every harness)
 #   harness.sh sysctl-release        put the saved values back (also done by down)
 #   harness.sh down                  remove every host, netns, veth, bridge, nft table, mount;
 #                                    restore held sysctls; always safe, idempotent
@@ -687,29 +688,33 @@ cmd_kernel_unmask() {
 # ---------------------------------------------------------------- machine sysctls for a real K3s
 # The kubelet writes these kernel sysctls unless they already hold its values, and /proc/sys is
 # read-only inside a host: they are set on the machine while real-K3s tests run and put back
-# afterwards. The old values are saved once in $HD/sysctl.saved; every instance that holds them
-# has a file in $HD/sysctl.holders; the last release (or down) restores them.
+# afterwards. They are machine state, so their bookkeeping is too, whatever HARNESS_DIR is: the
+# old values are saved once in $SYSCTL_DIR/saved, every holder (harness dir + instance) has a
+# file in $SYSCTL_DIR/holders, and the last release (or down) restores the saved values.
 K3S_SYSCTLS="vm.overcommit_memory=1 kernel.panic=10 kernel.panic_on_oops=1"
-sysctl_lock() { mkdir -p "$HD"; exec 7>"$HD/.sysctl.lock"; flock 7; }
+SYSCTL_DIR=/run/k3strap-harness-sysctl
+holder() { echo "$SD" | md5sum | cut -c1-16; }
+sysctl_lock() { mkdir -p "$SYSCTL_DIR/holders"; exec 7>"$SYSCTL_DIR/.lock"; flock 7; }
 cmd_sysctl_hold() {
   local kv k
   sysctl_lock
-  if [ ! -s "$HD/sysctl.saved" ]; then
-    for kv in $K3S_SYSCTLS; do k=${kv%%=*}; echo "$k=$(sysctl -n "$k")"; done > "$HD/sysctl.saved.new"
-    mv "$HD/sysctl.saved.new" "$HD/sysctl.saved"
+  if [ ! -s "$SYSCTL_DIR/saved" ]; then
+    for kv in $K3S_SYSCTLS; do k=${kv%%=*}; echo "$k=$(sysctl -n "$k")"; done > "$SYSCTL_DIR/saved.new"
+    mv "$SYSCTL_DIR/saved.new" "$SYSCTL_DIR/saved"
   fi
-  mkdir -p "$HD/sysctl.holders"; : > "$HD/sysctl.holders/$INST"
+  echo "$SD" > "$SYSCTL_DIR/holders/$(holder)"
   for kv in $K3S_SYSCTLS; do sysctl -q -w "$kv" >/dev/null; done
 }
 cmd_sysctl_release() {
   local kv
+  [ -d "$SYSCTL_DIR" ] || return 0
   sysctl_lock
-  rm -f "$HD/sysctl.holders/$INST"
-  [ -n "$(ls -A "$HD/sysctl.holders" 2>/dev/null)" ] && return 0
-  if [ -s "$HD/sysctl.saved" ]; then
-    while read -r kv; do [ -n "$kv" ] && sysctl -q -w "$kv" >/dev/null; done < "$HD/sysctl.saved"
+  rm -f "$SYSCTL_DIR/holders/$(holder)"
+  [ -n "$(ls -A "$SYSCTL_DIR/holders" 2>/dev/null)" ] && return 0
+  if [ -s "$SYSCTL_DIR/saved" ]; then
+    while read -r kv; do [ -n "$kv" ] && sysctl -q -w "$kv" >/dev/null; done < "$SYSCTL_DIR/saved"
   fi
-  rm -rf "$HD/sysctl.saved" "$HD/sysctl.holders"
+  rm -f "$SYSCTL_DIR/saved"
 }
 
 # ---------------------------------------------------------------- env, down, purge
@@ -761,7 +766,7 @@ cmd_down()  { with_lock; down_all; cmd_sysctl_release; }
 cmd_purge() {   # only what the harness made; other files in $HD stay
   with_lock; down_all
   rm -rf "$HD/base" "$HD/base.tmp" "$KEY" "$KEY.pub" "$HD/pwuser.password" "$SD/ssh_config" \
-         "$HD/debootstrap.log" "$SD/.script.lock" "$SD/.go-test.lock" "$HD/.base.lock" "$HD/.sysctl.lock"
+         "$HD/debootstrap.log" "$SD/.script.lock" "$SD/.go-test.lock" "$HD/.base.lock"
   [ "$SD" = "$HD" ] || rmdir "$SD" 2>/dev/null || true
   rmdir "$HD" 2>/dev/null || true
 }
