@@ -33,7 +33,9 @@
 #   harness.sh kernel-mask i F...    host i sees a kernel without features F (see below)
 #   harness.sh kernel-unmask i       host i sees the machine's kernel again
 #   harness.sh sysctl-hold           set the machine sysctls a real K3s kubelet needs
-#                                    (vm.overcommit_memory=1 kernel.panic=10 kernel.panic_on_oops=1),
+#                                    (vm.overcommit_memory=1 kernel.panic=10 kernel.panic_on_oops=1,
+#                                    fs.inotify.max_user_instances=8192: every host's systemd and
+#                                    every K3s share the machine's per-user limit, 128 by default),
 #                                    saving the old values once (machine-wide, in
 #                                    /run/k3strap-harness-sysctl, shared by every harness)
 #   harness.sh sysctl-release        put the saved values back (also done by down)
@@ -691,17 +693,19 @@ cmd_kernel_unmask() {
 # afterwards. They are machine state, so their bookkeeping is too, whatever HARNESS_DIR is: the
 # old values are saved once in $SYSCTL_DIR/saved, every holder (harness dir + instance) has a
 # file in $SYSCTL_DIR/holders, and the last release (or down) restores the saved values.
-K3S_SYSCTLS="vm.overcommit_memory=1 kernel.panic=10 kernel.panic_on_oops=1"
+K3S_SYSCTLS="vm.overcommit_memory=1 kernel.panic=10 kernel.panic_on_oops=1 fs.inotify.max_user_instances=8192"
 SYSCTL_DIR=/run/k3strap-harness-sysctl
 holder() { echo "$SD" | md5sum | cut -c1-16; }
 sysctl_lock() { mkdir -p "$SYSCTL_DIR/holders"; exec 7>"$SYSCTL_DIR/.lock"; flock 7; }
 cmd_sysctl_hold() {
   local kv k
   sysctl_lock
-  if [ ! -s "$SYSCTL_DIR/saved" ]; then
-    for kv in $K3S_SYSCTLS; do k=${kv%%=*}; echo "$k=$(sysctl -n "$k")"; done > "$SYSCTL_DIR/saved.new"
-    mv "$SYSCTL_DIR/saved.new" "$SYSCTL_DIR/saved"
-  fi
+  # Saved once; a key an older harness did not hold is added to what it saved.
+  touch "$SYSCTL_DIR/saved"
+  for kv in $K3S_SYSCTLS; do
+    k=${kv%%=*}
+    grep -q "^$k=" "$SYSCTL_DIR/saved" || echo "$k=$(sysctl -n "$k")" >> "$SYSCTL_DIR/saved"
+  done
   echo "$SD" > "$SYSCTL_DIR/holders/$(holder)"
   for kv in $K3S_SYSCTLS; do sysctl -q -w "$kv" >/dev/null; done
 }
