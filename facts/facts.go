@@ -63,6 +63,11 @@ type Host struct {
 
 	// SELinux is the host's SELinux mode and whether the k3s-selinux policy is installed.
 	SELinux SELinux `json:"selinux"`
+
+	// Network is what the host-network checks judge: interfaces, routes, rulesets,
+	// firewalld, ufw, NetworkManager, resolver files (network.go); nil when the script
+	// printed no network section (an older script).
+	Network *Network `json:"network,omitempty"`
 }
 
 // OSRelease is the subset of /etc/os-release k3strap uses.

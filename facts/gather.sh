@@ -10,6 +10,8 @@
 #
 # Inputs (set by facts.Script above this text):
 #   K3STRAP_PW_STDIN=1   read one line from stdin: the sudo password (never put on a command line)
+#   K3STRAP_NETWORK_SH   the network script (network.sh), run as root where possible
+#   K3STRAP_RESOLV_CONF  the resolv.conf the host's K3s config names, or empty
 #   "$@"                 files whose sha256 is reported (read with privilege)
 # Never exits early; every probe is best effort.
 
@@ -316,6 +318,13 @@ echo done
 ' k3strap-facts "$@" 2>/dev/null
 else
 	sec privileged skipped
+fi
+# --- network (network.sh, in $K3STRAP_NETWORK_SH): as root when possible, since the rulesets
+# need it; without root the rest is still gathered.
+if [ "$sudo_mode" = root ] || [ "$sudo_mode" = nopasswd ] || [ "$sudo_mode" = password ]; then
+	priv sh -c "$K3STRAP_NETWORK_SH" k3strap-network "${K3STRAP_RESOLV_CONF:-}"
+else
+	sh -c "$K3STRAP_NETWORK_SH" k3strap-network "${K3STRAP_RESOLV_CONF:-}"
 fi
 k3strap_pw=
 

@@ -152,6 +152,7 @@ type parser struct {
 	v2Controllers, v1Enabled []string
 	defaultMetric            int64
 	tcpListen                map[Port]bool
+	nn                       netParser
 }
 
 func (p *parser) finish(h *Host) {
@@ -170,6 +171,7 @@ func (p *parser) finish(h *Host) {
 		}
 		h.RemoteClock = p.clocks[0].Add(sum / time.Duration(len(p.clocks)))
 	}
+	p.finishNetwork(h)
 }
 
 type sectionParser func(p *parser, h *Host, s *section) error
@@ -203,6 +205,23 @@ var sectionParsers = map[string]sectionParser{
 	"k3s-files":          parseK3sFiles,
 	"privileged":         parsePrivileged,
 	"selinux":            parseSELinux,
+	// network.sh (network.go)
+	"net-addr":             parseNetAddr,
+	"net-route":            parseNetRoute,
+	"net-route6":           parseNetRoute,
+	"net-fdb":              parseNetFDB,
+	"net-neigh":            parseNetNeigh,
+	"net-nft":              parseNetNft,
+	"net-iptables":         parseNetIptables,
+	"net-iptables-version": parseNetIptablesVersion,
+	"net-firewalld":        parseNetFirewalld,
+	"net-ufw":              parseNetUFW,
+	"net-nm":               parseNetNM,
+	"net-nmcli":            parseNetNmcli,
+	"net-nm-conf":          parseNetNMConf,
+	"net-resolv":           parseNetResolv,
+	"net-resolv-absent":    parseNetResolv,
+	"net-tools":            parseNetTools,
 }
 
 // keyValues parses key=value lines, calling set for each.

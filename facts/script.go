@@ -22,6 +22,9 @@ type ScriptInput struct {
 	// 0600 root: the K3s env file, config.yaml, registries.yaml). Empty entries and paths
 	// containing a newline are skipped (the document is line based).
 	Files []string
+	// ResolvConf is the resolver file the host's K3s config names (resolv-conf), "" for none:
+	// its content is gathered with the files K3s would otherwise choose from.
+	ResolvConf string
 	// SudoPasswordOnStdin makes the script read one line from stdin first: the sudo password,
 	// used only when the login user is not root and `sudo -n true` fails. The caller writes the
 	// password and a newline to the remote command's stdin; it never appears on a command line.
@@ -40,6 +43,12 @@ func Script(in ScriptInput) string {
 	} else {
 		b.WriteString("K3STRAP_PW_STDIN=0\n")
 	}
+	b.WriteString("K3STRAP_NETWORK_SH=" + shellescape.Quote(networkScript) + "\n")
+	b.WriteString("K3STRAP_RESOLV_CONF=")
+	if in.ResolvConf != "" && !strings.ContainsAny(in.ResolvConf, "\n\r") {
+		b.WriteString(shellescape.Quote(in.ResolvConf))
+	}
+	b.WriteString("\n")
 	b.WriteString("set --")
 	for _, f := range in.Files {
 		if f == "" || strings.ContainsAny(f, "\n\r") {
