@@ -32,6 +32,9 @@ type NodePort struct {
 	// Purpose says what uses it, for messages ("flannel VXLAN").
 	Purpose  string
 	From, To Peers
+	// Overlay marks flannel's encapsulation port (VXLAN, WireGuard): the other nodes send it
+	// to the node's flannel address, and its packets carry the overlay's overhead.
+	Overlay bool
 }
 
 // NodePortOptions are the settings that decide which ports a cluster's nodes need between
@@ -67,11 +70,11 @@ func NodePorts(o NodePortOptions) []NodePort {
 	}
 	switch strings.ToLower(o.FlannelBackend) {
 	case "", "vxlan":
-		out = append(out, NodePort{Proto: "udp", Port: 8472, Purpose: "flannel VXLAN", From: AllNodes, To: AllNodes})
+		out = append(out, NodePort{Proto: "udp", Port: 8472, Purpose: "flannel VXLAN", From: AllNodes, To: AllNodes, Overlay: true})
 	case "wireguard-native", "wireguard":
-		out = append(out, NodePort{Proto: "udp", Port: 51820, Purpose: "flannel wireguard-native (IPv4)", From: AllNodes, To: AllNodes})
+		out = append(out, NodePort{Proto: "udp", Port: 51820, Purpose: "flannel wireguard-native (IPv4)", From: AllNodes, To: AllNodes, Overlay: true})
 		if o.IPv6 {
-			out = append(out, NodePort{Proto: "udp", Port: 51821, Purpose: "flannel wireguard-native (IPv6)", From: AllNodes, To: AllNodes})
+			out = append(out, NodePort{Proto: "udp", Port: 51821, Purpose: "flannel wireguard-native (IPv6)", From: AllNodes, To: AllNodes, Overlay: true})
 		}
 	}
 	if o.EmbeddedEtcd {

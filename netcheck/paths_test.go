@@ -1,0 +1,239 @@
+package netcheck
+
+import (
+	"bufio"
+	"context"
+	"io"
+	"net"
+	"net/netip"
+	"os/exec"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/k3strap/k3strap/k3s"
+)
+
+// localRun runs a probe on this machine, as RunPaths's callers run it over SSH.
+func localRun(ctx context.Context, script string, stdin io.Reader, onLine func(string)) error {
+	cmd := exec.CommandContext(ctx, "sh", "-c", script)
+	cmd.Stdin = stdin
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		return err
+	}
+	if err := cmd.Start(); err != nil {
+		return err
+	}
+	sc := bufio.NewScanner(out)
+	for sc.Scan() {
+		onLine(sc.Text())
+	}
+	return cmd.Wait()
+}
+
+// testPorts are K3s's kinds of ports on numbers nothing else on this machine uses.
+var testPorts = []k3s.NodePort{
+	{Proto: "tcp", Port: 46443, Purpose: "supervisor", From: k3s.Agents, To: k3s.Servers},
+	{Proto: "tcp", Port: 40250, Purpose: "kubelet", From: k3s.AllNodes, To: k3s.AllNodes},
+	{Proto: "udp", Port: 48472, Purpose: "VXLAN", From: k3s.AllNodes, To: k3s.AllNodes, Overlay: true},
+}
+
+// loopCluster is a server and two agents on loopback addresses of this machine.
+func loopCluster() *Cluster {
+	return &Cluster{Ports: testPorts, Nodes: []Node{
+		{Name: "cp1", Server: true, Address: netip.MustParseAddr("127.0.0.61")},
+		{Name: "a1", Address: netip.MustParseAddr("127.0.0.62")},
+		{Name: "a2", Address: netip.MustParseAddr("127.0.0.63")},
+	}}
+}
+
+func hostsOf(c *Cluster) []ProbeHost {
+	var hs []ProbeHost
+	for _, n := range c.Nodes {
+		hs = append(hs, ProbeHost{Name: n.Name, Run: localRun})
+	}
+	return hs
+}
+
+func needTool(t *testing.T, tool string) {
+	t.Helper()
+	if _, err := exec.LookPath(tool); err != nil {
+		t.Skipf("%s is not installed here", tool)
+	}
+}
+
+func TestPlanProbes(t *testing.T) {
+	ps := PlanProbes(loopCluster())
+	// 2 agents → 1 server on 46443, 6 ordered pairs on 40250 and on 48472
+	if len(ps) != 2+6+6 {
+		t.Fatalf("%d probes: %+v", len(ps), ps)
+	}
+	if ps[0].From != "a1" || ps[0].To != "cp1" || ps[0].Addr.String() != "127.0.0.61" || ps[0].Port.Port != 46443 {
+		t.Errorf("first probe %+v", ps[0])
+	}
+}
+
+// TestRunPathsOpen runs the real probe programs (Perl and Python) between three "hosts" on
+// this machine's loopback: every path is open, every probe answers, and the overlay port
+// carries full-size don't-fragment datagrams.
+func TestRunPathsOpen(t *testing.T) {
+	for _, tool := range []string{"perl", "python3"} {
+		t.Run(tool, func(t *testing.T) {
+			needTool(t, tool)
+			c := loopCluster()
+			rep := RunPaths(context.Background(), c, hostsOf(c), PathOptions{Tool: tool})
+			if len(rep.Hosts) > 0 {
+				t.Fatalf("hosts left out: %v", rep.Hosts)
+			}
+			if len(rep.Results) != 14 {
+				t.Fatalf("%d results", len(rep.Results))
+			}
+			for _, r := range rep.Results {
+				if r.Status != PathOK {
+					t.Errorf("%s → %s %s/%d: %s %s", r.From, r.To, r.Port.Proto, r.Port.Port, r.Status, r.Detail)
+				}
+			}
+			if len(rep.MTU) != 6 {
+				t.Fatalf("MTU results %d", len(rep.MTU))
+			}
+			for _, m := range rep.MTU {
+				if !m.Fits() || m.Largest != 1500 {
+					t.Errorf("MTU %s → %s: largest %d of %d", m.From, m.To, m.Largest, m.IfaceMTU)
+				}
+			}
+			if rep.Rounds != 1 {
+				t.Errorf("rounds %d", rep.Rounds)
+			}
+			t.Logf("%s: 3 hosts, %d probes in %s", tool, len(rep.Results), rep.Elapsed.Round(time.Millisecond))
+		})
+	}
+}
+
+// TestRunPathsHeldPorts: ports another process holds take no test listener; a TCP connect
+// there still shows the path open, a UDP port is left untested (the rulesets judge it).
+func TestRunPathsHeldPorts(t *testing.T) {
+	needTool(t, "perl")
+	l, err := net.Listen("tcp", "127.0.0.61:46443")
+	if err != nil {
+		t.Skipf("cannot hold a port here: %v", err)
+	}
+	defer l.Close()
+	go func() {
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			c.Close()
+		}
+	}()
+	u, err := net.ListenPacket("udp", "127.0.0.62:48472")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer u.Close()
+	c := loopCluster()
+	rep := RunPaths(context.Background(), c, hostsOf(c), PathOptions{})
+	if ls := rep.Listener("cp1", "tcp", 46443); ls == nil || ls.State != "busy" {
+		t.Errorf("cp1's listener: %+v", ls)
+	}
+	for _, r := range rep.Results {
+		want := PathOK
+		switch {
+		case r.To == "cp1" && r.Port.Port == 46443:
+			want = PathOpen
+		case r.To == "a1" && r.Port.Port == 48472:
+			want = PathUntested
+		}
+		if r.Status != want {
+			t.Errorf("%s → %s %d: %s (%s), want %s", r.From, r.To, r.Port.Port, r.Status, r.Detail, want)
+		}
+	}
+}
+
+// TestRunPathsNoInterpreter: a host without Perl or Python takes no part, and says why.
+func TestRunPathsNoInterpreter(t *testing.T) {
+	c := loopCluster()
+	hs := hostsOf(c)
+	hs[2].Run = func(ctx context.Context, script string, stdin io.Reader, onLine func(string)) error {
+		return localRun(ctx, strings.Replace(script, "K3SP_LIMIT=", "K3SP_TOOL=no-such-interpreter\nK3SP_LIMIT=", 1), stdin, onLine)
+	}
+	rep := RunPaths(context.Background(), c, hs, PathOptions{})
+	if why := rep.Hosts["a2"]; !strings.Contains(why, "neither perl nor python3") {
+		t.Fatalf("a2: %q", why)
+	}
+	for _, r := range rep.Results {
+		involved := r.From == "a2" || r.To == "a2"
+		if involved != (r.Status == PathUntested) || (!involved && r.Status != PathOK) {
+			t.Errorf("%s → %s %d: %s %s", r.From, r.To, r.Port.Port, r.Status, r.Detail)
+		}
+	}
+}
+
+// TestProbeEndsWithoutInput: a probe whose connection drops (its input ends) exits at once,
+// and one that is never told anything ends at its time limit.
+func TestProbeEndsWithoutInput(t *testing.T) {
+	for _, tool := range []string{"perl", "python3"} {
+		t.Run(tool, func(t *testing.T) {
+			needTool(t, tool)
+			cmd := exec.Command("sh", "-c", ProbeScript(1, tool))
+			in, _ := cmd.StdinPipe()
+			out, _ := cmd.StdoutPipe()
+			if err := cmd.Start(); err != nil {
+				t.Fatal(err)
+			}
+			io.WriteString(in, "id n1 h0\nlisten tcp 127.0.0.61 46999\nbind\n")
+			sc := bufio.NewScanner(out)
+			var lines []string
+			for sc.Scan() {
+				lines = append(lines, sc.Text())
+				if sc.Text() == "ready" {
+					break
+				}
+			}
+			if len(lines) != 2 || lines[0] != "listen tcp 46999 ok" {
+				t.Fatalf("%q", lines)
+			}
+			start := time.Now()
+			in.Close()
+			cmd.Wait()
+			if d := time.Since(start); d > 500*time.Millisecond {
+				t.Errorf("ended %s after its input closed", d)
+			}
+			// never told anything: the alarm ends it after 1 s
+			cmd = exec.Command("sh", "-c", ProbeScript(1, tool))
+			keep, _ := cmd.StdinPipe()
+			defer keep.Close()
+			start = time.Now()
+			if err := cmd.Run(); err == nil {
+				t.Error("the alarm should end it with a signal")
+			}
+			if d := time.Since(start); d < 900*time.Millisecond || d > 3*time.Second {
+				t.Errorf("ended after %s, want about 1 s", d)
+			}
+		})
+	}
+}
+
+func TestParseProbeLine(t *testing.T) {
+	for _, c := range []struct {
+		in   string
+		want probeLine
+	}{
+		{"listen udp 8472 busy EADDRINUSE", probeLine{kind: "listen", proto: "udp", port: 8472, state: "busy", detail: "EADDRINUSE"}},
+		{"tcp p3 ok 2 h1", probeLine{kind: "tcp", id: "p3", state: "ok", ms: 2, detail: "h1"}},
+		{"tcp p4 timeout 1001", probeLine{kind: "tcp", id: "p4", state: "timeout", ms: 1001}},
+		{"mtu p5m emsgsize 1472 1400", probeLine{kind: "mtu", id: "p5m", state: "emsgsize", size: 1472, pmtu: 1400}},
+		{"got 8472 10.0.0.2 p5m 0 1472", probeLine{kind: "got", port: 8472, src: "10.0.0.2", id: "p5m", bytes: 1472}},
+		{"error no-interpreter: neither perl nor python3 is installed", probeLine{kind: "error", detail: "no-interpreter: neither perl nor python3 is installed"}},
+	} {
+		got, ok := parseProbeLine(c.in)
+		if !ok || got != c.want {
+			t.Errorf("%q: %+v %v, want %+v", c.in, got, ok, c.want)
+		}
+	}
+	if _, ok := parseProbeLine("tcp p1"); ok {
+		t.Error("short line accepted")
+	}
+}

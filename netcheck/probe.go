@@ -1,0 +1,146 @@
+package netcheck
+
+import (
+	_ "embed"
+	"fmt"
+	"strconv"
+	"strings"
+
+	"al.essio.dev/pkg/shellescape"
+)
+
+// The path probe: probe.sh starts probe.pl (Perl) or probe.py (Python 3) on a host; both speak
+// the line protocol described in probe.pl. RunPaths drives one per host.
+
+//go:embed probe.sh
+var probeSh string
+
+//go:embed probe.pl
+var probePl string
+
+//go:embed probe.py
+var probePy string
+
+// ProbeScript returns the shell script a host runs for the path check: the two programs, the
+// hard time limit in seconds (the program ends itself then, whatever happens to the SSH
+// connection), an interpreter to force ("" picks perl, then python3), and probe.sh.
+func ProbeScript(limitSeconds int, tool string) string {
+	var b strings.Builder
+	b.WriteString("K3SP_PL=" + shellescape.Quote(probePl) + "\n")
+	b.WriteString("K3SP_PY=" + shellescape.Quote(probePy) + "\n")
+	b.WriteString("K3SP_LIMIT=" + strconv.Itoa(limitSeconds) + "\n")
+	if tool != "" {
+		b.WriteString("K3SP_TOOL=" + shellescape.Quote(tool) + "\n")
+	}
+	b.WriteString(probeSh)
+	return b.String()
+}
+
+// probeLine is one line a probe printed, parsed.
+type probeLine struct {
+	kind string // listen, ready, tcp, udp, mtu, got, probed, error
+	// listen: proto, port, state (ok any busy error), detail
+	proto, state, detail string
+	port                 int
+	// tcp/udp/mtu: id and state (ok other fail timeout sent emsgsize); ms; host id or errno
+	id   string
+	ms   int
+	size int
+	pmtu int
+	// got: port, source address, id, bytes
+	src   string
+	bytes int
+}
+
+// parseProbeLine reads one line of the protocol; ok is false for a line it does not know.
+func parseProbeLine(s string) (probeLine, bool) {
+	f := strings.Fields(s)
+	if len(f) == 0 {
+		return probeLine{}, false
+	}
+	l := probeLine{kind: f[0]}
+	atoi := func(i int) int {
+		if i < len(f) {
+			n, _ := strconv.Atoi(f[i])
+			return n
+		}
+		return 0
+	}
+	at := func(i int) string {
+		if i < len(f) {
+			return f[i]
+		}
+		return ""
+	}
+	switch f[0] {
+	case "ready", "probed":
+		return l, true
+	case "error":
+		l.detail = strings.TrimSpace(strings.TrimPrefix(s, "error"))
+		return l, true
+	case "listen":
+		if len(f) < 4 {
+			return l, false
+		}
+		l.proto, l.port, l.state, l.detail = f[1], atoi(2), f[3], at(4)
+		return l, true
+	case "tcp":
+		// tcp ID ok|other|fail|timeout MS [HOSTID|ERRNO]
+		if len(f) < 4 {
+			return l, false
+		}
+		l.id, l.state, l.ms, l.detail = f[1], f[2], atoi(3), at(4)
+		return l, true
+	case "udp":
+		// udp ID sent N | udp ID fail ERRNO
+		if len(f) < 4 {
+			return l, false
+		}
+		l.id, l.state, l.detail = f[1], f[2], f[3]
+		return l, true
+	case "mtu":
+		// mtu ID sent SIZE | mtu ID emsgsize SIZE PMTU | mtu ID fail ERRNO
+		if len(f) < 4 {
+			return l, false
+		}
+		l.id, l.state = f[1], f[2]
+		switch l.state {
+		case "sent":
+			l.size = atoi(3)
+		case "emsgsize":
+			l.size, l.pmtu = atoi(3), atoi(4)
+		default:
+			l.detail = f[3]
+		}
+		return l, true
+	case "got":
+		// got PORT SRCADDR ID SEQ BYTES
+		if len(f) < 6 {
+			return l, false
+		}
+		l.port, l.src, l.id, l.bytes = atoi(1), f[2], f[3], atoi(5)
+		return l, true
+	}
+	return l, false
+}
+
+// errText turns the probe's errno name into words for messages.
+func errText(e string) string {
+	switch e {
+	case "ECONNREFUSED":
+		return "connection refused (a reject rule, or nothing listening)"
+	case "EHOSTUNREACH":
+		return "no route to host (ICMP host unreachable, or a reject rule)"
+	case "ENETUNREACH":
+		return "network unreachable (no route to that address)"
+	case "ETIMEDOUT":
+		return "timed out"
+	case "EACCES", "EPERM":
+		return "refused by a local firewall rule (" + e + ")"
+	case "EADDR":
+		return "not an address"
+	}
+	return e
+}
+
+func (l probeLine) String() string { return fmt.Sprintf("%s %s %s", l.kind, l.id, l.state) }

@@ -1,0 +1,242 @@
+# k3strap path probe (Perl 5.14+, core modules of perl-base only). The same protocol as
+# probe.py; probe.sh picks one. It listens on the ports K3s will need on this host and, when
+# told, connects to / sends datagrams to the other hosts' ports, printing what happens.
+#
+# stdin (lines):  id NONCE HOSTID         this run's nonce and this host's id
+#                 listen tcp|udp ADDR PORT a test listener on ADDR (or any address if ADDR is not local)
+#                 bind                    bind every listener, print their state, then "ready"
+#                 tcp ID ADDR PORT MS     connect within MS ms, read the greeting
+#                 udp ID SRC ADDR PORT N SIZE  send N datagrams of SIZE bytes, 100 ms apart, from
+#                                         SRC (- for the address routing picks)
+#                 mtu ID SRC ADDR PORT SIZE N  the same with don't-fragment
+#                 go                      run the probes given since the last go; "probed" when done
+#                 (end of input)          close everything and exit
+# stdout:         listen PROTO PORT ok|any|busy|error [ERRNO]
+#                 ready
+#                 tcp ID ok|other|fail|timeout MS [HOSTID|ERRNO]
+#                 udp ID sent N | udp ID fail ERRNO
+#                 mtu ID sent SIZE | mtu ID emsgsize SIZE PMTU | mtu ID fail ERRNO
+#                 got PORT SRCADDR ID SEQ BYTES   a datagram of this run arrived
+#                 probed
+# It exits at the end of input or, at the latest, after $ENV{K3SP_LIMIT} seconds (alarm).
+use strict;
+use warnings;
+use Socket qw(:addrinfo AF_INET AF_INET6 SOCK_STREAM SOCK_DGRAM SOL_SOCKET SO_REUSEADDR SO_ERROR
+  IPPROTO_IP IPPROTO_IPV6 IPPROTO_TCP IPPROTO_UDP inet_ntop unpack_sockaddr_in unpack_sockaddr_in6 sockaddr_family);
+use POSIX ();
+use Errno ();
+use Fcntl qw(F_GETFL F_SETFL O_NONBLOCK);
+
+$| = 1;
+my $limit = $ENV{K3SP_LIMIT} || 20;
+alarm($limit);
+$SIG{PIPE} = 'IGNORE';
+my $tck = POSIX::sysconf(&POSIX::_SC_CLK_TCK) || 100;
+sub now { return (POSIX::times())[0] / $tck; }
+
+my ($nonce, $hostid) = ('', '');
+my (@want, %lsock, @probes, %conn, @sends);
+my $inbuf = '';
+my $running = 0;
+
+sub errname {
+	my $e = shift;
+	for my $n (qw(ECONNREFUSED EHOSTUNREACH ENETUNREACH ETIMEDOUT EADDRINUSE EADDRNOTAVAIL EACCES EPERM EMSGSIZE ECONNRESET)) {
+		my $v = eval "Errno::$n()";
+		return $n if defined $v && $e == $v;
+	}
+	return "errno" . $e;
+}
+
+sub nonblock { my $fh = shift; my $f = fcntl($fh, F_GETFL, 0); fcntl($fh, F_SETFL, $f | O_NONBLOCK); }
+
+sub addr {
+	my ($host, $port, $type) = @_;
+	my ($err, @res) = getaddrinfo($host, $port, { flags => AI_NUMERICHOST | AI_NUMERICSERV, socktype => $type });
+	return if $err || !@res;
+	return $res[0];
+}
+
+# listen_one binds HOST:PORT, or the wildcard address of HOST's family when HOST is not an
+# address of this host.
+sub listen_one {
+	my ($proto, $host, $port) = @_;
+	my $type = $proto eq 'tcp' ? SOCK_STREAM : SOCK_DGRAM;
+	my $any = $host =~ /:/ ? '::' : '0.0.0.0';
+	for my $h ($host eq $any ? ($any) : ($host, $any)) {
+		my $ai = addr($h, $port, $type) or next;
+		my $s;
+		socket($s, $ai->{family}, $type, 0) or return "error " . errname($! + 0);
+		setsockopt($s, SOL_SOCKET, SO_REUSEADDR, 1) if $proto eq 'tcp';
+		if (!bind($s, $ai->{addr})) {
+			my $e = $! + 0;
+			close $s;
+			next if $e == Errno::EADDRNOTAVAIL() && $h ne $any;
+			return ($e == Errno::EADDRINUSE() ? 'busy ' : 'error ') . errname($e);
+		}
+		if ($proto eq 'tcp' && !listen($s, 128)) { my $e = $! + 0; close $s; return 'error ' . errname($e); }
+		nonblock($s);
+		$lsock{fileno($s)} = { s => $s, proto => $proto, port => $port };
+		return $h eq $host ? 'ok' : 'any';
+	}
+	return 'error EADDRNOTAVAIL';
+}
+
+sub payload {
+	my ($id, $seq, $size) = @_;
+	my $p = "K3SP $nonce $id $seq\n";
+	$p .= 'x' x ($size - length $p) if $size > length $p;
+	return $p;
+}
+
+sub start_probes {
+	my $t = now();
+	for my $p (@probes) {
+		my ($kind, $id, $host, $port, @a) = @$p;
+		if ($kind eq 'tcp') {
+			my $ai = addr($host, $port, SOCK_STREAM);
+			if (!$ai) { print "tcp $id fail EADDR 0\n"; next; }
+			my $s;
+			socket($s, $ai->{family}, SOCK_STREAM, 0) or do { print "tcp $id fail " . errname($! + 0) . " 0\n"; next };
+			nonblock($s);
+			if (!connect($s, $ai->{addr}) && $! != Errno::EINPROGRESS()) {
+				print "tcp $id fail " . errname($! + 0) . " 0\n"; close $s; next;
+			}
+			$conn{fileno($s)} = { s => $s, id => $id, t0 => $t, until => $t + $a[0] / 1000, state => 'connect', buf => '' };
+		} else {
+			# udp/mtu ID SRC ADDR PORT ...: the fields after the id are shifted by SRC
+			my $src = $host;
+			($host, $port, @a) = ($port, @a);
+			my ($n, $size) = $kind eq 'udp' ? @a : ($a[1], $a[0]);
+			my $ai = addr($host, $port, SOCK_DGRAM);
+			if (!$ai) { print "$kind $id fail EADDR\n"; next; }
+			my $s;
+			socket($s, $ai->{family}, SOCK_DGRAM, 0) or do { print "$kind $id fail " . errname($! + 0) . "\n"; next };
+			if ($kind eq 'mtu') {
+				# IP_MTU_DISCOVER / IPV6_MTU_DISCOVER = IP_PMTUDISC_DO (Linux: 10 / 23, 2)
+				if ($ai->{family} == AF_INET6) { setsockopt($s, IPPROTO_IPV6, 23, 2); } else { setsockopt($s, IPPROTO_IP, 10, 2); }
+			}
+			if ($src ne '-') {
+				my $sa = addr($src, 0, SOCK_DGRAM);
+				bind($s, $sa->{addr}) if $sa && $sa->{family} == $ai->{family};
+			}
+			connect($s, $ai->{addr}) or do { print "$kind $id fail " . errname($! + 0) . "\n"; close $s; next };
+			push @sends, { s => $s, kind => $kind, id => $id, n => $n, size => $size, seq => 0, at => $t, fam => $ai->{family} };
+		}
+	}
+	@probes = ();
+	$running = 1;
+}
+
+sub pump_sends {
+	my $t = now();
+	for my $x (@sends) {
+		next if $x->{done};
+		while ($x->{seq} < $x->{n} && $x->{at} <= $t) {
+			if (!defined send($x->{s}, payload($x->{id}, $x->{seq}, $x->{size}), 0)) {
+				my $e = $! + 0;
+				if ($x->{kind} eq 'mtu' && $e == Errno::EMSGSIZE()) {
+					my $opt = $x->{fam} == AF_INET6 ? getsockopt($x->{s}, IPPROTO_IPV6, 24) : getsockopt($x->{s}, IPPROTO_IP, 14);
+					my $pmtu = defined $opt ? unpack('i', $opt) : 0;
+					print "mtu $x->{id} emsgsize $x->{size} $pmtu\n";
+				} else {
+					print "$x->{kind} $x->{id} fail " . errname($e) . "\n";
+				}
+				$x->{done} = 1;
+				last;
+			}
+			$x->{seq}++;
+			$x->{at} += 0.1;
+		}
+		if (!$x->{done} && $x->{seq} >= $x->{n}) {
+			print $x->{kind} eq 'mtu' ? "mtu $x->{id} sent $x->{size}\n" : "udp $x->{id} sent $x->{n}\n";
+			$x->{done} = 1;
+		}
+	}
+	@sends = grep { !$_->{done} || $_->{keep} } @sends;
+}
+
+sub finish_conn {
+	my ($fd, $line) = @_;
+	my $c = delete $conn{$fd};
+	my $ms = int((now() - $c->{t0}) * 1000);
+	$line =~ s/MS/$ms/;
+	print "tcp $c->{id} $line\n";
+	close $c->{s};
+}
+
+sub command {
+	my $l = shift;
+	my @f = split ' ', $l;
+	return unless @f;
+	if ($f[0] eq 'id') { ($nonce, $hostid) = @f[1, 2]; }
+	elsif ($f[0] eq 'listen') { push @want, [ @f[1, 2, 3] ]; }
+	elsif ($f[0] eq 'bind') { print "listen $_->[0] $_->[2] " . listen_one(@$_) . "\n" for @want; @want = (); print "ready\n"; }
+	elsif ($f[0] eq 'tcp' || $f[0] eq 'udp' || $f[0] eq 'mtu') { push @probes, [@f]; }
+	elsif ($f[0] eq 'go') { start_probes(); }
+}
+
+my $stdin_open = 1;
+nonblock(\*STDIN);
+while (1) {
+	my ($rin, $win) = ('', '');
+	vec($rin, fileno(STDIN), 1) = 1 if $stdin_open;
+	vec($rin, $_, 1) = 1 for keys %lsock;
+	for my $fd (keys %conn) {
+		if ($conn{$fd}{state} eq 'connect') { vec($win, $fd, 1) = 1; } else { vec($rin, $fd, 1) = 1; }
+	}
+	my $wait = 0.05;
+	my ($n) = select(my $rout = $rin, my $wout = $win, undef, $wait);
+	if ($n > 0) {
+		if ($stdin_open && vec($rout, fileno(STDIN), 1)) {
+			my $got = sysread(STDIN, my $chunk, 65536);
+			if (!$got) { last if defined $got || $! != Errno::EAGAIN(); }
+			else {
+				$inbuf .= $chunk;
+				while ($inbuf =~ s/^([^\n]*)\n//) { command($1); }
+			}
+		}
+		for my $fd (keys %lsock) {
+			next unless vec($rout, $fd, 1);
+			my $l = $lsock{$fd};
+			if ($l->{proto} eq 'tcp') {
+				while (accept(my $c, $l->{s})) { syswrite($c, "K3SP $nonce $hostid\n"); close $c; }
+			} else {
+				while (defined(my $from = recv($l->{s}, my $d, 65536, 0))) {
+					last if $from eq '' && $d eq '';
+					next unless $d =~ /^K3SP \Q$nonce\E (\S+) (\d+)/;
+					my ($id, $seq) = ($1, $2);
+					my $fam = sockaddr_family($from);
+					my $a = $fam == AF_INET6 ? inet_ntop(AF_INET6, (unpack_sockaddr_in6($from))[1]) : inet_ntop(AF_INET, (unpack_sockaddr_in($from))[1]);
+					print "got $l->{port} $a $id $seq " . length($d) . "\n";
+				}
+			}
+		}
+		for my $fd (keys %conn) {
+			my $c = $conn{$fd} or next;
+			if ($c->{state} eq 'connect' && vec($wout, $fd, 1)) {
+				my $e = unpack('i', getsockopt($c->{s}, SOL_SOCKET, SO_ERROR) // pack('i', 0));
+				if ($e) { finish_conn($fd, "fail MS " . errname($e)); next; }
+				$c->{state} = 'greet';
+				$c->{until} = now() + 0.5;
+			} elsif ($c->{state} eq 'greet' && vec($rout, $fd, 1)) {
+				my $got = sysread($c->{s}, my $chunk, 256);
+				if ($got) { $c->{buf} .= $chunk; }
+				if (!$got || $c->{buf} =~ /\n/) {
+					if ($c->{buf} =~ /^K3SP \Q$nonce\E (\S+)/) { finish_conn($fd, "ok MS $1"); }
+					else { finish_conn($fd, "other MS"); }
+				}
+			}
+		}
+	}
+	my $t = now();
+	for my $fd (keys %conn) {
+		my $c = $conn{$fd};
+		next unless $t > $c->{until};
+		finish_conn($fd, $c->{state} eq 'connect' ? "timeout MS" : "other MS");
+	}
+	pump_sends() if @sends;
+	if ($running && !%conn && !@sends) { print "probed\n"; $running = 0; }
+	last if !$stdin_open;
+}
+exit 0;

@@ -1,0 +1,238 @@
+# k3strap path probe (Python 3.6+, standard library only): the protocol of probe.pl, for hosts
+# without Perl (RHEL-family minimal images carry python3 for dnf). See probe.pl for the
+# protocol; the two print the same lines.
+import errno
+import os
+import select
+import signal
+import socket
+import sys
+import time
+
+signal.alarm(int(os.environ.get("K3SP_LIMIT", "20")))
+signal.signal(signal.SIGPIPE, signal.SIG_DFL)
+out = sys.stdout
+
+
+def emit(line):
+    out.write(line + "\n")
+    out.flush()
+
+
+def errname(e):
+    return errno.errorcode.get(e, "errno%d" % e)
+
+
+nonce, hostid = "", ""
+want, probes, sends = [], [], []
+lsock, conn = {}, {}
+running = False
+
+
+def family(host):
+    return socket.AF_INET6 if ":" in host else socket.AF_INET
+
+
+def listen_one(proto, host, port):
+    typ = socket.SOCK_STREAM if proto == "tcp" else socket.SOCK_DGRAM
+    anyaddr = "::" if ":" in host else "0.0.0.0"
+    for h in ([anyaddr] if host == anyaddr else [host, anyaddr]):
+        s = socket.socket(family(h), typ)
+        if proto == "tcp":
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            s.bind((h, int(port)))
+            if proto == "tcp":
+                s.listen(128)
+        except OSError as e:
+            s.close()
+            if e.errno == errno.EADDRNOTAVAIL and h != anyaddr:
+                continue
+            return ("busy " if e.errno == errno.EADDRINUSE else "error ") + errname(e.errno)
+        s.setblocking(False)
+        lsock[s.fileno()] = (s, proto, port)
+        return "ok" if h == host else "any"
+    return "error EADDRNOTAVAIL"
+
+
+def payload(pid, seq, size):
+    p = ("K3SP %s %s %d\n" % (nonce, pid, seq)).encode()
+    return p + b"x" * max(0, size - len(p))
+
+
+def start_probes():
+    global probes, running
+    t = time.monotonic()
+    for p in probes:
+        kind, pid, host = p[0], p[1], p[2]
+        if kind == "tcp":
+            port, a = int(p[3]), p[4:]
+            s = socket.socket(family(host), socket.SOCK_STREAM)
+            s.setblocking(False)
+            e = s.connect_ex((host, port))
+            if e not in (0, errno.EINPROGRESS):
+                emit("tcp %s fail %s 0" % (pid, errname(e)))
+                s.close()
+                continue
+            conn[s.fileno()] = {"s": s, "id": pid, "t0": t, "until": t + int(a[0]) / 1000.0, "state": "connect", "buf": b""}
+        else:
+            # udp/mtu ID SRC ADDR PORT ...: the fields after the id are shifted by SRC
+            src, host, port, a = host, p[3], int(p[4]), p[5:]
+            n, size = (int(a[0]), int(a[1])) if kind == "udp" else (int(a[1]), int(a[0]))
+            s = socket.socket(family(host), socket.SOCK_DGRAM)
+            if src != "-" and family(src) == family(host):
+                try:
+                    s.bind((src, 0))
+                except OSError:
+                    pass
+            if kind == "mtu":
+                if family(host) == socket.AF_INET6:
+                    s.setsockopt(socket.IPPROTO_IPV6, 23, 2)
+                else:
+                    s.setsockopt(socket.IPPROTO_IP, 10, 2)
+            try:
+                s.connect((host, port))
+            except OSError as e:
+                emit("%s %s fail %s" % (kind, pid, errname(e.errno)))
+                s.close()
+                continue
+            sends.append({"s": s, "kind": kind, "id": pid, "n": n, "size": size, "seq": 0, "at": t})
+    probes = []
+    running = True
+
+
+def pump_sends():
+    global sends
+    t = time.monotonic()
+    for x in sends:
+        if x.get("done"):
+            continue
+        while x["seq"] < x["n"] and x["at"] <= t:
+            try:
+                x["s"].send(payload(x["id"], x["seq"], x["size"]))
+            except OSError as e:
+                if x["kind"] == "mtu" and e.errno == errno.EMSGSIZE:
+                    v6 = x["s"].family == socket.AF_INET6
+                    try:
+                        pmtu = x["s"].getsockopt(socket.IPPROTO_IPV6, 24) if v6 else x["s"].getsockopt(socket.IPPROTO_IP, 14)
+                    except OSError:
+                        pmtu = 0
+                    emit("mtu %s emsgsize %d %d" % (x["id"], x["size"], pmtu))
+                else:
+                    emit("%s %s fail %s" % (x["kind"], x["id"], errname(e.errno)))
+                x["done"] = True
+                break
+            x["seq"] += 1
+            x["at"] += 0.1
+        if not x.get("done") and x["seq"] >= x["n"]:
+            emit("mtu %s sent %d" % (x["id"], x["size"]) if x["kind"] == "mtu" else "udp %s sent %d" % (x["id"], x["n"]))
+            x["done"] = True
+    for x in sends:
+        if x.get("done"):
+            x["s"].close()
+    sends = [x for x in sends if not x.get("done")]
+
+
+def finish_conn(fd, line):
+    c = conn.pop(fd)
+    ms = int((time.monotonic() - c["t0"]) * 1000)
+    emit("tcp %s %s" % (c["id"], line.replace("MS", str(ms))))
+    c["s"].close()
+
+
+def command(line):
+    global nonce, hostid, want
+    f = line.split()
+    if not f:
+        return
+    if f[0] == "id":
+        nonce, hostid = f[1], f[2]
+    elif f[0] == "listen":
+        want.append(f[1:4])
+    elif f[0] == "bind":
+        for w in want:
+            emit("listen %s %s %s" % (w[0], w[2], listen_one(*w)))
+        want = []
+        emit("ready")
+    elif f[0] in ("tcp", "udp", "mtu"):
+        probes.append(f)
+    elif f[0] == "go":
+        start_probes()
+
+
+def main():
+    global running
+    inbuf = b""
+    stdin = sys.stdin.fileno()
+    os.set_blocking(stdin, False)
+    while True:
+        rin = [stdin] + list(lsock) + [fd for fd, c in conn.items() if c["state"] == "greet"]
+        win = [fd for fd, c in conn.items() if c["state"] == "connect"]
+        rout, wout, _ = select.select(rin, win, [], 0.05)
+        if stdin in rout:
+            try:
+                chunk = os.read(stdin, 65536)
+            except BlockingIOError:
+                chunk = None
+            if chunk == b"":
+                return
+            if chunk:
+                inbuf += chunk
+                while b"\n" in inbuf:
+                    line, inbuf = inbuf.split(b"\n", 1)
+                    command(line.decode(errors="replace"))
+        for fd in [f for f in rout if f in lsock]:
+            s, proto, port = lsock[fd]
+            while True:
+                try:
+                    if proto == "tcp":
+                        c, _ = s.accept()
+                        try:
+                            c.send(("K3SP %s %s\n" % (nonce, hostid)).encode())
+                        except OSError:
+                            pass
+                        c.close()
+                    else:
+                        d, src = s.recvfrom(65536)
+                        f = d.split(b"\n", 1)[0].split()
+                        if len(f) >= 4 and f[0] == b"K3SP" and f[1].decode() == nonce:
+                            emit("got %s %s %s %s %d" % (port, src[0], f[2].decode(), f[3].decode(), len(d)))
+                except (BlockingIOError, InterruptedError):
+                    break
+                except OSError:
+                    break
+        for fd in list(conn):
+            c = conn.get(fd)
+            if c is None:
+                continue
+            if c["state"] == "connect" and fd in wout:
+                e = c["s"].getsockopt(socket.SOL_SOCKET, socket.SO_ERROR)
+                if e:
+                    finish_conn(fd, "fail MS " + errname(e))
+                    continue
+                c["state"], c["until"] = "greet", time.monotonic() + 0.5
+            elif c["state"] == "greet" and fd in rout:
+                try:
+                    chunk = c["s"].recv(256)
+                except OSError:
+                    chunk = b""
+                c["buf"] += chunk
+                if not chunk or b"\n" in c["buf"]:
+                    f = c["buf"].split()
+                    if len(f) >= 3 and f[0] == b"K3SP" and f[1].decode() == nonce:
+                        finish_conn(fd, "ok MS " + f[2].decode())
+                    else:
+                        finish_conn(fd, "other MS")
+        t = time.monotonic()
+        for fd in list(conn):
+            c = conn[fd]
+            if t > c["until"]:
+                finish_conn(fd, "timeout MS" if c["state"] == "connect" else "other MS")
+        if sends:
+            pump_sends()
+        if running and not conn and not sends:
+            emit("probed")
+            running = False
+
+
+main()
