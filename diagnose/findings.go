@@ -49,7 +49,9 @@ type Finding struct {
 	// F3-pending-on-taint, F3-rancher-agent, F4-cni-toleration, F5-lost-taint, F5-lost-label,
 	// F5-drift, crash-loop, service-restarts, cert-expiring, cert-expired, node-not-ready,
 	// version-skew, etcd-quorum, etcd-member-missing, clock-skew, disk-pressure, unreachable,
-	// not-registered, ... (Diagnosis IDs of UninitializedStall too).
+	// not-registered, ... (Diagnosis IDs of UninitializedStall too), and the host-network
+	// checks' IDs, which preflight uses too (netcheck: NodePaths, HostFirewall, NodeAddress,
+	// IptablesBackends, NMCloudSetup, NetworkManager, ResolvConf).
 	ID       string
 	Severity Severity
 	// Node is the node (or host) it concerns; "" for the cluster.
@@ -71,6 +73,9 @@ type NodeEvidence struct {
 	// Host is the SSH host (inventory name or the --ssh target); Node the Kubernetes node it
 	// is ("" when no node matches).
 	Host, Node string
+	// Address is the address doctor reached the host at (inventory or --ssh address, or the
+	// node's InternalIP for a discovered node).
+	Address string
 	// Err says why nothing could be gathered ("" when Facts is set).
 	Err string
 	// Facts is the parsed node script.
@@ -138,7 +143,7 @@ type check func(in *Input) []Finding
 var checks = []check{
 	checkUnreachable, checkCrashLoop, checkF1, checkPodNetwork, checkCNIKernel, checkCNIToleration,
 	checkPendingOnTaint, checkLostTaints, checkIntent, checkNotReady, checkCerts, checkVersionSkew,
-	checkEtcd, checkClockSkew, checkDisk,
+	checkEtcd, checkClockSkew, checkDisk, checkNetwork,
 }
 
 // Findings judges in and returns its findings, errors first (then warnings, infos; by node,

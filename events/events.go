@@ -99,6 +99,11 @@ type PreflightResult struct {
 	Severity string `json:"severity"`
 	Message  string `json:"message"`
 	Fix      string `json:"fix,omitempty"`
+	// Evidence are the facts it rests on with their source; Commands the exact commands
+	// that fix it by hand (k3strap never runs them). Both are set by the host-network checks
+	// (docs/failure-modes.md "Host networks").
+	Evidence []EvidenceLine `json:"evidence,omitempty"`
+	Commands []string       `json:"commands,omitempty"`
 }
 
 // MilestoneInfo is one bring-up milestone of a server.

@@ -8,9 +8,11 @@ type Phase string
 
 // Steps of the commands, in the order apply runs them.
 const (
-	PhaseConnect     Phase = "connect"
-	PhaseFacts       Phase = "facts"
-	PhasePlan        Phase = "plan"
+	PhaseConnect Phase = "connect"
+	PhaseFacts   Phase = "facts"
+	PhasePlan    Phase = "plan"
+	// PhasePaths is the path check between the hosts (docs/preflight.md "The path check").
+	PhasePaths       Phase = "paths"
 	PhasePreflight   Phase = "preflight"
 	PhaseLock        Phase = "lock"
 	PhaseFirstServer Phase = "first-server"

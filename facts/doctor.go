@@ -13,6 +13,8 @@ import (
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 
+	"al.essio.dev/pkg/shellescape"
+
 	"github.com/k3strap/k3strap/k3s"
 )
 
@@ -28,8 +30,10 @@ import (
 // and last start, the unit's journal tail (300 lines), the K3s config file and drop-ins (secret
 // keys left out), /run/flannel/subnet.env, the first certificate of every K3s certificate file
 // (server/tls/*.crt, server/tls/*/*.crt, agent/*.crt; PEM, parsed locally — no openssl needed),
-// free disk of /var/lib/rancher and memory. ParseDoctorNode reads it.
-var DoctorNodeScript = `PATH=$PATH:/usr/local/bin:/usr/sbin:/sbin
+// free disk of /var/lib/rancher and memory, and the network sections (network.sh: interfaces,
+// routes, flannel's FDB, rulesets, firewalld, ufw, NetworkManager, resolver files).
+// ParseDoctorNode reads it.
+var DoctorNodeScript = "K3STRAP_NETWORK_SH=" + shellescape.Quote(networkScript) + "\n" + `PATH=$PATH:/usr/local/bin:/usr/sbin:/sbin
 echo "@host $(hostname 2>/dev/null)"
 echo "@addrs $(hostname -I 2>/dev/null || hostname -i 2>/dev/null)"
 echo "@clock $(date +%s.%N)"
@@ -56,6 +60,9 @@ done
 d=/var/lib/rancher; [ -d "$d" ] || d=/
 echo "@disk $(df -Pk "$d" 2>/dev/null | awk 'NR==2{print $2, $4, $5, $6}')"
 echo "@mem $(awk '/^MemTotal:/{t=$2} /^MemAvailable:/{a=$2} END{print t, a}' /proc/meminfo 2>/dev/null)"
+echo "@network"
+sh -c "$K3STRAP_NETWORK_SH" k3strap-network ""
+echo "@network-end"
 echo "@end"`
 
 // secretKeyPattern is the alternation of K3s's secret config keys and any key naming a
@@ -126,6 +133,8 @@ type DoctorNode struct {
 	// MemTotalKiB and MemAvailableKiB come from /proc/meminfo.
 	MemTotalKiB     int64 `json:"memTotalKiB"`
 	MemAvailableKiB int64 `json:"memAvailableKiB"`
+	// Network is what network.sh gathered (nil when the script printed no network section).
+	Network *Network `json:"network,omitempty"`
 }
 
 // ParseDoctorNode reads DoctorNodeScript's output. It never fails: what it cannot read stays
@@ -133,7 +142,8 @@ type DoctorNode struct {
 func ParseDoctorNode(out []byte) DoctorNode {
 	var n DoctorNode
 	section, file, cert := "", "", ""
-	var pemBuf bytes.Buffer
+	var pemBuf, netBuf bytes.Buffer
+	inNet := false
 	flushCert := func() {
 		if cert != "" {
 			if b, _ := pem.Decode(pemBuf.Bytes()); b != nil {
@@ -146,6 +156,21 @@ func ParseDoctorNode(out []byte) DoctorNode {
 		pemBuf.Reset()
 	}
 	for _, line := range strings.Split(string(bytes.TrimRight(out, "\n")), "\n") {
+		// network.sh's own sections ("@@ net-...") until @network-end
+		if inNet {
+			if line == "@network-end" {
+				inNet = false
+				n.Network = ParseNetwork(netBuf.String())
+			} else {
+				netBuf.WriteString(line + "\n")
+			}
+			continue
+		}
+		if line == "@network" {
+			flushCert()
+			inNet, section = true, ""
+			continue
+		}
 		if strings.HasPrefix(line, "@") {
 			name, val, _ := strings.Cut(line, " ")
 			known := true

@@ -199,3 +199,25 @@ func TestNetworkInFactsDocument(t *testing.T) {
 		t.Error("a document without network sections has a Network")
 	}
 }
+
+// TestParseDoctorNodeNetwork: the doctor's node script carries network.sh's sections between
+// @network and @network-end (captured on a host running a real K3s agent).
+func TestParseDoctorNodeNetwork(t *testing.T) {
+	b, err := os.ReadFile("testdata/doctor-node-k3s-agent.txt")
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := ParseDoctorNode(b)
+	if n.Unit != "k3s-agent" || n.DiskPath != "/var/lib/rancher" || n.MemTotalKiB == 0 {
+		t.Errorf("the sections around the network part: %+v", n)
+	}
+	if n.Network == nil || len(n.Network.Errors) > 0 {
+		t.Fatalf("network: %+v", n.Network)
+	}
+	if fl := n.Network.Interface("flannel.1"); fl == nil || fl.VXLAN == nil || fl.VXLAN.Local != "10.129.0.12" {
+		t.Errorf("flannel.1 %+v", fl)
+	}
+	if len(n.Network.FDB) != 2 || n.Network.Ruleset == nil || n.Network.Ruleset.RuleCount(firewall.IptablesNft) < 30 {
+		t.Errorf("fdb %v, ruleset %v", n.Network.FDB, n.Network.Ruleset != nil)
+	}
+}

@@ -19,21 +19,35 @@ func DoctorLines(prefix string, f events.DoctorFinding) []string {
 	if f.Message != "" {
 		lines = append(lines, prefix+"    "+f.Message)
 	}
-	for _, e := range f.Evidence {
-		l := prefix + "    evidence: " + e.Text
-		if e.Source != "" {
-			l += "   [" + e.Source + "]"
-		}
-		lines = append(lines, l)
-	}
+	lines = append(lines, evidenceLines(prefix, f.Evidence)...)
 	for _, fx := range f.Fixes {
 		lines = append(lines, prefix+"    fix: "+fx)
 	}
-	for _, c := range f.Commands {
-		lines = append(lines, prefix+"    $ "+c)
-	}
+	lines = append(lines, commandLines(prefix, f.Commands)...)
 	if f.Repairable {
 		lines = append(lines, prefix+"    (k3strap doctor --fix repairs this)")
 	}
 	return lines
+}
+
+// evidenceLines renders a finding's evidence, each line with its source.
+func evidenceLines(prefix string, ev []events.EvidenceLine) []string {
+	var out []string
+	for _, e := range ev {
+		l := prefix + "    evidence: " + e.Text
+		if e.Source != "" {
+			l += "   [" + e.Source + "]"
+		}
+		out = append(out, l)
+	}
+	return out
+}
+
+// commandLines renders the commands that fix a finding by hand.
+func commandLines(prefix string, cmds []string) []string {
+	var out []string
+	for _, c := range cmds {
+		out = append(out, prefix+"    $ "+c)
+	}
+	return out
 }

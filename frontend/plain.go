@@ -164,10 +164,11 @@ func plainLines(e events.Event) []string {
 		if f.Severity == "ignored" {
 			lines[0] += " (error ignored by --ignore-preflight-errors)"
 		}
+		lines = append(lines, evidenceLines(prefix, f.Evidence)...)
 		if f.Fix != "" {
 			lines = append(lines, prefix+"    fix: "+f.Fix)
 		}
-		return lines
+		return append(lines, commandLines(prefix, f.Commands)...)
 	case events.DoctorFindingType:
 		if e.Doctor == nil {
 			return []string{prefix + e.Message}

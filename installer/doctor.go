@@ -74,7 +74,7 @@ func (in *Installer) Doctor(ctx context.Context, req DoctorRequest) (*DoctorRepo
 func (s *session) doctorGather(ctx context.Context, hs *hostState) {
 	ds := s.doctor
 	em := s.in.emitter(events.PhaseEvidence)
-	ne := &diagnose.NodeEvidence{Host: hs.host.Name}
+	ne := &diagnose.NodeEvidence{Host: hs.host.Name, Address: hs.host.Address}
 	defer func() {
 		ds.mu.Lock()
 		ds.nodes[hs.host.Name] = ne

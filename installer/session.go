@@ -12,6 +12,7 @@ import (
 	"github.com/k3strap/k3strap/installer/kube"
 	"github.com/k3strap/k3strap/installer/remote"
 	"github.com/k3strap/k3strap/inventory"
+	"github.com/k3strap/k3strap/netcheck"
 	"github.com/k3strap/k3strap/preflight"
 	"golang.org/x/sync/errgroup"
 	corev1 "k8s.io/api/core/v1"
@@ -110,6 +111,9 @@ type session struct {
 	// in `check`, which has no facts).
 	report   *preflight.Report
 	excluded map[string]preflight.ExcludedHost
+	// paths is the path check's report (paths step; preflight's NodePaths and PathMTU judge
+	// it); nil when the command runs no path check.
+	paths *netcheck.PathReport
 	// token is the join token read from the first server once it is up.
 	token inventory.Secret
 	// firstResult is what the first-server step changed on the first server (the supervise

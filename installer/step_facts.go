@@ -32,7 +32,8 @@ func (s *session) gather(ctx context.Context) {
 	em.Started("gathering facts")
 	s.each(ctx, s.reachable(), func(ctx context.Context, hs *hostState) {
 		paths := s.planner.ManagedPaths(hs.host)
-		script := facts.Script(facts.ScriptInput{Files: paths, SudoPasswordOnStdin: hs.c().HasSudoPassword()})
+		script := facts.Script(facts.ScriptInput{Files: paths, SudoPasswordOnStdin: hs.c().HasSudoPassword(),
+			ResolvConf: s.in.cluster.ResolvConf(hs.host)})
 		cmd := remote.Script("gather facts", script)
 		cmd.PasswordStdin = true
 		sent := time.Now()

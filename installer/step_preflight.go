@@ -40,7 +40,7 @@ func (preflightStep) Run(ctx context.Context, s *session) error {
 // connection failures.
 func (s *session) preflightInput() *preflight.Input {
 	input := &preflight.Input{Cluster: s.in.cluster, Facts: map[string]*facts.Host{}, Unreachable: map[string]error{},
-		BinaryReleases: s.binaryReleases}
+		BinaryReleases: s.binaryReleases, Paths: s.paths}
 	for _, hs := range s.hosts {
 		if hs.facts != nil {
 			input.Facts[hs.host.Name] = hs.facts
@@ -70,7 +70,11 @@ func (s *session) preflight() (*preflight.Report, error) {
 		if f.Ignored {
 			sev = "ignored"
 		}
-		em.Finding(f.Host, events.PreflightResult{Check: f.Check, Severity: sev, Message: f.Message, Fix: f.Fix})
+		res := events.PreflightResult{Check: f.Check, Severity: sev, Message: f.Message, Fix: f.Fix, Commands: f.Commands}
+		for _, e := range f.Evidence {
+			res.Evidence = append(res.Evidence, events.EvidenceLine{Text: e.Text, Source: e.Source})
+		}
+		em.Finding(f.Host, res)
 	}
 	errs := rep.Errors()
 	if len(errs) > 0 {

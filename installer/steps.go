@@ -41,7 +41,7 @@ type command struct {
 // applySteps is `k3strap apply` (and `upgrade`, which is apply for a new version).
 func applySteps() []step {
 	return []step{
-		connectStep{}, factsStep{}, planStep{}, preflightStep{}, lockStep{},
+		connectStep{}, factsStep{}, planStep{}, pathsStep{}, preflightStep{}, lockStep{},
 		firstServerStep{}, stageStep{}, superviseStep{}, replaceStep{}, joinServersStep{}, joinAgentsStep{},
 		bringUpStep{}, kubeconfigStep{}, nodesStep{}, cniStep{}, rancherStep{},
 	}
@@ -52,7 +52,7 @@ func commandFor(name string) command {
 	case "apply", "upgrade":
 		return command{name: name, steps: applySteps(), withFirst: true}
 	case "preflight":
-		return command{name: name, steps: []step{connectStep{}, factsStep{}, planStep{}, preflightStep{}}}
+		return command{name: name, steps: []step{connectStep{}, factsStep{}, planStep{}, pathsStep{}, preflightStep{}}}
 	case "check":
 		return command{name: name, steps: []step{connectStep{firstOnly: true}, driftStep{}}, withFirst: true}
 	case "reset":

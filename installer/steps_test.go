@@ -15,7 +15,7 @@ import (
 func TestStepsLiveInFilesNamedForThem(t *testing.T) {
 	// Only these run under --dry-run; every other step changes something, or watches what a
 	// change does, and is previewed instead.
-	readOnly := map[string]bool{"connect": true, "facts": true, "plan": true, "preflight": true, "drift": true,
+	readOnly := map[string]bool{"connect": true, "facts": true, "plan": true, "paths": true, "preflight": true, "drift": true,
 		"cluster-view": true, "evidence": true, "discover": true, "findings": true}
 	readOnly["etcd-check"], readOnly["snapshot-list"] = true, true // issue 12
 	for _, name := range Commands() {
@@ -61,7 +61,7 @@ func TestApplyStepOrder(t *testing.T) {
 	for _, s := range Steps("apply") {
 		got = append(got, string(s.Phase))
 	}
-	want := "connect facts plan preflight lock first-server stage supervise replace-nodes join-servers join-agents bring-up kubeconfig nodes cni rancher"
+	want := "connect facts plan paths preflight lock first-server stage supervise replace-nodes join-servers join-agents bring-up kubeconfig nodes cni rancher"
 	if strings.Join(got, " ") != want {
 		t.Fatalf("apply steps:\n got %s\nwant %s", strings.Join(got, " "), want)
 	}

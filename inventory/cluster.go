@@ -309,3 +309,42 @@ func appendUnique(l StringList, items ...string) StringList {
 	}
 	return out
 }
+
+// ResolvConf returns the resolver file h's K3s is told to use: the resolv-conf key of its
+// config, else a kubelet-arg resolv-conf=FILE; "" when neither is set (K3s then chooses,
+// docs/k3s.md#dns).
+func (c *Cluster) ResolvConf(h *Host) string {
+	cfg := c.HostConfig(h)
+	if v, ok := cfg.Extra["resolv-conf"].(string); ok && v != "" {
+		return v
+	}
+	if v, ok := ArgValue(cfg.KubeletArg, "resolv-conf"); ok {
+		return v
+	}
+	return ""
+}
+
+// ClusterCIDRs returns the pod and service ranges of the first server's config, K3s's
+// defaults (10.42.0.0/16, 10.43.0.0/16) where unset; entries may be comma-separated
+// (dual-stack).
+func (c *Cluster) ClusterCIDRs() (pods, services []string) {
+	split := func(l StringList, def string) []string {
+		if len(l) == 0 {
+			return []string{def}
+		}
+		var out []string
+		for _, e := range l {
+			for _, s := range strings.Split(e, ",") {
+				if s = strings.TrimSpace(s); s != "" {
+					out = append(out, s)
+				}
+			}
+		}
+		return out
+	}
+	var cfg K3sConfig
+	if fs := c.FirstServer(); fs != nil {
+		cfg = c.HostConfig(fs)
+	}
+	return split(cfg.ClusterCIDR, DefaultClusterCIDR), split(cfg.ServiceCIDR, DefaultServiceCIDR)
+}

@@ -322,15 +322,7 @@ func checkClockSkew(in *Input) []Finding {
 // clusterFamilies reports which IP families the cluster's pod network uses (cluster-cidr of the
 // first server; IPv4 by default).
 func clusterFamilies(c *inventory.Cluster) (v4, v6 bool) {
-	cidrs := []string{inventory.DefaultClusterCIDR}
-	if fs := c.FirstServer(); fs != nil {
-		if l := c.HostConfig(fs).ClusterCIDR; len(l) > 0 {
-			cidrs = nil
-			for _, e := range l {
-				cidrs = append(cidrs, strings.Split(e, ",")...)
-			}
-		}
-	}
+	cidrs, _ := c.ClusterCIDRs()
 	for _, s := range cidrs {
 		p, err := netip.ParsePrefix(strings.TrimSpace(s))
 		if err != nil {

@@ -19,6 +19,7 @@ import (
 
 	"github.com/k3strap/k3strap/facts"
 	"github.com/k3strap/k3strap/inventory"
+	"github.com/k3strap/k3strap/netcheck"
 )
 
 // Severity is how bad a finding is.
@@ -44,6 +45,10 @@ type Finding struct {
 	Fix string `json:"fix,omitempty"`
 	// Ignored is true for an error turned into a warning by --ignore-preflight-errors.
 	Ignored bool `json:"ignored,omitempty"`
+	// Evidence are the facts a host-network finding rests on, with their source; Commands
+	// the exact commands that fix it by hand (k3strap never runs them).
+	Evidence []netcheck.Evidence `json:"evidence,omitempty"`
+	Commands []string            `json:"commands,omitempty"`
 }
 
 // String renders the finding like kubeadm, with the host: `[ERROR CloudController] cp1: msg`
@@ -72,6 +77,9 @@ type Input struct {
 	// (the keys of spec.k3s.airgap), as ReadBinaryReleases finds them on the workstation.
 	// AirgapRelease compares them with spec.k3s.version; nil skips that comparison.
 	BinaryReleases map[string]BinaryRelease
+	// Paths is the path check's report (the paths step); nil when it did not run, and then
+	// NodePaths judges the hosts' rulesets alone.
+	Paths *netcheck.PathReport
 }
 
 // BinaryRelease is what was found in one airgap binary.
@@ -131,13 +139,16 @@ func Checks() []Check {
 	for _, p := range portSpecs() {
 		cs = append(cs, check{id: p.id(), run: p.run})
 	}
-	return append(cs,
+	cs = append(cs,
 		check{id: "Mem", run: checkMem},
 		check{id: "Disk", run: checkDisk},
 		check{id: "Hostname", run: checkHostname},
 		check{id: "MachineID", run: checkMachineID},
 		check{id: "ClockSkew", run: checkClockSkew},
 		check{id: "DefaultRoute", run: checkDefaultRoute},
+	)
+	cs = append(cs, netChecks()...)
+	return append(cs,
 		check{id: "SELinux", run: checkSELinux},
 		check{id: "ExistingInstall", run: checkExistingInstall},
 		check{id: "ServerCount", run: checkServerCount, static: true},
