@@ -579,4 +579,3 @@ func flannelEvidence(c *Cluster, dr *drop) []Evidence {
 	}
 	return ev
 }
-
