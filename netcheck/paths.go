@@ -572,8 +572,20 @@ func RunPaths(ctx context.Context, c *Cluster, hosts []ProbeHost, opt PathOption
 		}
 		rep.Results = append(rep.Results, res)
 	}
+	// An MTU result says something only where small datagrams got through: else the path
+	// itself is broken (NodePaths), whatever the size.
+	for mid, m := range mtuOf {
+		if strings.Contains(mid, "l") {
+			continue
+		}
+		if len(got[strings.TrimSuffix(mid, "m")]) == 0 {
+			m.From = ""
+		}
+	}
 	for _, m := range mtus {
-		rep.MTU = append(rep.MTU, *m)
+		if m.From != "" {
+			rep.MTU = append(rep.MTU, *m)
+		}
 	}
 	rep.Elapsed = time.Since(start)
 	return rep

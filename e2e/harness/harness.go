@@ -422,6 +422,30 @@ func (h *Harness) Rate(ctx context.Context, i, kbytes int) error {
 	return err
 }
 
+// Nft runs `nft args...` in host i's network namespace with stdin (e.g. Nft(ctx, i, ruleset,
+// "-f", "-") loads a table). The rules are real: the host's kernel applies them and its own nft
+// lists them. Reset removes them.
+func (h *Harness) Nft(ctx context.Context, i int, stdin string, args ...string) error {
+	_, err := h.run(ctx, []byte(stdin), nil, append([]string{"nft", strconv.Itoa(i)}, args...)...)
+	return err
+}
+
+// Uplink gives host i a second cable, wan0 on the uplink bridge (UplinkNet), and moves its
+// default route there: a multi-homed host whose inventory address (eth0) is not on the default
+// route's interface. Reset takes it away.
+func (h *Harness) Uplink(ctx context.Context, i int) error { return h.hostCmd(ctx, "uplink", i) }
+
+// UplinkNet is the uplink bridge's /24 without its last octet ("10.146.0" for instance 3);
+// host i's wan0 address ends in 10+i.
+func (h *Harness) UplinkNet() string { return fmt.Sprintf("10.%d.0", 143+h.inst) }
+
+// MTU sets host i's eth0 MTU: larger packets from the other hosts are dropped without an
+// ICMP, a black hole as on a link with a smaller MTU. Reset sets it back to 1500.
+func (h *Harness) MTU(ctx context.Context, i, mtu int) error {
+	_, err := h.run(ctx, nil, nil, "mtu", strconv.Itoa(i), strconv.Itoa(mtu))
+	return err
+}
+
 // RegenHostKey gives host i new SSH host keys (sshd reloaded), so clients that recorded the old
 // key see a host key mismatch.
 func (h *Harness) RegenHostKey(ctx context.Context, i int) error {

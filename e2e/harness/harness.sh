@@ -23,12 +23,27 @@
 #   harness.sh stop i | start i      graceful poweroff | boot again (filesystem kept)
 #   harness.sh kill i                hard crash (SIGKILL to the host's PID 1)
 #   harness.sh reset i               wipe host i's filesystem back to the base (keeps SSH host keys
-#                                    and machine-id) and boot it again
+#                                    and machine-id) and its network namespace back to the
+#                                    topology's (no extra interface, no nftables/iptables rules —
+#                                    a real K3s leaves flannel.1, cni0 and its rules there —, MTU
+#                                    1500, the topology's default route; loss and rate re-applied),
+#                                    and boot it again
 #   harness.sh cut i | heal i        unplug | replug host i's network cable(s)
 #   harness.sh loss i PCT            host i loses PCT % of its packets, each direction (nftables
 #                                    numgen random in the host's namespace; 0 ends it)
 #   harness.sh rate i KBYTES         host i receives at most KBYTES kB/s (nftables limit, excess
 #                                    dropped; 0 ends it). Loss and rate survive reset, not down.
+#   harness.sh nft i ARGS...         run `nft ARGS...` in host i's network namespace (stdin passed on:
+#                                    `nft i -f -` loads a ruleset, e.g. a table that drops a port;
+#                                    the rules are real, the host's own nft sees them)
+#   harness.sh uplink i              a second cable for host i: wan0 on the uplink bridge
+#                                    (<prefix>br2, 10.(143+k).0.0/24, k = HARNESS_INSTANCE), and host
+#                                    i's default route moved to it (a multi-homed edge host: the
+#                                    uplink has the default route, the plant network the inventory
+#                                    address); nothing on the uplink bridge is routed anywhere
+#   harness.sh mtu i MTU             host i's eth0 MTU (its end of the cable): larger packets from
+#                                    the other hosts are dropped without an ICMP (a black hole), as
+#                                    on a smaller-MTU link; the host's own TCP adapts (MSS)
 #   harness.sh regen-hostkey i       new SSH host keys for host i (host-key-mismatch tests)
 #   harness.sh kernel-mask i F...    host i sees a kernel without features F (see below)
 #   harness.sh kernel-unmask i       host i sees the machine's kernel again
@@ -435,7 +450,7 @@ boot() {
       --network-namespace-path="/run/netns/$(hns "$i")" --register=no --keep-unit \
       --link-journal=no --resolv-conf=off --timezone=off --console=read-only --capability=all \
       --bind-ro=/sys/module --bind="$d/rancher:/var/lib/rancher"
-  ) </dev/null >"$d/console.log" 2>&1 9>&- &   # fd 9 = our lock: the host must not hold it
+  ) </dev/null >"$d/console.log" 2>&1 8>&- 9>&- &   # fd 8, 9 = our locks: the host must not hold them
   starttime $! > "$d/start"
   echo $! > "$d/pid"
   debug "h$i: nspawn started"
@@ -531,6 +546,7 @@ cmd_reset() {
   cmd_kill "$i"; debug "h$i: killed"
   umount "$d/root" 2>/dev/null || umount -l "$d/root"
   rm -rf "$d/upper" "$d/work" "$d/rancher"
+  netns_clean "$i"
   create "$i"; start_one "$i"
   log "h$i reset in $(ms_since "$t0") ms"
 }
@@ -546,6 +562,72 @@ cmd_heal() {
   ip link show "$v" >/dev/null 2>&1 && ip link set "$v" up
   [ "$(topology)" = bastion ] && ip -n "$PRIVNS" link set "$(privveth "$i")" up
   true
+}
+
+# netns_clean i: host i's network namespace back to what host_net made: only the topology's
+# interfaces (lo, eth0, and eth1 on the bastion), MTU 1500, the topology's default route, no
+# nftables or iptables-legacy rules (iptables-nft's are nftables), then loss and rate again.
+netns_clean() {
+  local i=$1 n l t keep="lo eth0"
+  n=$(hns "$i")
+  ns_exists "$n" || return 0
+  [ "$(topology)" = bastion ] && [ "$i" = 0 ] && keep="lo eth0 eth1"
+  for l in $(ip -n "$n" -o link show | awk -F': ' '{print $2}' | cut -d@ -f1); do
+    [[ " $keep " == *" $l "* ]] || ip -n "$n" link del "$l" 2>/dev/null || true
+  done
+  ip -n "$n" link set eth0 mtu 1500 2>/dev/null || true
+  if [ "$(topology)" = flat ] || [ "$i" != 0 ]; then
+    ip -n "$n" route replace default via "$(gateway_of "$i")" dev eth0 2>/dev/null || true
+  fi
+  ip netns exec "$n" nft flush ruleset 2>/dev/null || true
+  # iptables-legacy is not on this machine: the base image's, chrooted, in the namespace
+  if [ -x "$HD/base/usr/sbin/iptables-legacy" ]; then
+    for t in $(ip netns exec "$n" cat /proc/net/ip_tables_names 2>/dev/null); do
+      # shellcheck disable=SC2016 # expanded by the inner shell
+      ip netns exec "$n" chroot "$HD/base" sh -c 'iptables-legacy -t "$1" -F; iptables-legacy -t "$1" -X
+        for c in INPUT FORWARD OUTPUT PREROUTING POSTROUTING; do iptables-legacy -t "$1" -P "$c" ACCEPT 2>/dev/null; done; true' \
+        clean "$t" >/dev/null 2>&1 || true
+    done
+  fi
+  link_rules "$i"
+}
+
+# uplink i: host i gets wan0 on the uplink bridge and its default route there.
+cmd_uplink() {
+  local i=$1 n up br gw v
+  n=$(hns "$i"); up=10.$((143 + INST)).0; br=${P}br2; gw=$up.1; v=${P}u$i
+  ns_exists "$n" || die "h$i has no network namespace (harness up first)"
+  if ! ip link show "$br" >/dev/null 2>&1; then
+    ip link add "$br" type bridge
+    ip addr add "$gw/24" dev "$br"
+    ip link set "$br" up
+  fi
+  # nothing from or to the uplink bridge is routed anywhere (as the public bridge's guard)
+  nft list table inet "${P}up" >/dev/null 2>&1 || printf '%s\n' \
+    "table inet ${P}up {" \
+    "  chain forward_guard { type filter hook forward priority -10; policy accept;" \
+    "    iifname \"$br\" drop" \
+    "    oifname \"$br\" drop" \
+    "  }" \
+    "}" | nft -f -
+  if ! ip -n "$n" link show wan0 >/dev/null 2>&1; then
+    ip link del "$v" 2>/dev/null || true
+    ip link add "$v" type veth peer name wan0 netns "$n"
+    ip link set "$v" master "$br" up
+    ip -n "$n" addr add "$up.$((10 + i))/24" dev wan0
+    ip -n "$n" link set wan0 up
+  fi
+  ip -n "$n" route replace default via "$gw" dev wan0
+}
+
+cmd_mtu() {
+  [[ "${2:-}" =~ ^[0-9]+$ ]] && [ "$2" -ge 576 ] && [ "$2" -le 9000 ] || die "usage: mtu i MTU (576-9000)"
+  ip -n "$(hns "$1")" link set eth0 mtu "$2"
+}
+
+cmd_nft() {
+  local i=$1; shift
+  ip netns exec "$(hns "$i")" nft "$@"
 }
 
 # Link quality of host i: a table in the host's own network namespace (loopback untouched),
@@ -755,6 +837,7 @@ down_all() {   # caller holds the lock
     ip link del "$n" 2>/dev/null || true
   done
   nft delete table inet "$P" 2>/dev/null || true
+  nft delete table inet "${P}up" 2>/dev/null || true
   # A host that is still exiting can keep its overlay busy for a moment: retry for ~10 s.
   local try
   for try in $(seq 1 50); do
@@ -784,6 +867,8 @@ case $c in
   stop|start|kill|reset|cut|heal|regen-hostkey|kernel-unmask)
     [ $# -eq 1 ] || die "usage: $c i"; valid_index "$1"; "cmd_${c//-/_}" "$1" ;;
   kernel-mask) valid_index "${1:-}"; cmd_kernel_mask "$@" ;;
-  loss|rate) [ $# -eq 2 ] || die "usage: $c i VALUE"; valid_index "$1"; "cmd_$c" "$1" "$2" ;;
+  loss|rate|mtu) [ $# -eq 2 ] || die "usage: $c i VALUE"; valid_index "$1"; "cmd_$c" "$1" "$2" ;;
+  uplink) [ $# -eq 1 ] || die "usage: uplink i"; valid_index "$1"; cmd_uplink "$1" ;;
+  nft) [ $# -ge 2 ] || die "usage: nft i ARGS..."; valid_index "$1"; cmd_nft "$@" ;;
   *) sed -n '2,/^set -euo/p' "$0" | sed '$d'; exit 2 ;;
 esac
