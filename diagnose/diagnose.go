@@ -386,7 +386,6 @@ func ServiceFailing(ev Evidence, unit string) Diagnosis {
 	return d
 }
 
-
 // Journal line patterns of a K3s exit (never written after initialisation).
 var (
 	// fatalRE matches the lines that say why K3s exits: logrus level=fatal, K3s's "Shutdown
