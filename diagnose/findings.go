@@ -308,12 +308,14 @@ func podReason(p corev1.Pod) string {
 }
 
 // podEvents returns the messages of the events about pod ns/name (Warning first, newest last).
-// podEventsSince is podEvents without the events last seen before since (zero: all).
+// podEventsSince is podEvents without the events last seen at or before since (zero: all).
+// Event times and file times have one-second resolution here: an event in the same second as
+// since is taken as before it.
 func (in *Input) podEventsSince(ns, name string, since time.Time) []string {
 	var out []string
 	for _, e := range in.View.Events {
 		if e.InvolvedObject.Kind == "Pod" && e.InvolvedObject.Namespace == ns && e.InvolvedObject.Name == name &&
-			(since.IsZero() || !eventLastSeen(e).Before(since)) {
+			(since.IsZero() || eventLastSeen(e).Truncate(time.Second).After(since)) {
 			out = append(out, strings.TrimSpace(fmt.Sprintf("%s %s: %s", e.Type, e.Reason, e.Message)))
 		}
 	}
