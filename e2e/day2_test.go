@@ -70,7 +70,7 @@ func certNotAfter(t *testing.T, c *testCluster, i int, path string) time.Time {
 // the workstation), a change, restore (the change is gone, every node Ready), certificate
 // rotation (new expiry dates), token rotation (the old token no longer joins), replacing a
 // server by a new machine in one apply, removing a server refused while another is down, and
-// apply reporting then --prune removing a server that left the inventory. (issue 12)
+// apply reporting then --prune removing a server that left the inventory.
 func TestDay2(t *testing.T) {
 	c := newCluster(t, 6)
 	c.writeInventory(day2Inv, c.day2Hosts("cp1:0:server", "cp2:1:server:etcd", "cp3:2:server", "cp4:5:server:control-plane", "a1:3:agent"))

@@ -18,7 +18,7 @@ import (
 	"github.com/k3strap/k3strap/installer/remote"
 )
 
-// Flaky links (issue 11): a dead link never hangs a run, uploads resume, the lock is atomic.
+// Flaky links: a dead link never hangs a run, uploads resume, the lock is atomic.
 
 const (
 	// linkKeepalive and linkConnect are the tests' --ssh-keepalive and ssh.connectTimeout: a

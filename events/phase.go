@@ -28,7 +28,7 @@ const (
 	PhaseDrift Phase = "drift"
 	// PhaseReset is `k3strap reset`'s uninstall of every selected host.
 	PhaseReset Phase = "reset"
-	// Day two (issue 12): etcd snapshots and restore, removing nodes, rotation.
+	// Day two: etcd snapshots and restore, removing nodes, rotation.
 	PhaseEtcdCheck     Phase = "etcd-check"
 	PhaseSnapshot      Phase = "snapshot"
 	PhaseSnapshotFetch Phase = "snapshot-copy"

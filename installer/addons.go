@@ -20,8 +20,8 @@ func manifestFile(name string, content []byte, secret bool) File {
 	return f
 }
 
-// addonFiles returns the manifests the first server gets: the external cloud controller
-// (issue 2), the CNI (issue 4) and Rancher (issue 5). Each source lives in its own file.
+// addonFiles returns the manifests the first server gets: the external cloud controller,
+// the CNI and Rancher. Each source lives in its own file.
 func (pl *Planner) addonFiles() ([]File, error) {
 	pl.addonsOnce.Do(func() { pl.addons, pl.addonsErr = pl.renderAddons() })
 	return pl.addons, pl.addonsErr

@@ -20,7 +20,7 @@ import (
 	"github.com/k3strap/k3strap/templates/cni"
 )
 
-// cniManifests returns the CNI manifests for the first server's manifests folder (issue 4):
+// cniManifests returns the CNI manifests for the first server's manifests folder:
 // kube-flannel for flannel-standalone; the tigera operator and the Installation for Calico;
 // nothing for K3s's embedded flannel and none. Rendered by templates/cni; a local
 // spec.cni.calico.manifest is read here.
@@ -208,7 +208,7 @@ func (s *session) cniTimeout(w cni.Workload, st *cniSnapshot, missing []string) 
 		if s.in.cluster.Spec.CNI.Type == inventory.CNIFlannelStandalone {
 			what = "K3s did not apply the manifest: check `kubectl -n kube-system get addon " + strings.TrimSuffix(ManifestPrefix+cni.FileFlannel, ".yaml") + " -o yaml`"
 		}
-		return &Failure{Kind: KindInstall, Phase: "cni", Info: events.ErrorInfo{
+		return &Failure{Kind: KindInstall, Phase: events.PhaseCNI, Info: events.ErrorInfo{
 			Message: fmt.Sprintf("%s %s/%s does not exist after %s: %s", w.Kind, w.Namespace, w.Name, s.in.opts.Timeout, what),
 			Resume:  "re-run `k3strap apply` once it runs",
 		}}
@@ -243,7 +243,7 @@ func (s *session) cniTimeout(w cni.Workload, st *cniSnapshot, missing []string) 
 			}
 		}
 	}
-	return &Failure{Kind: KindInstall, Phase: "cni", Info: events.ErrorInfo{
+	return &Failure{Kind: KindInstall, Phase: events.PhaseCNI, Info: events.ErrorInfo{
 		Message:  fmt.Sprintf("%s %s/%s does not run on %d node(s) after %s: %s", w.Kind, w.Namespace, w.Name, len(missing), s.in.opts.Timeout, strings.Join(missing, ", ")),
 		Fix:      "see the evidence per node; a kernel lacking what the CNI needs is excluded with spec.cni.kernelPolicy: exclude",
 		Evidence: ev,

@@ -1,6 +1,6 @@
 package installer
 
-// Day two (issue 12): etcd snapshots and restore, removing and replacing nodes, rotating
+// Day two: etcd snapshots and restore, removing and replacing nodes, rotating
 // certificates and the token. Each is a command of the step engine (commandFor → day2Command),
 // with the same output modes, dry-run and exit codes as apply. docs/day2.md describes them.
 

@@ -13,7 +13,7 @@ import (
 	"github.com/k3strap/k3strap/installer/remote"
 )
 
-// `k3strap doctor` (issue 10, docs/doctor.md): diagnose a K3s cluster that already runs,
+// `k3strap doctor` (docs/doctor.md): diagnose a K3s cluster that already runs,
 // whoever installed it. Steps: connect → cluster-view → evidence → discover → findings → fix →
 // bundle (Steps("doctor")). Read-only unless --fix, which applies only the safe, reversible
 // repairs (lost taints and labels, read-modify-write as apply --reconcile-taints).

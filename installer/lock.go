@@ -18,7 +18,7 @@ import (
 )
 
 // PathLock is the run lock on the first server: while it is held and fresh, no other k3strap
-// run changes the cluster (issue 3).
+// run changes the cluster.
 const PathLock = "/var/lib/k3strap/run.lock"
 
 // Lock timing: the holder refreshes the lock every LockRefresh; a lock older than LockTTL is
@@ -223,10 +223,10 @@ func (s *session) lock(ctx context.Context, first *hostState, command string) (*
 	ttl := strconv.Itoa(int(LockTTL.Seconds()))
 	switch {
 	case at.TookOver:
-		s.in.emitter("lock").Warn(first.host.Name, fmt.Sprintf("took over a stale lock (%s s old) of %s", at.Age, at.Holder))
+		s.in.emitter(events.PhaseLock).Warn(first.host.Name, fmt.Sprintf("took over a stale lock (%s s old) of %s", at.Age, at.Holder))
 	case !at.Acquired:
 		first.setResult(events.StatusFailed, "locked by "+at.Holder)
-		return nil, &Failure{Kind: KindInstall, Phase: "lock", Host: first.host.Name, Info: events.ErrorInfo{
+		return nil, &Failure{Kind: KindInstall, Phase: events.PhaseLock, Host: first.host.Name, Info: events.ErrorInfo{
 			Message: fmt.Sprintf("another k3strap run holds the cluster lock on %s: %s (refreshed %s s ago)", first.host.Name, at.Holder, at.Age),
 			Fix:     fmt.Sprintf("wait for it to finish; a lock not refreshed for %s, or whose run is gone from this machine, is taken over automatically (or remove %s on %s if you are sure)", LockTTL, PathLock, first.host.Name),
 			Resume:  "re-run the same command",

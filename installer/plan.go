@@ -127,7 +127,7 @@ func (p *HostPlan) SetToken(token inventory.Secret, keep bool) {
 // share them).
 type Planner struct {
 	Cluster *inventory.Cluster
-	// MaskedOnly plans secret files of issue 14 (registries.yaml) with their masked content
+	// MaskedOnly plans secret files (registries.yaml) with their masked content
 	// and reads no password: for `render`, never for uploads.
 	MaskedOnly bool
 

@@ -13,7 +13,7 @@ import (
 	"github.com/k3strap/k3strap/templates/edge"
 )
 
-// Paths of issue 14 (edge and enterprise hosts) on a host.
+// Paths of edge and enterprise hosts (docs/registries.md, docs/airgap-site.md).
 const (
 	// PathRegistries is K3s's private registry configuration (docs/registries.md).
 	PathRegistries = "/etc/rancher/k3s/registries.yaml"

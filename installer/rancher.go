@@ -29,7 +29,7 @@ const (
 func RancherManifestPath(name string) string { return path.Join(DirManifests, ManifestPrefix+name) }
 
 // RancherPasswordFile returns where a generated Rancher bootstrap password is kept on the
-// workstation: next to the kubeconfig, mode 0600 (issue 5).
+// workstation: next to the kubeconfig, mode 0600.
 func RancherPasswordFile(kubeconfig string) string { return kubeconfig + ".rancher-bootstrap-password" }
 
 // bootstrapPasswordLength is the length of a generated bootstrap password; Rancher asks for at
@@ -50,7 +50,7 @@ func GenerateBootstrapPassword() (string, error) {
 	return string(b), nil
 }
 
-// rancherManifests returns the Rancher install manifests for the first server (issue 5): the
+// rancherManifests returns the Rancher install manifests for the first server: the
 // bootstrap password Secret (Secret file; generated with crypto/rand when the inventory has
 // none, then kept as the host has it, like the cluster token), the TLS Secrets from local files,
 // and the cert-manager and rancher HelmCharts. Every file is mode 0600; the Secret ones are
@@ -155,7 +155,7 @@ func rancherInstallInput(c *inventory.Cluster) (rancher.Install, error) {
 	return ri, nil
 }
 
-// rancher installs Rancher or registers the cluster with one, and supervises it (issue 5). It
+// rancher installs Rancher or registers the cluster with one, and supervises it. It
 // runs after the cluster's milestones, joins and the kubeconfig; rancher.timeout bounds it.
 func (s *session) rancher(ctx context.Context, first *hostState) error {
 	r := s.in.cluster.Spec.Rancher

@@ -24,7 +24,7 @@ import (
 	"github.com/k3strap/k3strap/templates/rancher"
 )
 
-// Rancher milestones (issue 5), in their order. Install: the helm-controller's install jobs
+// Rancher milestones, in their order. Install: the helm-controller's install jobs
 // finished, the rancher Deployment available, the Rancher URL answering. Register: the
 // cluster object in Rancher (API mode), the import manifest applied, the cluster agent
 // available.
@@ -94,7 +94,7 @@ func (w *rancherWatch) wait(what string, evidence ...string) {
 }
 
 func (w *rancherWatch) failure(msg, fix string, evidence []string) *Failure {
-	return &Failure{Kind: KindInstall, Phase: "rancher", Host: w.first.host.Name, Info: events.ErrorInfo{
+	return &Failure{Kind: KindInstall, Phase: events.PhaseRancher, Host: w.first.host.Name, Info: events.ErrorInfo{
 		Message: msg, Fix: fix, Evidence: evidence,
 		Resume: "fix the cause and re-run `k3strap apply`: the cluster stays as it is and the Rancher step starts again",
 	}}
@@ -185,7 +185,7 @@ func (w *rancherWatch) planned(manifest string) *chartSpec {
 	return &doc.Spec
 }
 
-// install supervises the Rancher install (issue 5): HelmChart install jobs finished (a failed
+// install supervises the Rancher install: HelmChart install jobs finished (a failed
 // one reports the job's log tail) → deployment cattle-system/rancher available → the Rancher
 // URL answers.
 func (w *rancherWatch) install(ctx context.Context) error {

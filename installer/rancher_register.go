@@ -21,7 +21,7 @@ import (
 // clusterAgent is the Deployment Rancher's import manifest runs (cattle-system).
 const clusterAgent = "cattle-cluster-agent"
 
-// register registers the cluster with an existing Rancher (issue 5): the import manifest from
+// register registers the cluster with an existing Rancher: the import manifest from
 // importURL, or — API mode — the cluster object created through Rancher's v3 API with the
 // agent tolerations the first server's custom taints need (F3) and its registration token's
 // manifest; the manifest is applied on the first server with `k3s kubectl apply -f -`, then

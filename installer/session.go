@@ -141,17 +141,17 @@ type session struct {
 	// planner builds every host's plan (once, in the plan step) and lists the paths facts
 	// checksum.
 	planner *Planner
-	// rancherURL is set once Rancher answers (issue 5), for the summary.
+	// rancherURL is set once Rancher answers, for the summary.
 	rancherURL string
 	// rancherPasswordFile is the local 0600 file holding a generated Rancher bootstrap
-	// password; rancherPasswordNew says this run wrote it (issue 5, summary).
+	// password; rancherPasswordNew says this run wrote it (summary).
 	rancherPasswordFile string
 	rancherPasswordNew  bool
 	// uploadSlots bounds artifact uploads in flight (ConcurrentUploads).
 	uploadSlots chan struct{}
-	// doctor is `k3strap doctor`'s state (issue 10, installer/doctor.go).
+	// doctor is `k3strap doctor`'s state (installer/doctor.go).
 	doctor *doctorState
-	// day2 is the state of the day-two commands (issue 12, installer/day2.go).
+	// day2 is the state of the day-two commands (installer/day2.go).
 	day2 *day2State
 }
 

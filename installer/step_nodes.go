@@ -24,7 +24,7 @@ func (nodesStep) Summary() string {
 }
 
 func (nodesStep) Run(ctx context.Context, s *session) error {
-	if err := s.reportOrPrune(ctx); err != nil { // nodes no longer in the inventory (issue 12)
+	if err := s.reportOrPrune(ctx); err != nil { // nodes no longer in the inventory
 		return err
 	}
 	return s.reconcileNodes(ctx, s.first)
@@ -37,7 +37,7 @@ func (nodesStep) Preview(ctx context.Context, s *session) error {
 		em.Info("", "the cluster does not exist yet: nodes get their taints and labels from node-taint / node-label when they register")
 		return nil
 	}
-	if err := s.reportOrPrune(ctx); err != nil { // nodes no longer in the inventory (issue 12)
+	if err := s.reportOrPrune(ctx); err != nil { // nodes no longer in the inventory
 		return err
 	}
 	byName, err := s.nodesByName(ctx)

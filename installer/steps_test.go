@@ -17,7 +17,7 @@ func TestStepsLiveInFilesNamedForThem(t *testing.T) {
 	// change does, and is previewed instead.
 	readOnly := map[string]bool{"connect": true, "facts": true, "plan": true, "preflight": true, "drift": true,
 		"cluster-view": true, "evidence": true, "discover": true, "findings": true}
-	readOnly["etcd-check"], readOnly["snapshot-list"] = true, true // issue 12
+	readOnly["etcd-check"], readOnly["snapshot-list"] = true, true
 	for _, name := range Commands() {
 		cmd := commandFor(name)
 		if len(cmd.steps) == 0 {

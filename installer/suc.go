@@ -17,7 +17,7 @@ import (
 	"github.com/k3strap/k3strap/templates/suc"
 )
 
-// This file is the pure part of `k3strap upgrade --via suc` (issue 13): what a poll of the
+// This file is the pure part of `k3strap upgrade --via suc`: what a poll of the
 // cluster says about each node's progress through its SUC Plan, and why a stalled node is
 // stuck. The steps (step_suc_*.go) fetch and emit.
 

@@ -19,7 +19,7 @@ import (
 	"github.com/k3strap/k3strap/templates/cni"
 )
 
-// Annotations k3strap keeps on each node to remember what it manages (issue 4, docs/failure-modes.md F5).
+// Annotations k3strap keeps on each node to remember what it manages (docs/failure-modes.md F5).
 // K3s applies node-taint and node-label only when a node registers, and its k3s.io/node-args
 // annotation follows the current config, so neither says which taints k3strap put on a node
 // earlier; without this record a taint dropped from the inventory could not be told apart

@@ -6,7 +6,7 @@ import (
 	"sort"
 )
 
-// Edge and enterprise settings (issue 14): a fixed registration address for HA clusters,
+// Edge and enterprise settings: a fixed registration address for HA clusters,
 // private registries and mirrors, SELinux, the install script and the airgap bundle.
 
 // DefaultInstallScriptURL is the official K3s install script (docs/k3s.md).

@@ -5,7 +5,7 @@ import (
 	"strings"
 )
 
-// Chart versions k3strap installs when the inventory pins none (issue 5). They are the
+// Chart versions k3strap installs when the inventory pins none. They are the
 // releases this k3strap version was checked with; pin your own with rancher.install.version
 // and rancher.install.certManager.version.
 const (
@@ -57,7 +57,7 @@ func (in *RancherInstall) EffectiveTLSSource() RancherTLSSource {
 }
 
 // RancherHostname returns the Rancher URL's host name: rancher.install.hostname, else
-// <first server address>.sslip.io (issue 5). sslip.io resolves a name that embeds an IPv4
+// <first server address>.sslip.io. sslip.io resolves a name that embeds an IPv4
 // address to that address; an IPv6 address is written with '-' for ':'. A first server given
 // by DNS name is used as is. "" when there is no install section or no server.
 func (c *Cluster) RancherHostname() string {
@@ -84,7 +84,7 @@ func (c *Cluster) RancherHostname() string {
 }
 
 // RancherReplicas returns the Rancher replica count: rancher.install.replicas, else the
-// number of servers, at most MaxRancherReplicas (issue 5).
+// number of servers, at most MaxRancherReplicas.
 func (c *Cluster) RancherReplicas() int {
 	r := c.Spec.Rancher
 	if r != nil && r.Install != nil && r.Install.Replicas > 0 {

@@ -90,7 +90,7 @@ func (t Taint) Blocks() bool {
 }
 
 // Managed reports whether the taint belongs to K3s or Kubernetes (node.kubernetes.io/*,
-// node.cloudprovider.kubernetes.io/*) and must never be removed by k3strap (issue 4, F5).
+// node.cloudprovider.kubernetes.io/*) and must never be removed by k3strap (F5).
 func (t Taint) Managed() bool {
 	return strings.HasPrefix(t.Key, "node.kubernetes.io/") || strings.HasPrefix(t.Key, "node.cloudprovider.kubernetes.io/")
 }

@@ -9,7 +9,7 @@ import (
 	"github.com/k3strap/k3strap/inventory"
 )
 
-// Rancher checks (issue 5; docs/failure-modes.md F3 and docs/rancher.md).
+// Rancher checks (docs/failure-modes.md F3 and docs/rancher.md).
 
 // RancherAgentTaintFixedIn names the Rancher releases with the fix for rancher/rancher#49981
 // (cattle-cluster-agent Pending when the first all-role node of a K3s cluster has extra
@@ -196,7 +196,7 @@ func rancherInstallTolerations(c *inventory.Cluster) []corev1.Toleration {
 	return inventory.CoreTolerations(c.Spec.Rancher.Install.Tolerations)
 }
 
-// rancherComponents are the workloads of a Rancher install (issue 5) for FirstNodeTaints: the
+// rancherComponents are the workloads of a Rancher install for FirstNodeTaints: the
 // helm-controller's install jobs (they tolerate no custom taint), cert-manager's Deployments
 // (no tolerations of their own) and Rancher's (cattle.io/os=linux only), each plus
 // rancher.install.tolerations.

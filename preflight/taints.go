@@ -100,12 +100,12 @@ func helmBootstrapJobTolerations() []corev1.Toleration {
 }
 
 // Components returns the workloads FirstNodeTaints checks, in message order: K3s's packaged
-// add-ons, then the CNI's workloads (issue 4), then Rancher's (issue 5).
+// add-ons, then the CNI's workloads, then Rancher's.
 func Components() []Component {
 	return append(append(packagedComponents(), cniComponents()...), rancherComponents()...)
 }
 
-// cniComponents are the workloads of the pod networks k3strap deploys (issue 4): their
+// cniComponents are the workloads of the pod networks k3strap deploys: their
 // upstream tolerations plus what templates/cni renders.
 func cniComponents() []Component {
 	exists := corev1.TolerationOpExists

@@ -59,7 +59,7 @@ func TestK3sConfigRefusesSecretsAndUnknownKeys(t *testing.T) {
 	}
 }
 
-// TestRenderedKeysAreKnownFlags: everything k3strap renders is in the K3s flag table (issue 2).
+// TestRenderedKeysAreKnownFlags: everything k3strap renders is in the K3s flag table.
 func TestRenderedKeysAreKnownFlags(t *testing.T) {
 	table := k3s.Flags()
 	for _, role := range []inventory.Role{inventory.RoleServer, inventory.RoleAgent} {

@@ -109,7 +109,7 @@ func (a *app) renderHost(pl *installer.Planner, c *inventory.Cluster, h *invento
 		}
 		if i == 0 {
 			fmt.Fprintf(w, "### host %s (%s, %s)%s\n", h.Name, h.Address, h.Role, map[bool]string{true: " — first server, initialises the cluster", false: ""}[p.First])
-			fmt.Fprintf(w, "--- %s (mode 0600)\n%s", installer.PathConfig, k3s.Mask(string(p.ConfigYAML))) // etcd-s3 keys (issue 12)
+			fmt.Fprintf(w, "--- %s (mode 0600)\n%s", installer.PathConfig, k3s.Mask(string(p.ConfigYAML))) // etcd-s3 keys
 			fmt.Fprintf(w, "--- %s (mode 0600): the cluster token (secret, not shown)\n", installer.PathTokenFile)
 		}
 		if arch != "" {
@@ -132,7 +132,7 @@ func (a *app) renderHost(pl *installer.Planner, c *inventory.Cluster, h *invento
 			fmt.Fprintf(w, "  %s  mode %04o  %s  %s  from %s\n", f.Path, f.Mode, sizeOf(f.Size), sum, src)
 		}
 		if i == 0 {
-			// Add-on manifests (CNI, issue 4) in full, unless secret or large (a local operator manifest).
+			// Add-on manifests (CNI) in full, unless secret or large (a local operator manifest).
 			for _, f := range p.Files {
 				if strings.HasPrefix(f.Path, installer.DirManifests+"/") && !f.Secret && f.Content != nil && f.Size <= 64<<10 {
 					fmt.Fprintf(w, "--- %s (mode %04o)\n%s", f.Path, f.Mode, f.Content)

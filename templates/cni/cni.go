@@ -1,5 +1,5 @@
 // Package cni renders the pod network manifests k3strap places in the first server's
-// manifests folder, where K3s's deploy controller applies them (issue 4; docs/failure-modes.md F2, F3, F4
+// manifests folder, where K3s's deploy controller applies them (docs/failure-modes.md F2, F3, F4
 // and §3): the standalone flannel DaemonSet, and for Calico the tigera operator (a HelmChart
 // by version, a local chart archive, or the user's local tigera-operator.yaml) plus the
 // operator's Installation. K3s's embedded flannel and cni.type none need no manifest.
@@ -333,7 +333,7 @@ func withExclusion(a *corev1.Affinity) *corev1.Affinity {
 }
 
 // header starts every manifest k3strap renders.
-const header = "# Managed by k3strap (issue 4): rendered from the inventory; edit the inventory and re-run\n# `k3strap apply`, not this file (K3s re-applies it whenever it changes).\n"
+const header = "# Managed by k3strap: rendered from the inventory; edit the inventory and re-run\n# `k3strap apply`, not this file (K3s re-applies it whenever it changes).\n"
 
 // toYAML renders objects as one multi-document YAML file after the header. Each object is
 // encoded through JSON (k8s.io/api field names), without the empty status and null

@@ -1,4 +1,4 @@
-// Package edge renders the files of issue 14 (edge and enterprise hosts): K3s's
+// Package edge renders the files of edge and enterprise hosts: K3s's
 // registries.yaml (with a masked twin for `render` and dry-run) and the example kube-vip
 // manifest. Pure functions over the inventory; secrets come in through a resolver.
 package edge
