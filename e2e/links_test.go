@@ -16,6 +16,7 @@ import (
 	"github.com/k3strap/k3strap/events"
 	"github.com/k3strap/k3strap/installer"
 	"github.com/k3strap/k3strap/installer/remote"
+	"github.com/k3strap/k3strap/k3s"
 )
 
 // Flaky links: a dead link never hangs a run, uploads resume, the lock is atomic.
@@ -234,7 +235,7 @@ func TestStaleLockExactlyOneTakesOver(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	stale := fmt.Sprintf("printf 'dead0000\\nsomeone@elsewhere (pid 1)\\n' > %s && touch -d '-%d seconds' %s", installer.PathLock, int(installer.LockTTL.Seconds())+30, installer.PathLock)
+	stale := fmt.Sprintf("printf 'dead0000\\nsomeone@elsewhere (pid 1)\\n' > %s && touch -d '-%d seconds' %s", k3s.PathLock, int(installer.LockTTL.Seconds())+30, k3s.PathLock)
 	for trial := range trials {
 		c.exec(0, "sh", "-c", "mkdir -p /var/lib/k3strap && "+stale)
 		var wg sync.WaitGroup
@@ -267,7 +268,7 @@ func TestStaleLockExactlyOneTakesOver(t *testing.T) {
 	owner := strings.TrimSpace(string(machine)) + ":" + host
 	gone := deadPid(t)
 	lock := func(pid int) {
-		c.exec(0, "sh", "-c", fmt.Sprintf("printf 'cafe0000\\nme@here (pid %d)\\n%s\\n%d\\n-\\n' > %s", pid, owner, pid, installer.PathLock))
+		c.exec(0, "sh", "-c", fmt.Sprintf("printf 'cafe0000\\nme@here (pid %d)\\n%s\\n%d\\n-\\n' > %s", pid, owner, pid, k3s.PathLock))
 	}
 	lock(gone)
 	at, err := installer.TryLock(ctx, clients[0], "apply")
@@ -280,7 +281,7 @@ func TestStaleLockExactlyOneTakesOver(t *testing.T) {
 	if err != nil || at.Acquired {
 		t.Fatalf("lock of a live pid taken: %+v %v", at, err)
 	}
-	c.exec(0, "rm", "-f", installer.PathLock)
+	c.exec(0, "rm", "-f", k3s.PathLock)
 }
 
 // deadPid returns the pid of a process that has exited.

@@ -6,16 +6,17 @@ import (
 	"path"
 
 	"github.com/k3strap/k3strap/inventory"
+	"github.com/k3strap/k3strap/k3s"
 )
 
 // ManifestPrefix starts the name of every manifest k3strap places in the first server's
 // manifests folder, where K3s's deploy controller applies it (docs/rancher.md).
 const ManifestPrefix = "k3strap-"
 
-// manifestFile is a manifest for DirManifests: mode 0600 (it may hold secrets), applied by K3s
+// manifestFile is a manifest for k3s.DirManifests: mode 0600 (it may hold secrets), applied by K3s
 // live, so no restart.
 func manifestFile(name string, content []byte, secret bool) File {
-	f := contentFile(path.Join(DirManifests, ManifestPrefix+name), 0o600, content, false)
+	f := contentFile(path.Join(k3s.DirManifests, ManifestPrefix+name), 0o600, content, false)
 	f.Secret = secret
 	return f
 }

@@ -55,7 +55,7 @@ func (s *session) changesFor(hs *hostState) changes {
 		if file.Restart {
 			restart = true
 		}
-		if file.Path == PathBinary || file.Path == PathInstallScript {
+		if file.Path == k3s.PathBinary || file.Path == k3s.PathInstallScript {
 			ch.install = true
 		}
 	}
@@ -248,7 +248,7 @@ func (s *session) dryRun(ctx context.Context, hs *hostState, ch changes) error {
 		summary = append(summary, verb+" "+f.Path)
 	}
 	if ch.install {
-		em.Info(name, fmt.Sprintf("would run %s (%s) with %s", PathInstallScript, hs.plan.ScriptSource, strings.Join(hs.plan.InstallEnv, " ")))
+		em.Info(name, fmt.Sprintf("would run %s (%s) with %s", k3s.PathInstallScript, hs.plan.ScriptSource, strings.Join(hs.plan.InstallEnv, " ")))
 		summary = append(summary, "run the install script")
 	}
 	if ch.verb != "" {
@@ -376,7 +376,7 @@ fi`
 // install runs the install script on hs (its unit written, not enabled, not started) and says
 // whether the unit or its env file changed.
 func (s *session) install(ctx context.Context, hs *hostState) (unitChanged bool, err error) {
-	cmd := remote.Script("install K3s", installCmd, PathInstallScript).AsRoot().WithEnv(hs.plan.InstallEnv...)
+	cmd := remote.Script("install K3s", installCmd, k3s.PathInstallScript).AsRoot().WithEnv(hs.plan.InstallEnv...)
 	res, err := hs.c().Check(ctx, cmd)
 	if err != nil {
 		return false, err

@@ -13,24 +13,9 @@ import (
 	"time"
 
 	"github.com/k3strap/k3strap/events"
-	"github.com/k3strap/k3strap/installer/kube"
 	"github.com/k3strap/k3strap/installer/remote"
 	"github.com/k3strap/k3strap/inventory"
-)
-
-// Day-two paths on the hosts.
-const (
-	// PathEtcdDir exists on a server that runs embedded etcd (K3s: <data-dir>/server/db/etcd).
-	PathEtcdDir = "/var/lib/rancher/k3s/server/db/etcd"
-	// PathDB is a server's datastore directory; restore moves it aside on the other servers.
-	PathDB = "/var/lib/rancher/k3s/server/db"
-	// PathSnapshotDir is K3s's default snapshot directory.
-	PathSnapshotDir = "/var/lib/rancher/k3s/server/db/snapshots"
-	// PathRestoreState records a restore in progress on the first server (resumable).
-	PathRestoreState = "/var/lib/k3strap/restore.state"
-	// PathRestoreDone records on every server the restore it rejoined after.
-	PathRestoreDone = "/var/lib/k3strap/restore.done"
-	k3sBinary       = "/usr/local/bin/k3s"
+	"github.com/k3strap/k3strap/k3s"
 )
 
 // BackupRequest is what `k3strap backup` was asked for.
@@ -162,14 +147,14 @@ func (s *session) serviceActive(ctx context.Context, hs *hostState) bool {
 	if hs.c() == nil {
 		return false
 	}
-	res, err := hs.c().Run(ctx, remote.Command("systemctl", "is-active", ServiceName(hs.host.Role)).AsRoot())
+	res, err := hs.c().Run(ctx, remote.Command("systemctl", "is-active", k3s.Unit(string(hs.host.Role))).AsRoot())
 	return err == nil && strings.TrimSpace(string(res.Stdout)) == "active"
 }
 
 // systemctl runs `systemctl VERB unit` for hs's K3s unit and returns when it did.
 func (s *session) systemctl(ctx context.Context, hs *hostState, verb string) (time.Time, error) {
 	at := time.Now()
-	_, err := s.sh(ctx, hs, "systemctl "+verb, `systemctl "$1" "$2"`, "", verb, ServiceName(hs.host.Role))
+	_, err := s.sh(ctx, hs, "systemctl "+verb, `systemctl "$1" "$2"`, "", verb, k3s.Unit(string(hs.host.Role)))
 	return at, err
 }
 
@@ -203,14 +188,14 @@ func (s *session) restartAndWait(ctx context.Context, hs *hostState, what string
 
 // hasEtcd reports whether the first server runs embedded etcd.
 func (s *session) hasEtcd(ctx context.Context) (bool, error) {
-	out, err := s.sh(ctx, s.first, "etcd check", `if [ -d "$1" ]; then echo yes; else echo no; fi`, "", PathEtcdDir)
+	out, err := s.sh(ctx, s.first, "etcd check", `if [ -d "$1" ]; then echo yes; else echo no; fi`, "", k3s.DirEtcd)
 	return strings.TrimSpace(out) == "yes", err
 }
 
 // errNoEtcd is the refusal of etcd snapshots and restore on a cluster without embedded etcd.
 func (s *session) errNoEtcd() error {
 	return &Failure{Kind: KindInvalid, Phase: events.PhaseEtcdCheck, Host: s.first.host.Name, Info: events.ErrorInfo{
-		Message: fmt.Sprintf("the cluster has no embedded etcd (%s is missing on %s): its datastore is SQLite — a single server without cluster-init — or an external datastore, and `k3s etcd-snapshot` and --cluster-reset only work with embedded etcd", PathEtcdDir, s.first.host.Name),
+		Message: fmt.Sprintf("the cluster has no embedded etcd (%s is missing on %s): its datastore is SQLite — a single server without cluster-init — or an external datastore, and `k3s etcd-snapshot` and --cluster-reset only work with embedded etcd", k3s.DirEtcd, s.first.host.Name),
 		Fix:     "back up a SQLite cluster by copying /var/lib/rancher/k3s/server/db/ and the token with K3s stopped (docs/day2.md); an external datastore is backed up with its own tools; a cluster with more than one server in the inventory runs embedded etcd",
 	}}
 }
@@ -222,23 +207,6 @@ func newSecretHex(n int) (string, error) {
 		return "", err
 	}
 	return hex.EncodeToString(b), nil
-}
-
-// etcdMembers returns the cluster's etcd members (nodes labelled node-role.kubernetes.io/etcd,
-// which K3s's etcd member controller keeps in line with the members: deleting a server's
-// Node removes its member).
-func (s *session) etcdMembers(ctx context.Context) ([]string, error) {
-	nodes, err := kube.Kubectl{R: s.first.c()}.ListNodes(ctx)
-	if err != nil {
-		return nil, err
-	}
-	var out []string
-	for _, n := range nodes {
-		if n.Labels["node-role.kubernetes.io/etcd"] == "true" {
-			out = append(out, n.Name)
-		}
-	}
-	return out, nil
 }
 
 // remoteReset uninstalls K3s on a host (reset.go's script).

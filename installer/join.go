@@ -14,6 +14,7 @@ import (
 	"github.com/k3strap/k3strap/events"
 	"github.com/k3strap/k3strap/installer/kube"
 	"github.com/k3strap/k3strap/inventory"
+	"github.com/k3strap/k3strap/k3s"
 )
 
 func joinFailure(phase events.Phase, failed []string) error {
@@ -360,7 +361,7 @@ func nodeNotDone(n *corev1.Node, h *inventory.Host, wantEtcd bool, version strin
 			return "taint " + t.String() + " missing"
 		}
 	}
-	if wantEtcd && n.Labels["node-role.kubernetes.io/etcd"] != "true" {
+	if wantEtcd && n.Labels[k3s.LabelEtcd] != "true" {
 		return "not an etcd member yet"
 	}
 	return ""

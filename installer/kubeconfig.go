@@ -12,6 +12,7 @@ import (
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
 	"github.com/k3strap/k3strap/events"
+	"github.com/k3strap/k3strap/k3s"
 )
 
 // writeKubeconfig fetches the first server's /etc/rancher/k3s/k3s.yaml, points it at the server's
@@ -20,9 +21,9 @@ import (
 // left alone.
 func (s *session) writeKubeconfig(ctx context.Context, first *hostState) (string, error) {
 	em := s.in.emitter(events.PhaseKubeconfig)
-	raw, err := first.c().ReadFile(ctx, PathKubeconfig)
+	raw, err := first.c().ReadFile(ctx, k3s.PathKubeconfig)
 	if err != nil {
-		return "", s.hostFailure(first, "kubeconfig", KindInstall, fmt.Errorf("reading %s: %w", PathKubeconfig, err))
+		return "", s.hostFailure(first, "kubeconfig", KindInstall, fmt.Errorf("reading %s: %w", k3s.PathKubeconfig, err))
 	}
 	addr := s.in.cluster.EndpointAddress()
 	if addr == "" {
@@ -119,9 +120,9 @@ type KubeconfigRequest struct {
 func (s *session) kubeconfigCmd(ctx context.Context, req KubeconfigRequest) (string, error) {
 	fs := s.first
 	first := fs.host
-	raw, err := fs.c().ReadFile(ctx, PathKubeconfig)
+	raw, err := fs.c().ReadFile(ctx, k3s.PathKubeconfig)
 	if err != nil {
-		return "", s.hostFailure(fs, "kubeconfig", KindInstall, fmt.Errorf("reading %s (is K3s installed? run `k3strap apply` first): %w", PathKubeconfig, err))
+		return "", s.hostFailure(fs, "kubeconfig", KindInstall, fmt.Errorf("reading %s (is K3s installed? run `k3strap apply` first): %w", k3s.PathKubeconfig, err))
 	}
 	name := req.Context
 	if name == "" {

@@ -15,11 +15,8 @@ import (
 
 	"github.com/k3strap/k3strap/events"
 	"github.com/k3strap/k3strap/installer/remote"
+	"github.com/k3strap/k3strap/k3s"
 )
-
-// PathLock is the run lock on the first server: while it is held and fresh, no other k3strap
-// run changes the cluster.
-const PathLock = "/var/lib/k3strap/run.lock"
 
 // Lock timing: the holder refreshes the lock every LockRefresh; a lock older than LockTTL is
 // stale (its run died) and may be taken over.
@@ -163,7 +160,7 @@ type LockAttempt struct {
 	ID string
 }
 
-// TryLock makes one attempt to take the run lock PathLock on c's host for command. A lock not
+// TryLock makes one attempt to take the run lock k3s.PathLock on c's host for command. A lock not
 // refreshed for LockTTL, or held by a k3strap process of this machine that no longer exists,
 // is taken over; of several runs trying at once, exactly one gets the lock.
 func TryLock(ctx context.Context, c *remote.Client, command string) (LockAttempt, error) {
@@ -174,14 +171,14 @@ func TryLock(ctx context.Context, c *remote.Client, command string) (LockAttempt
 	ttl := strconv.Itoa(int(LockTTL.Seconds()))
 	holder := holderText(command)
 	run := func(op, expect string) (string, error) {
-		res, err := c.Check(ctx, remote.Script("lock", lockScript, op, PathLock, at.ID, holder, ttl,
+		res, err := c.Check(ctx, remote.Script("lock", lockScript, op, k3s.PathLock, at.ID, holder, ttl,
 			me.machine, strconv.Itoa(me.pid), me.start, expect).AsRoot())
 		if err != nil {
 			return "", err
 		}
 		out := strings.TrimSpace(string(res.Stdout))
 		if out == "busy" {
-			return "", fmt.Errorf("%s: the lock %s stayed busy for 30 s", c.Host(), PathLock)
+			return "", fmt.Errorf("%s: the lock %s stayed busy for 30 s", c.Host(), k3s.PathLock)
 		}
 		return out, nil
 	}
@@ -228,7 +225,7 @@ func (s *session) lock(ctx context.Context, first *hostState, command string) (*
 		first.setResult(events.StatusFailed, "locked by "+at.Holder)
 		return nil, &Failure{Kind: KindInstall, Phase: events.PhaseLock, Host: first.host.Name, Info: events.ErrorInfo{
 			Message: fmt.Sprintf("another k3strap run holds the cluster lock on %s: %s (refreshed %s s ago)", first.host.Name, at.Holder, at.Age),
-			Fix:     fmt.Sprintf("wait for it to finish; a lock not refreshed for %s, or whose run is gone from this machine, is taken over automatically (or remove %s on %s if you are sure)", LockTTL, PathLock, first.host.Name),
+			Fix:     fmt.Sprintf("wait for it to finish; a lock not refreshed for %s, or whose run is gone from this machine, is taken over automatically (or remove %s on %s if you are sure)", LockTTL, k3s.PathLock, first.host.Name),
 			Resume:  "re-run the same command",
 		}}
 	}
@@ -244,7 +241,7 @@ func (s *session) lock(ctx context.Context, first *hostState, command string) (*
 				return
 			case <-t.C:
 				rctx, rcancel := context.WithTimeout(lctx, 15*time.Second)
-				_, _ = first.c().Run(rctx, remote.Script("lock", lockScript, "refresh", PathLock, id, "", ttl, "", "", "", "").AsRoot())
+				_, _ = first.c().Run(rctx, remote.Script("lock", lockScript, "refresh", k3s.PathLock, id, "", ttl, "", "", "", "").AsRoot())
 				rcancel()
 			}
 		}
@@ -263,6 +260,6 @@ func (l *runLock) unlock() {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
 	if c := l.hs.c(); c != nil {
-		_, _ = c.Run(ctx, remote.Script("lock", lockScript, "release", PathLock, l.id, "", "0", "", "", "", "").AsRoot())
+		_, _ = c.Run(ctx, remote.Script("lock", lockScript, "release", k3s.PathLock, l.id, "", "0", "", "", "", "").AsRoot())
 	}
 }

@@ -16,32 +16,9 @@ import (
 
 	"github.com/k3strap/k3strap/facts"
 	"github.com/k3strap/k3strap/inventory"
+	"github.com/k3strap/k3strap/k3s"
 	"github.com/k3strap/k3strap/templates"
 )
-
-// Paths on a host (docs/k3s.md#files).
-const (
-	PathConfig        = "/etc/rancher/k3s/config.yaml"
-	PathConfigDropins = "/etc/rancher/k3s/config.yaml.d"
-	// PathTokenFile holds the cluster token (inventory.TokenFilePath).
-	PathTokenFile     = inventory.TokenFilePath
-	PathInstallScript = facts.ManagedMarker
-	PathBinary        = "/usr/local/bin/k3s"
-	DirImages         = "/var/lib/rancher/k3s/agent/images"
-	PathServerToken   = "/var/lib/rancher/k3s/server/token"
-	PathKubeconfig    = "/etc/rancher/k3s/k3s.yaml"
-	DirManifests      = "/var/lib/rancher/k3s/server/manifests"
-	PathSubnetEnv     = "/run/flannel/subnet.env"
-	DirSystemd        = "/etc/systemd/system"
-)
-
-// ServiceName returns the K3s unit for a role: k3s for servers, k3s-agent for agents.
-func ServiceName(r inventory.Role) string {
-	if r == inventory.RoleAgent {
-		return "k3s-agent"
-	}
-	return "k3s"
-}
 
 // File is one file k3strap keeps on a host.
 type File struct {
@@ -111,10 +88,10 @@ func (p *HostPlan) File(at string) *File {
 
 // SetToken adds the token file (0600, secret). keep leaves an existing file alone.
 func (p *HostPlan) SetToken(token inventory.Secret, keep bool) {
-	f := contentFile(PathTokenFile, 0o600, []byte(token.Reveal()+"\n"), true)
+	f := contentFile(k3s.PathTokenFile, 0o600, []byte(token.Reveal()+"\n"), true)
 	f.Secret, f.Keep = true, keep
 	for i := range p.Files {
-		if p.Files[i].Path == PathTokenFile {
+		if p.Files[i].Path == k3s.PathTokenFile {
 			p.Files[i] = f
 			return
 		}
@@ -149,7 +126,7 @@ func (pl *Planner) Plan(h *inventory.Host, arch string) (*HostPlan, error) {
 func (pl *Planner) plan(h *inventory.Host, f *facts.Host) (*HostPlan, error) {
 	c := pl.Cluster
 	arch := f.Arch
-	p := &HostPlan{Host: h, First: c.IsFirstServer(h), Service: ServiceName(h.Role)}
+	p := &HostPlan{Host: h, First: c.IsFirstServer(h), Service: k3s.Unit(string(h.Role))}
 	cfg := c.HostConfigOn(h, hostEnv(f))
 	p.Config = cfg
 	y, err := templates.K3sConfig(h.Role, cfg)
@@ -174,13 +151,13 @@ func (pl *Planner) plan(h *inventory.Host, f *facts.Host) (*HostPlan, error) {
 		if !ok {
 			return nil, fmt.Errorf("host %s is %s but spec.k3s.airgap has no %s artifacts", h.Name, orUnknown(arch), orUnknown(arch))
 		}
-		bin, err := pl.artifact(art.Binary, PathBinary, 0o755, art.Checksums, binaryName(arch))
+		bin, err := pl.artifact(art.Binary, k3s.PathBinary, 0o755, art.Checksums, binaryName(arch))
 		if err != nil {
 			return nil, fmt.Errorf("host %s: %w", h.Name, err)
 		}
 		p.Files = append(p.Files, bin)
 		if art.Images != "" {
-			img, err := pl.artifact(art.Images, path.Join(DirImages, filepath.Base(art.Images)), 0o644, art.Checksums, filepath.Base(art.Images))
+			img, err := pl.artifact(art.Images, path.Join(k3s.DirImages, filepath.Base(art.Images)), 0o644, art.Checksums, filepath.Base(art.Images))
 			if err != nil {
 				return nil, fmt.Errorf("host %s: %w", h.Name, err)
 			}
@@ -194,7 +171,7 @@ func (pl *Planner) plan(h *inventory.Host, f *facts.Host) (*HostPlan, error) {
 			p.InstallEnv = append(p.InstallEnv, "INSTALL_K3S_CHANNEL="+ch)
 		}
 	}
-	p.Files = append(p.Files, contentFile(PathConfig, 0o600, y, true))
+	p.Files = append(p.Files, contentFile(k3s.PathConfig, 0o600, y, true))
 	if err := pl.edgeFiles(p, f); err != nil {
 		return nil, fmt.Errorf("host %s: %w", h.Name, err)
 	}
@@ -311,13 +288,13 @@ func contains(l []string, s string) bool {
 // architecture is known, so this is the one list both use: Plan only writes paths from it.
 func (pl *Planner) ManagedPaths(h *inventory.Host) []string {
 	c := pl.Cluster
-	paths := []string{PathTokenFile, PathConfig, PathInstallScript}
+	paths := []string{k3s.PathTokenFile, k3s.PathConfig, k3s.PathInstallScript}
 	if c.Spec.K3s.Install == inventory.Airgap {
-		paths = append(paths, PathBinary)
+		paths = append(paths, k3s.PathBinary)
 		seen := map[string]bool{}
 		for _, a := range c.Spec.K3s.Airgap {
 			if a.Images != "" {
-				p := DirImages + "/" + baseName(a.Images)
+				p := k3s.DirImages + "/" + baseName(a.Images)
 				if !seen[p] {
 					seen[p] = true
 					paths = append(paths, p)
@@ -325,8 +302,8 @@ func (pl *Planner) ManagedPaths(h *inventory.Host) []string {
 			}
 		}
 	}
-	svc := ServiceName(h.Role)
-	paths = append(paths, DirSystemd+"/"+svc+".service", DirSystemd+"/"+svc+".service.env")
+	svc := k3s.Unit(string(h.Role))
+	paths = append(paths, k3s.DirSystemd+"/"+svc+".service", k3s.DirSystemd+"/"+svc+".service.env")
 	paths = append(paths, pl.edgePaths(h)...)
 	sort.Strings(paths[3:])
 	if c.IsFirstServer(h) {

@@ -9,16 +9,9 @@ import (
 
 	"github.com/k3strap/k3strap/facts"
 	"github.com/k3strap/k3strap/inventory"
+	"github.com/k3strap/k3strap/k3s"
 	"github.com/k3strap/k3strap/templates"
 	"github.com/k3strap/k3strap/templates/edge"
-)
-
-// Paths of edge and enterprise hosts (docs/registries.md, docs/airgap-site.md).
-const (
-	// PathRegistries is K3s's private registry configuration (docs/registries.md).
-	PathRegistries = "/etc/rancher/k3s/registries.yaml"
-	// PathSELinuxRPM is where an airgap k3s-selinux RPM is uploaded before it is installed.
-	PathSELinuxRPM = "/var/lib/k3strap/k3s-selinux.rpm"
 )
 
 // Which install script runs (HostPlan.ScriptSource; the install event says it).
@@ -94,16 +87,16 @@ func (pl *Planner) installScript() (scriptChoice, error) {
 			if err != nil {
 				return scriptChoice{}, fmt.Errorf("airgap install script: %w", err)
 			}
-			return scriptChoice{contentFile(PathInstallScript, 0o700, b, false), ScriptUser + " (" + local + ")"}, nil
+			return scriptChoice{contentFile(k3s.PathInstallScript, 0o700, b, false), ScriptUser + " (" + local + ")"}, nil
 		}
-		return scriptChoice{contentFile(PathInstallScript, 0o700, templates.InstallScript(), false), ScriptOwn}, nil
+		return scriptChoice{contentFile(k3s.PathInstallScript, 0o700, templates.InstallScript(), false), ScriptOwn}, nil
 	}
 	url := k.InstallScriptURL
 	if url == "" {
 		url = inventory.DefaultInstallScriptURL
 	}
 	body := fmt.Sprintf(officialWrapper, shellescape.Quote(url), shellescape.Quote(strings.ToLower(k.InstallScriptSHA256)))
-	return scriptChoice{contentFile(PathInstallScript, 0o700, []byte(body), false), ScriptOfficial + " from " + url}, nil
+	return scriptChoice{contentFile(k3s.PathInstallScript, 0o700, []byte(body), false), ScriptOfficial + " from " + url}, nil
 }
 
 // edgeFiles adds the registries file of the host (its own registries, else spec.registries:
@@ -127,7 +120,7 @@ func (pl *Planner) edgeFiles(p *HostPlan, f *facts.Host) error {
 		if real == nil {
 			real = masked
 		}
-		rf := contentFile(PathRegistries, 0o600, real, true)
+		rf := contentFile(k3s.PathRegistries, 0o600, real, true)
 		rf.Secret, rf.Shown = true, masked
 		p.Files = append(p.Files, rf)
 		for _, t := range edge.TLSFiles(r) {
@@ -161,8 +154,8 @@ func (pl *Planner) edgeFiles(p *HostPlan, f *facts.Host) error {
 			if err != nil {
 				return fmt.Errorf("k3s-selinux RPM: %w", err)
 			}
-			p.Files = append(p.Files, File{Path: PathSELinuxRPM, Mode: 0o644, LocalPath: local, SHA256: sum, Size: st.Size()})
-			p.InstallEnv = append(p.InstallEnv, "K3STRAP_SELINUX_RPM="+PathSELinuxRPM)
+			p.Files = append(p.Files, File{Path: k3s.PathSELinuxRPM, Mode: 0o644, LocalPath: local, SHA256: sum, Size: st.Size()})
+			p.InstallEnv = append(p.InstallEnv, "K3STRAP_SELINUX_RPM="+k3s.PathSELinuxRPM)
 		}
 	}
 	return nil
@@ -173,13 +166,13 @@ func (pl *Planner) edgePaths(h *inventory.Host) []string {
 	c := pl.Cluster
 	var out []string
 	if r, _ := c.RegistriesOf(h); r != nil {
-		out = append(out, PathRegistries)
+		out = append(out, k3s.PathRegistries)
 		for _, t := range edge.TLSFiles(r) {
 			out = append(out, t.Remote)
 		}
 	}
 	if c.Spec.K3s.Install == inventory.Airgap && len(c.Spec.K3s.SELinuxRPMs) > 0 {
-		out = append(out, PathSELinuxRPM)
+		out = append(out, k3s.PathSELinuxRPM)
 	}
 	return out
 }
@@ -222,7 +215,7 @@ func readPrivate(file, what string) ([]byte, error) {
 // shownOnHost masks what a host's copy of a secret file would reveal, for dry-run diffs of
 // files with a Shown rendering.
 func shownOnHost(path string, b []byte) string {
-	if path == PathRegistries {
+	if path == k3s.PathRegistries {
 		return string(edge.MaskRegistries(b))
 	}
 	return ""

@@ -8,6 +8,7 @@ import (
 
 	"github.com/k3strap/k3strap/facts"
 	"github.com/k3strap/k3strap/inventory"
+	"github.com/k3strap/k3strap/k3s"
 )
 
 func edgeCluster(t *testing.T) *inventory.Cluster {
@@ -43,7 +44,7 @@ func TestPlanAPIEndpoint(t *testing.T) {
 		if h.Name != "cp1" && !strings.Contains(y, "server: https://k3s.example.com:6443") {
 			t.Errorf("%s does not register through the endpoint:\n%s", h.Name, y)
 		}
-		vip := p.File(DirManifests + "/k3strap-kube-vip.yaml")
+		vip := p.File(k3s.DirManifests + "/k3strap-kube-vip.yaml")
 		if (h.Name == "cp1") != (vip != nil) {
 			t.Errorf("%s: kube-vip manifest %v", h.Name, vip != nil)
 		}
@@ -72,7 +73,7 @@ func TestPlanInstallScriptChoice(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := string(p.File(PathInstallScript).Content)
+	s := string(p.File(k3s.PathInstallScript).Content)
 	if !strings.Contains(s, "url=http://mirror.example/install.sh") || !strings.Contains(s, "want="+strings.Repeat("ab", 32)) || !strings.HasPrefix(p.ScriptSource, ScriptOfficial) {
 		t.Errorf("online script (%s):\n%s", p.ScriptSource, s)
 	}
@@ -102,7 +103,7 @@ func TestPlanInstallScriptChoice(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if string(p.File(PathInstallScript).Content) != "#!/bin/sh\necho mine\n" || !strings.HasPrefix(p.ScriptSource, ScriptUser) {
+	if string(p.File(k3s.PathInstallScript).Content) != "#!/bin/sh\necho mine\n" || !strings.HasPrefix(p.ScriptSource, ScriptUser) {
 		t.Errorf("user script not used: %s", p.ScriptSource)
 	}
 }
@@ -128,7 +129,7 @@ func TestPlanRegistries(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	f := p.File(PathRegistries)
+	f := p.File(k3s.PathRegistries)
 	if f == nil || f.Mode != 0o600 || !f.Secret || !f.Restart {
 		t.Fatalf("registries file %+v", f)
 	}
@@ -140,10 +141,10 @@ func TestPlanRegistries(t *testing.T) {
 	if strings.Contains(string(f.Shown), "s3cret") || !strings.Contains(string(f.Shown), "********") {
 		t.Errorf("Shown not masked:\n%s", f.Shown)
 	}
-	if shown := shownOnHost(PathRegistries, f.Content); strings.Contains(shown, "s3cret") {
+	if shown := shownOnHost(k3s.PathRegistries, f.Content); strings.Contains(shown, "s3cret") {
 		t.Errorf("host copy not masked:\n%s", shown)
 	}
-	if !contains(pl.ManagedPaths(c.Host("a1")), PathRegistries) {
+	if !contains(pl.ManagedPaths(c.Host("a1")), k3s.PathRegistries) {
 		t.Error("registries.yaml is not a managed path")
 	}
 	os.Chmod(pwFile, 0o644)
@@ -152,7 +153,7 @@ func TestPlanRegistries(t *testing.T) {
 	}
 	os.Unsetenv("K3STRAP_TEST_REG_PW")
 	p, err = (&Planner{Cluster: c, MaskedOnly: true}).Plan(c.Host("a1"), "amd64")
-	if err != nil || strings.Contains(string(p.File(PathRegistries).Content), "s3cret") {
+	if err != nil || strings.Contains(string(p.File(k3s.PathRegistries).Content), "s3cret") {
 		t.Errorf("render planner: %v", err)
 	}
 }
@@ -177,11 +178,11 @@ func TestPlanSELinux(t *testing.T) {
 	if !strings.Contains(string(p.ConfigYAML), "selinux: true") {
 		t.Errorf("config lacks selinux: true:\n%s", p.ConfigYAML)
 	}
-	if p.File(PathSELinuxRPM) == nil || !contains(p.InstallEnv, "K3STRAP_SELINUX_RPM="+PathSELinuxRPM) {
+	if p.File(k3s.PathSELinuxRPM) == nil || !contains(p.InstallEnv, "K3STRAP_SELINUX_RPM="+k3s.PathSELinuxRPM) {
 		t.Errorf("RPM not planned: %v", p.InstallEnv)
 	}
 	p, _ = pl.PlanHost(c.Host("a1"), &facts.Host{Arch: "amd64"})
-	if strings.Contains(string(p.ConfigYAML), "selinux") || p.File(PathSELinuxRPM) != nil {
+	if strings.Contains(string(p.ConfigYAML), "selinux") || p.File(k3s.PathSELinuxRPM) != nil {
 		t.Errorf("SELinux on a host without it:\n%s", p.ConfigYAML)
 	}
 }
@@ -213,7 +214,7 @@ func TestPlanHostRegistries(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		f := p.File(PathRegistries)
+		f := p.File(k3s.PathRegistries)
 		if f == nil || !f.Secret || !f.Restart || f.Mode != 0o600 {
 			t.Fatalf("%s registries file %+v", name, f)
 		}
@@ -221,11 +222,11 @@ func TestPlanHostRegistries(t *testing.T) {
 		if strings.Contains(string(f.Shown), "s3cret") {
 			t.Errorf("%s: Shown not masked:\n%s", name, f.Shown)
 		}
-		caFile := p.File(inventory.RegistryTLSDir + "/site.example_5000/ca.pem")
+		caFile := p.File(k3s.DirRegistryTLS + "/site.example_5000/ca.pem")
 		if (name == "a1") != (caFile != nil) {
 			t.Errorf("%s: site CA planned: %v", name, caFile != nil)
 		}
-		if (name == "a1") != contains(pl.ManagedPaths(c.Host(name)), inventory.RegistryTLSDir+"/site.example_5000/ca.pem") {
+		if (name == "a1") != contains(pl.ManagedPaths(c.Host(name)), k3s.DirRegistryTLS+"/site.example_5000/ca.pem") {
 			t.Errorf("%s: managed paths %v", name, pl.ManagedPaths(c.Host(name)))
 		}
 	}
@@ -253,7 +254,7 @@ func TestPlanHostRegistries(t *testing.T) {
 	// render: no password read for either
 	os.Unsetenv("K3STRAP_TEST_SITE_PW")
 	rp, err := (&Planner{Cluster: c, MaskedOnly: true}).Plan(c.Host("a1"), "amd64")
-	if err != nil || !strings.Contains(string(rp.File(PathRegistries).Content), "site.example:5000") {
+	if err != nil || !strings.Contains(string(rp.File(k3s.PathRegistries).Content), "site.example:5000") {
 		t.Errorf("render planner: %v", err)
 	}
 	_, err = (&Planner{Cluster: c}).Plan(c.Host("a1"), "amd64")
@@ -266,7 +267,7 @@ func TestPlanHostRegistries(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if f := p.File(PathRegistries); f == nil || strings.Contains(string(f.Content), "central") || strings.Contains(string(f.Content), "mirrors") {
+	if f := p.File(k3s.PathRegistries); f == nil || strings.Contains(string(f.Content), "central") || strings.Contains(string(f.Content), "mirrors") {
 		t.Errorf("registries: {} file:\n%s", f.Content)
 	}
 }

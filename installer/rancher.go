@@ -12,10 +12,11 @@ import (
 
 	"github.com/k3strap/k3strap/events"
 	"github.com/k3strap/k3strap/inventory"
+	"github.com/k3strap/k3strap/k3s"
 	"github.com/k3strap/k3strap/templates/rancher"
 )
 
-// Manifest files of the Rancher install on the first server (DirManifests, prefixed with
+// Manifest files of the Rancher install on the first server (k3s.DirManifests, prefixed with
 // ManifestPrefix), in the order they are uploaded: the bootstrap password Secret and the TLS
 // Secrets before the HelmCharts that read them.
 const (
@@ -26,7 +27,7 @@ const (
 )
 
 // RancherManifestPath returns the path on the first server of one of the Manifest* files.
-func RancherManifestPath(name string) string { return path.Join(DirManifests, ManifestPrefix+name) }
+func RancherManifestPath(name string) string { return path.Join(k3s.DirManifests, ManifestPrefix+name) }
 
 // RancherPasswordFile returns where a generated Rancher bootstrap password is kept on the
 // workstation: next to the kubeconfig, mode 0600.

@@ -15,6 +15,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/k3strap/k3strap/inventory"
+	"github.com/k3strap/k3strap/k3s"
 	"github.com/k3strap/k3strap/templates/rancher"
 )
 
@@ -47,7 +48,7 @@ func TestRancherManifestsPlanned(t *testing.T) {
 		if f == nil {
 			t.Fatalf("no %s in the first server's plan", name)
 		}
-		if f.Mode != 0o600 || !strings.HasPrefix(f.Path, DirManifests+"/k3strap-") {
+		if f.Mode != 0o600 || !strings.HasPrefix(f.Path, k3s.DirManifests+"/k3strap-") {
 			t.Errorf("%s: mode %o path %s", name, f.Mode, f.Path)
 		}
 		if name == ManifestRancherBootstrap {

@@ -4,6 +4,7 @@ import (
 	"context"
 
 	"github.com/k3strap/k3strap/events"
+	"github.com/k3strap/k3strap/k3s"
 )
 
 // restoreResetStep runs `k3s server --cluster-reset --cluster-reset-restore-path` on the first
@@ -22,11 +23,11 @@ func (restoreResetStep) Run(ctx context.Context, s *session) error {
 	em := s.in.emitter(events.PhaseRestoreReset)
 	if !d.resetDone {
 		em.Step(hs.host.Name, "cluster-reset", events.StatusRunning, "k3s server --cluster-reset --cluster-reset-restore-path="+d.restorePath)
-		_, err := s.sh(ctx, hs, "cluster-reset", `"$1" server --cluster-reset --cluster-reset-restore-path="$2" >/dev/null 2>/var/lib/k3strap/cluster-reset.log || { tail -n 5 /var/lib/k3strap/cluster-reset.log >&2; exit 1; }`, "", k3sBinary, d.restorePath)
+		_, err := s.sh(ctx, hs, "cluster-reset", `"$1" server --cluster-reset --cluster-reset-restore-path="$2" >/dev/null 2>/var/lib/k3strap/cluster-reset.log || { tail -n 5 /var/lib/k3strap/cluster-reset.log >&2; exit 1; }`, "", k3s.PathBinary, d.restorePath)
 		if err != nil {
 			return s.hostFailure(hs, "cluster-reset", KindInstall, err)
 		}
-		if err := s.writeKV(ctx, hs, PathRestoreState, map[string]string{"id": d.restoreID, "snapshot": d.restorePath, "reset": "1"}); err != nil {
+		if err := s.writeKV(ctx, hs, k3s.PathRestoreState, map[string]string{"id": d.restoreID, "snapshot": d.restorePath, "reset": "1"}); err != nil {
 			return s.hostFailure(hs, "restore state", KindInstall, err)
 		}
 		em.Step(hs.host.Name, "cluster-reset", events.StatusChanged, "etcd restored from the snapshot, membership reset to this server")

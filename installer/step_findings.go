@@ -6,6 +6,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/k3strap/k3strap/checkid"
 	"github.com/k3strap/k3strap/diagnose"
 	"github.com/k3strap/k3strap/events"
 	"github.com/k3strap/k3strap/inventory"
@@ -29,7 +30,7 @@ func (findingsStep) Run(_ context.Context, s *session) error {
 	in := s.doctorInput()
 	ds.findings = diagnose.Findings(in)
 	if ds.viewErr != "" {
-		ds.findings = append([]diagnose.Finding{{ID: "api-unreachable", Severity: diagnose.SeverityError,
+		ds.findings = append([]diagnose.Finding{{ID: checkid.APIUnreachable, Severity: diagnose.SeverityError,
 			Title: "the cluster's API could not be read", Message: ds.viewErr + "; only the nodes' own evidence was judged.",
 			Fixes: []string{"look at the K3s unit of the servers (`systemctl status k3s`, `journalctl -u k3s`)"}}}, ds.findings...)
 	}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/k3strap/k3strap/events"
+	"github.com/k3strap/k3strap/k3s"
 )
 
 // lockStep takes the cluster's run lock on the first server (refreshed in the background and
@@ -31,6 +32,6 @@ func (lockStep) Run(ctx context.Context, s *session) error {
 
 // Preview says which lock the run would take.
 func (lockStep) Preview(ctx context.Context, s *session) error {
-	s.in.emitter(events.PhaseLock).Info(s.first.host.Name, fmt.Sprintf("would take the cluster lock %s on %s for the run", PathLock, s.first.host.Name))
+	s.in.emitter(events.PhaseLock).Info(s.first.host.Name, fmt.Sprintf("would take the cluster lock %s on %s for the run", k3s.PathLock, s.first.host.Name))
 	return ctx.Err()
 }

@@ -7,6 +7,7 @@ import (
 
 	"github.com/k3strap/k3strap/events"
 	"github.com/k3strap/k3strap/inventory"
+	"github.com/k3strap/k3strap/k3s"
 )
 
 // restoreAgentsStep restarts every agent (in parallel) and waits for its node; then the
@@ -35,7 +36,7 @@ func (restoreAgentsStep) Run(ctx context.Context, s *session) error {
 		return firstErr
 	}
 	d := s.d2()
-	if err := s.writeKV(ctx, s.first, PathRestoreState, map[string]string{"id": d.restoreID, "snapshot": d.restorePath, "reset": "1", "done": time.Now().UTC().Format(time.RFC3339)}); err != nil {
+	if err := s.writeKV(ctx, s.first, k3s.PathRestoreState, map[string]string{"id": d.restoreID, "snapshot": d.restorePath, "reset": "1", "done": time.Now().UTC().Format(time.RFC3339)}); err != nil {
 		return s.hostFailure(s.first, "restore state", KindInstall, err)
 	}
 	return nil

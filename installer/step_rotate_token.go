@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/k3strap/k3strap/events"
+	"github.com/k3strap/k3strap/k3s"
 )
 
 // tokenRotateScript reads the new token on stdin (never on k3strap's command lines or in its
@@ -42,7 +43,7 @@ func (rotateTokenStep) Run(ctx context.Context, s *session) error {
 			return err
 		}
 	} else {
-		cur, err := s.first.c().ReadFile(ctx, PathServerToken)
+		cur, err := s.first.c().ReadFile(ctx, k3s.PathServerToken)
 		if err == nil && TokenPassword(strings.TrimSpace(string(cur))) == newTok {
 			return &Failure{Kind: KindInvalid, Phase: events.PhaseRotateToken, Info: events.ErrorInfo{
 				Message: "the inventory's token (spec.k3s.token or K3STRAP_K3S_TOKEN) is already the cluster's token",
@@ -50,7 +51,7 @@ func (rotateTokenStep) Run(ctx context.Context, s *session) error {
 			}}
 		}
 	}
-	if _, err := s.sh(ctx, s.first, "token rotate", tokenRotateScript, newTok+"\n", k3sBinary); err != nil {
+	if _, err := s.sh(ctx, s.first, "token rotate", tokenRotateScript, newTok+"\n", k3s.PathBinary); err != nil {
 		return s.hostFailure(s.first, "token rotate", KindInstall, err)
 	}
 	em.Step(s.first.host.Name, "token", events.StatusChanged, "server token rotated (the old token no longer joins)")
@@ -60,7 +61,7 @@ func (rotateTokenStep) Run(ctx context.Context, s *session) error {
 			failed = append(failed, hs.host.Name)
 			continue
 		}
-		if _, err := s.sh(ctx, hs, "token file", tokenFileScript, newTok+"\n", PathTokenFile); err != nil {
+		if _, err := s.sh(ctx, hs, "token file", tokenFileScript, newTok+"\n", k3s.PathTokenFile); err != nil {
 			_ = s.hostFailure(hs, "token file", KindInstall, err)
 			failed = append(failed, hs.host.Name)
 		}
@@ -72,7 +73,7 @@ func (rotateTokenStep) Run(ctx context.Context, s *session) error {
 			Resume:  "re-run `k3strap rotate token` with K3STRAP_K3S_TOKEN set to the new token",
 		}}
 	}
-	em.Info("", fmt.Sprintf("token file %s updated on %d nodes", PathTokenFile, len(s.hosts)))
+	em.Info("", fmt.Sprintf("token file %s updated on %d nodes", k3s.PathTokenFile, len(s.hosts)))
 	return s.rotateEach(ctx, func(ctx context.Context, hs *hostState) error {
 		return s.restartAndWait(ctx, hs, "restart", nil)
 	})
@@ -81,6 +82,6 @@ func (rotateTokenStep) Run(ctx context.Context, s *session) error {
 // Preview says what would change.
 func (rotateTokenStep) Preview(ctx context.Context, s *session) error {
 	em := s.in.emitter(events.PhaseRotateToken)
-	em.Info(s.first.host.Name, "would run k3s token rotate with a new token, write "+PathTokenFile+" on every node and restart them (servers one at a time, then agents)")
+	em.Info(s.first.host.Name, "would run k3s token rotate with a new token, write "+k3s.PathTokenFile+" on every node and restart them (servers one at a time, then agents)")
 	return ctx.Err()
 }

@@ -30,7 +30,7 @@ func (s *session) snapshotDir() string {
 			return d
 		}
 	}
-	return PathSnapshotDir
+	return k3s.DirSnapshots
 }
 
 // snapshotSaveStep saves an etcd snapshot on the first server.

@@ -12,6 +12,7 @@ import (
 	"strings"
 
 	"github.com/k3strap/k3strap/events"
+	"github.com/k3strap/k3strap/k3s"
 )
 
 // snapshotFetchStep copies the snapshot and the server token (restoring needs the token the
@@ -38,7 +39,7 @@ func (snapshotFetchStep) Run(ctx context.Context, s *session) error {
 	var sums bytes.Buffer
 	for _, f := range []struct{ remote, local string }{
 		{d.saved, filepath.Join(d.backup.To, name)},
-		{PathServerToken, filepath.Join(d.backup.To, name+".token")},
+		{k3s.PathServerToken, filepath.Join(d.backup.To, name+".token")},
 	} {
 		data, err := s.first.c().Download(ctx, f.remote)
 		if err != nil {

@@ -13,6 +13,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
 
+	"github.com/k3strap/k3strap/checkid"
 	"github.com/k3strap/k3strap/events"
 	"github.com/k3strap/k3strap/installer/kube"
 	"github.com/k3strap/k3strap/inventory"
@@ -390,7 +391,6 @@ func (sucWatchStep) Run(ctx context.Context, s *session) error {
 // diagnosis (nil when none has one; soft findings are emitted as warnings).
 func (s *session) sucStalled(ctx context.Context, p *sucPoll, tr *sucTracker, version, watchHint string) error {
 	em := s.in.emitter(events.PhaseSUCWatch)
-	_ = tr
 	for _, name := range tr.pending() {
 		st := diagnoseNode(p, p.nodes[name], version)
 		if st == nil {
@@ -402,7 +402,7 @@ func (s *session) sucStalled(ctx context.Context, p *sucPoll, tr *sucTracker, ve
 				em.Debug(name, "reading the node's pods and PodDisruptionBudgets: "+err.Error())
 			}
 			diagnoseDrain(st, name, pods, pdbs)
-			if st.Diagnosis == DiagSUCDrainSlow {
+			if st.Diagnosis == checkid.SUCDrainSlow {
 				continue // no budget to name yet: keep waiting
 			}
 		}

@@ -13,7 +13,9 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/klog/v2"
 
+	"github.com/k3strap/k3strap/checkid"
 	"github.com/k3strap/k3strap/events"
+	"github.com/k3strap/k3strap/k3s"
 	"github.com/k3strap/k3strap/templates/suc"
 )
 
@@ -60,7 +62,7 @@ func (n *sucNode) ready() (bool, string) {
 }
 
 func (n *sucNode) server() bool {
-	_, ok := n.Metadata.Labels["node-role.kubernetes.io/control-plane"]
+	_, ok := n.Metadata.Labels[k3s.LabelControlPlane]
 	return ok
 }
 
@@ -237,18 +239,6 @@ type sucStall struct {
 	NeedsDrainView bool
 }
 
-// Diagnosis IDs of SUC stalls (stable, in events).
-const (
-	DiagSUCUntoleratedTaint = "suc-job-untolerated-taint"
-	DiagSUCUnschedulable    = "suc-job-unschedulable"
-	DiagSUCImagePull        = "suc-image-pull"
-	DiagSUCDrainBlocked     = "suc-drain-blocked-pdb"
-	DiagSUCDrainSlow        = "suc-drain-stalled"
-	DiagSUCNodeNotBack      = "suc-node-not-back"
-	DiagSUCJobFailed        = "suc-job-failed"
-	DiagSUCNoJob            = "suc-no-job"
-)
-
 // diagnoseNode says why node n has not progressed (nil when the poll shows nothing wrong
 // with it, e.g. it waits for a Plan's concurrency slot).
 func diagnoseNode(p *sucPoll, n *sucNode, version string) *sucStall {
@@ -257,7 +247,7 @@ func diagnoseNode(p *sucPoll, n *sucNode, version string) *sucStall {
 	job := p.jobFor(name)
 	onVersion := n.Status.NodeInfo.KubeletVersion == version
 	if ready, why := n.ready(); onVersion && !ready {
-		st.Diagnosis = DiagSUCNodeNotBack
+		st.Diagnosis = checkid.SUCNodeNotBack
 		st.Message = fmt.Sprintf("%s runs %s but is not Ready", name, version)
 		st.Evidence = []string{"node " + name + " Ready=False: " + why, "kubelet version " + n.Status.NodeInfo.KubeletVersion}
 		st.Fix = "look at K3s on the host (journalctl -u k3s or k3s-agent); SUC's job waits for the node; fix the host or roll it back with `k3strap upgrade --via ssh --host " + name + "`"
@@ -267,7 +257,7 @@ func diagnoseNode(p *sucPoll, n *sucNode, version string) *sucStall {
 		return nil
 	}
 	if _, failed, msg := jobDone(job); failed {
-		st.Diagnosis, st.Message = DiagSUCJobFailed, fmt.Sprintf("SUC job %s for %s failed: %s", job.Name, name, msg)
+		st.Diagnosis, st.Message = checkid.SUCJobFailed, fmt.Sprintf("SUC job %s for %s failed: %s", job.Name, name, msg)
 		st.Evidence = []string{"job " + job.Namespace + "/" + job.Name + ": " + msg}
 		st.Fix = "kubectl -n " + suc.Namespace + " logs job/" + job.Name + " --all-containers shows why; SUC retries with a new job once the cause is fixed"
 		return st
@@ -282,7 +272,7 @@ func diagnoseNode(p *sucPoll, n *sucNode, version string) *sucStall {
 	}
 	if !n.server() && n.Spec.Unschedulable && !initDone(pod, "drain") && podInitRunning(pod, "drain") {
 		st.NeedsDrainView = true
-		st.Diagnosis = DiagSUCDrainSlow
+		st.Diagnosis = checkid.SUCDrainSlow
 		st.Message = fmt.Sprintf("draining %s does not finish", name)
 		st.Fix = "look at the pods left on " + name + " (kubectl get pods -A --field-selector spec.nodeName=" + name + "); SUC's drain gives up after drain.timeout and retries"
 		return st
@@ -309,7 +299,7 @@ func diagnosePod(pod *corev1.Pod, n *sucNode) *sucStall {
 		st := &sucStall{Message: fmt.Sprintf("SUC's pod %s/%s is Pending: %s", pod.Namespace, pod.Name, c.Message)}
 		st.Evidence = append(st.Evidence, "pod "+pod.Namespace+"/"+pod.Name+" PodScheduled=False: "+c.Message)
 		if strings.Contains(c.Message, "untolerated taint") && n != nil {
-			st.Diagnosis = DiagSUCUntoleratedTaint
+			st.Diagnosis = checkid.SUCUntoleratedTaint
 			var untol []string
 			for _, t := range n.Spec.Taints {
 				if t.Effect != corev1.TaintEffectNoSchedule && t.Effect != corev1.TaintEffectNoExecute {
@@ -325,7 +315,7 @@ func diagnosePod(pod *corev1.Pod, n *sucNode) *sucStall {
 			}
 			st.Fix = "declare the taint in the inventory (spec.hosts[].taints) and re-run `k3strap upgrade --via suc`: the rendered Plans tolerate every declared taint"
 		} else {
-			st.Diagnosis = DiagSUCUnschedulable
+			st.Diagnosis = checkid.SUCUnschedulable
 			st.Fix = "make the node schedulable for SUC's job (node selector, affinity, resources), or upgrade it with `k3strap upgrade --via ssh`"
 		}
 		return st
@@ -338,7 +328,7 @@ func diagnosePod(pod *corev1.Pod, n *sucNode) *sucStall {
 		}
 		switch w.Reason {
 		case "ErrImagePull", "ImagePullBackOff", "InvalidImageName", "ErrImageNeverPull":
-			return &sucStall{Diagnosis: DiagSUCImagePull,
+			return &sucStall{Diagnosis: checkid.SUCImagePull,
 				Message:  fmt.Sprintf("SUC's pod %s/%s cannot pull image %s (%s)", pod.Namespace, pod.Name, cs.Image, w.Reason),
 				Evidence: []string{"container " + cs.Name + " waiting: " + w.Reason + ": " + w.Message},
 				Fix:      "make the image reachable from the node (registry mirror, registries.yaml), or for airgap name mirrored images in spec.k3s.upgrade.suc (upgradeImage, kubectlImage, controllerImage)"}
@@ -399,7 +389,7 @@ func diagnoseDrain(st *sucStall, node string, pods []corev1.Pod, pdbs []policyv1
 		return
 	}
 	sort.Strings(blocked)
-	st.Diagnosis = DiagSUCDrainBlocked
+	st.Diagnosis = checkid.SUCDrainBlocked
 	st.Message = fmt.Sprintf("draining %s is blocked by PodDisruptionBudget %s: evicting its pods would violate the budget", node, strings.Join(blocked, ", "))
 	st.Fix = "let the budget allow one disruption (more replicas, a lower minAvailable or a higher maxUnavailable) or move the pods; SUC keeps retrying the drain until drain.timeout (spec.k3s.upgrade.suc.drainTimeout)"
 }

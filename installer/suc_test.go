@@ -11,6 +11,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 
+	"github.com/k3strap/k3strap/checkid"
 	"github.com/k3strap/k3strap/events"
 )
 
@@ -88,7 +89,7 @@ func TestSUCDiagnoses(t *testing.T) {
 		Message: "0/4 nodes are available: 1 node(s) had untolerated taint(s), 3 node(s) didn't match Pod's node affinity/selector."}}
 	p := &sucPoll{nodes: map[string]*sucNode{"a1": n}, jobs: []batchv1.Job{job}, pods: []corev1.Pod{pod}}
 	st := diagnoseNode(p, n, newV)
-	if st == nil || st.Diagnosis != DiagSUCUntoleratedTaint || !strings.Contains(st.Message, "gpu=yes:NoSchedule") {
+	if st == nil || st.Diagnosis != checkid.SUCUntoleratedTaint || !strings.Contains(st.Message, "gpu=yes:NoSchedule") {
 		t.Errorf("untolerated taint: %+v", st)
 	}
 
@@ -96,7 +97,7 @@ func TestSUCDiagnoses(t *testing.T) {
 	pod.Status.InitContainerStatuses = []corev1.ContainerStatus{{Name: "prepare", Image: "rancher/k3s-upgrade:v1.36.4-k3s1",
 		State: corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: "ImagePullBackOff", Message: "Back-off pulling image"}}}}
 	p.pods = []corev1.Pod{pod}
-	if st := diagnoseNode(p, n, newV); st == nil || st.Diagnosis != DiagSUCImagePull || !strings.Contains(st.Message, "rancher/k3s-upgrade:v1.36.4-k3s1") {
+	if st := diagnoseNode(p, n, newV); st == nil || st.Diagnosis != checkid.SUCImagePull || !strings.Contains(st.Message, "rancher/k3s-upgrade:v1.36.4-k3s1") {
 		t.Errorf("image pull: %+v", st)
 	}
 
@@ -114,12 +115,12 @@ func TestSUCDiagnoses(t *testing.T) {
 		Spec:   policyv1.PodDisruptionBudgetSpec{MinAvailable: &one, Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "web"}}},
 		Status: policyv1.PodDisruptionBudgetStatus{CurrentHealthy: 1, DesiredHealthy: 1, ExpectedPods: 1}}
 	diagnoseDrain(st, "a1", []corev1.Pod{web}, []policyv1.PodDisruptionBudget{pdb})
-	if st.Diagnosis != DiagSUCDrainBlocked || !strings.Contains(st.Message, "default/web") || len(st.Evidence) != 1 {
+	if st.Diagnosis != checkid.SUCDrainBlocked || !strings.Contains(st.Message, "default/web") || len(st.Evidence) != 1 {
 		t.Errorf("blocked drain: %+v", st)
 	}
 
 	back := testNode("a2", false, newV, false, true)
-	if st := diagnoseNode(&sucPoll{nodes: map[string]*sucNode{"a2": back}}, back, newV); st == nil || st.Diagnosis != DiagSUCNodeNotBack {
+	if st := diagnoseNode(&sucPoll{nodes: map[string]*sucNode{"a2": back}}, back, newV); st == nil || st.Diagnosis != checkid.SUCNodeNotBack {
 		t.Errorf("node not back: %+v", st)
 	}
 }

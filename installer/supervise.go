@@ -241,7 +241,7 @@ func (sup *supervisor) evaluate(ctx context.Context, st *probeState) (bool, erro
 	if n := st.node; n != nil {
 		hit[k3s.MilestoneRegistered] = ""
 		for i := range n.Spec.Taints {
-			if n.Spec.Taints[i].Key == inventory.TaintUninitialized {
+			if n.Spec.Taints[i].Key == k3s.TaintUninitialized {
 				taint = &n.Spec.Taints[i]
 			}
 		}

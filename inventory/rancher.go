@@ -3,6 +3,8 @@ package inventory
 import (
 	"net"
 	"strings"
+
+	"github.com/k3strap/k3strap/k3s"
 )
 
 // Chart versions k3strap installs when the inventory pins none. They are the
@@ -106,8 +108,7 @@ func (c *Cluster) RancherClusterName() string {
 // their own nodes; Rancher's cattle-cluster-agent tolerates them by default (Rancher docs
 // "Rancher Agents", scheduling rules since v2.5.4).
 var roleTaintKeys = map[string]bool{
-	TaintControlPlane: true, TaintMaster: true,
-	"node-role.kubernetes.io/etcd": true, "node-role.kubernetes.io/controlplane": true,
+	k3s.TaintControlPlane: true, k3s.TaintMaster: true, k3s.LabelEtcd: true, k3s.LabelRancherControlPlane: true,
 }
 
 // FirstServerCustomTaints returns the first server's NoSchedule / NoExecute taints as K3s

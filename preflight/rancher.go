@@ -166,19 +166,6 @@ func tolerationYAML(ts []inventory.Taint) string {
 	return "[" + strings.Join(s, ", ") + "]"
 }
 
-// rancherHelmJobTolerations are the tolerations K3s's helm-controller gives the install job of
-// a HelmChart without bootstrap (k3s-io/helm-controller pkg/controllers/chart/chart.go job()):
-// CriticalAddonsOnly, the etcd NoExecute and control-plane / master NoSchedule role taints.
-func rancherHelmJobTolerations() []corev1.Toleration {
-	exists := corev1.TolerationOpExists
-	return []corev1.Toleration{
-		{Key: "CriticalAddonsOnly", Operator: exists},
-		{Key: "node-role.kubernetes.io/etcd", Operator: exists, Effect: corev1.TaintEffectNoExecute},
-		{Key: inventory.TaintControlPlane, Operator: exists, Effect: corev1.TaintEffectNoSchedule},
-		{Key: inventory.TaintMaster, Operator: exists, Effect: corev1.TaintEffectNoSchedule},
-	}
-}
-
 func rancherInstalled(c *inventory.Cluster) bool {
 	return c.Spec.Rancher != nil && c.Spec.Rancher.Install != nil
 }
@@ -205,7 +192,7 @@ func rancherComponents() []Component {
 		{
 			Name: "helm-install-cert-manager", Namespace: "kube-system", Kind: "Job",
 			Source:      "K3s helm-controller install job of HelmChart cert-manager",
-			Tolerations: rancherHelmJobTolerations(), Deployed: certManagerInstalled,
+			Tolerations: helmJobTolerations(false), Deployed: certManagerInstalled,
 		},
 		{
 			Name: "cert-manager", Namespace: "cert-manager", Kind: "Deployment",
@@ -215,7 +202,7 @@ func rancherComponents() []Component {
 		{
 			Name: "helm-install-rancher", Namespace: "kube-system", Kind: "Job",
 			Source:      "K3s helm-controller install job of HelmChart rancher",
-			Tolerations: rancherHelmJobTolerations(), Deployed: rancherInstalled,
+			Tolerations: helmJobTolerations(false), Deployed: rancherInstalled,
 		},
 		{
 			Name: "rancher", Namespace: "cattle-system", Kind: "Deployment",

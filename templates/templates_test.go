@@ -4,10 +4,9 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/k3strap/k3strap/internal/golden"
-
 	"go.yaml.in/yaml/v3"
 
+	"github.com/k3strap/k3strap/internal/golden"
 	"github.com/k3strap/k3strap/inventory"
 	"github.com/k3strap/k3strap/k3s"
 )

@@ -109,8 +109,8 @@ func (a *app) renderHost(pl *installer.Planner, c *inventory.Cluster, h *invento
 		}
 		if i == 0 {
 			fmt.Fprintf(w, "### host %s (%s, %s)%s\n", h.Name, h.Address, h.Role, map[bool]string{true: " — first server, initialises the cluster", false: ""}[p.First])
-			fmt.Fprintf(w, "--- %s (mode 0600)\n%s", installer.PathConfig, k3s.Mask(string(p.ConfigYAML))) // etcd-s3 keys
-			fmt.Fprintf(w, "--- %s (mode 0600): the cluster token (secret, not shown)\n", installer.PathTokenFile)
+			fmt.Fprintf(w, "--- %s (mode 0600)\n%s", k3s.PathConfig, k3s.Mask(string(p.ConfigYAML))) // etcd-s3 keys
+			fmt.Fprintf(w, "--- %s (mode 0600): the cluster token (secret, not shown)\n", k3s.PathTokenFile)
 		}
 		if arch != "" {
 			fmt.Fprintf(w, "--- files for %s hosts\n", arch)
@@ -118,7 +118,7 @@ func (a *app) renderHost(pl *installer.Planner, c *inventory.Cluster, h *invento
 			fmt.Fprintln(w, "--- files")
 		}
 		for _, f := range p.Files {
-			if f.Path == installer.PathConfig {
+			if f.Path == k3s.PathConfig {
 				continue
 			}
 			src := "k3strap"
@@ -134,7 +134,7 @@ func (a *app) renderHost(pl *installer.Planner, c *inventory.Cluster, h *invento
 		if i == 0 {
 			// Add-on manifests (CNI) in full, unless secret or large (a local operator manifest).
 			for _, f := range p.Files {
-				if strings.HasPrefix(f.Path, installer.DirManifests+"/") && !f.Secret && f.Content != nil && f.Size <= 64<<10 {
+				if strings.HasPrefix(f.Path, k3s.DirManifests+"/") && !f.Secret && f.Content != nil && f.Size <= 64<<10 {
 					fmt.Fprintf(w, "--- %s (mode %04o)\n%s", f.Path, f.Mode, f.Content)
 				}
 			}
@@ -143,7 +143,7 @@ func (a *app) renderHost(pl *installer.Planner, c *inventory.Cluster, h *invento
 					fmt.Fprintf(w, "--- %s (mode %04o, secrets masked)\n%s", f.Path, f.Mode, f.Shown)
 				}
 			}
-			fmt.Fprintf(w, "--- install: %s %s (%s)\n", strings.Join(k3s.MaskEnv(p.InstallEnv), " "), installer.PathInstallScript, p.ScriptSource)
+			fmt.Fprintf(w, "--- install: %s %s (%s)\n", strings.Join(k3s.MaskEnv(p.InstallEnv), " "), k3s.PathInstallScript, p.ScriptSource)
 			fmt.Fprintf(w, "--- service: %s\n\n", p.Service)
 		}
 	}

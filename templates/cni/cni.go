@@ -22,6 +22,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/k3strap/k3strap/inventory"
+	"github.com/k3strap/k3strap/k3s"
 )
 
 // ExcludedLabel is the node label k3strap sets (value "true") on hosts that kernelPolicy
@@ -273,8 +274,8 @@ func CalicoNodeTolerations(c *inventory.Cluster) []corev1.Toleration {
 func CalicoControlPlaneTolerations(c *inventory.Cluster) []corev1.Toleration {
 	return inventory.AppendTolerations([]corev1.Toleration{
 		exists("CriticalAddonsOnly", ""),
-		exists(inventory.TaintControlPlane, corev1.TaintEffectNoSchedule),
-		exists(inventory.TaintMaster, corev1.TaintEffectNoSchedule),
+		exists(k3s.TaintControlPlane, corev1.TaintEffectNoSchedule),
+		exists(k3s.TaintMaster, corev1.TaintEffectNoSchedule),
 	}, DeclaredTolerations(c)...)
 }
 
@@ -297,13 +298,13 @@ func FlannelDefaultTolerations() []corev1.Toleration {
 }
 
 // FlannelTolerations are the tolerations k3strap renders for kube-flannel-ds (docs/failure-modes.md F4):
-// the upstream one, node-role.kubernetes.io/control-plane AND the legacy
-// node-role.kubernetes.io/master (any effect), plus one per declared taint, NoExecute ones
+// the upstream one, k3s.TaintControlPlane AND the legacy
+// k3s.TaintMaster (any effect), plus one per declared taint, NoExecute ones
 // included.
 func FlannelTolerations(c *inventory.Cluster) []corev1.Toleration {
 	return inventory.AppendTolerations(append(FlannelDefaultTolerations(),
-		exists(inventory.TaintControlPlane, ""),
-		exists(inventory.TaintMaster, "")), DeclaredTolerations(c)...)
+		exists(k3s.TaintControlPlane, ""),
+		exists(k3s.TaintMaster, "")), DeclaredTolerations(c)...)
 }
 
 // excludeRequirement is the node selector requirement that keeps a CNI DaemonSet off nodes
