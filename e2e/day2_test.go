@@ -134,7 +134,7 @@ func TestDay2(t *testing.T) {
 	c.exec(0, "k3s", "kubectl", "create", "namespace", "after-backup")
 	a := c.start(6*time.Minute, "restore", "--snapshot", snap, "--yes")
 	a.waitFor(t, 5*time.Minute, "cp2's etcd data moved aside", func(e events.Event) bool {
-		return e.Phase == events.PhaseRestoreRejoin && e.Host == "cp2" && e.Step == "db"
+		return e.Phase == events.PhaseRejoinServers && e.Host == "cp2" && e.Step == "db"
 	})
 	if err := a.cmd.Process.Signal(os.Interrupt); err != nil {
 		t.Fatal(err)
@@ -152,7 +152,7 @@ func TestDay2(t *testing.T) {
 		t.Error("the local copy was not uploaded")
 	}
 	if !strings.Contains(r.stdout, "resuming the restore") || firstIndex(r, func(e events.Event) bool {
-		return e.Phase == events.PhaseRestoreReset && e.Step == "cluster-reset" && e.Status == events.StatusChanged
+		return e.Phase == events.PhaseClusterReset && e.Step == "cluster-reset" && e.Status == events.StatusChanged
 	}) >= 0 {
 		t.Error("the re-run did not resume: the first server was reset again")
 	}

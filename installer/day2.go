@@ -18,19 +18,6 @@ import (
 	"github.com/k3strap/k3strap/k3s"
 )
 
-// BackupRequest is what `k3strap backup` was asked for.
-type BackupRequest struct {
-	// Name is the snapshot's name prefix (K3s: --name; default "on-demand").
-	Name string
-	// To is a local directory the snapshot and the token are copied to ("" = none).
-	To string
-}
-
-// Snapshot is one etcd snapshot on the first server.
-type Snapshot struct {
-	Name, Location, Size, Created string
-}
-
 // day2State is what the day-two steps of one run share.
 type day2State struct {
 	backup   BackupRequest
@@ -54,75 +41,6 @@ func (s *session) d2() *day2State {
 		s.day2 = &day2State{}
 	}
 	return s.day2
-}
-
-// Backup saves an etcd snapshot on the first server (k3s etcd-snapshot save) and, with
-// req.To, copies it and the server token to the workstation (0600, checksummed). It returns
-// the snapshot's path on the first server.
-func (in *Installer) Backup(ctx context.Context, req BackupRequest) (string, error) {
-	var s *session
-	err := in.runCommand(ctx, "backup", func(ss *session) { s = ss; s.d2().backup = req })
-	return s.d2().saved, err
-}
-
-// BackupList lists the etcd snapshots on the first server (k3s etcd-snapshot ls).
-func (in *Installer) BackupList(ctx context.Context) ([]Snapshot, error) {
-	var s *session
-	err := in.runCommand(ctx, "backup-list", func(ss *session) { s = ss })
-	return s.d2().snapshots, err
-}
-
-// Restore restores the cluster from snapshot (a name in the first server's snapshot
-// directory or a path on it): K3s stopped on every server, --cluster-reset with the snapshot
-// on the first, its bring-up supervised, the other servers' etcd data moved aside and each
-// rejoined in turn, agents restarted. Every step is resumable. The caller asks first.
-func (in *Installer) Restore(ctx context.Context, snapshot string) error {
-	return in.runCommand(ctx, "restore", func(s *session) { s.d2().snapshot = snapshot })
-}
-
-// RemoveNodes drains, deletes (and for a server removes from etcd) and uninstalls the named
-// nodes, refusing when the etcd members left would have no live majority.
-func (in *Installer) RemoveNodes(ctx context.Context, names []string) error {
-	return in.runCommand(ctx, "remove-node", func(s *session) { s.d2().remove = names })
-}
-
-// RotateCertificates runs `k3s certificate rotate` on every node: servers one at a time, then
-// agents, each restarted and checked like a bring-up.
-func (in *Installer) RotateCertificates(ctx context.Context) error {
-	return in.runCommand(ctx, "rotate-certificates", nil)
-}
-
-// RotateToken replaces the server token (`k3s token rotate`) with the inventory's token
-// (K3STRAP_K3S_TOKEN) or a generated one, updates the token file on every node and restarts
-// them: servers one at a time, then agents.
-func (in *Installer) RotateToken(ctx context.Context) error {
-	return in.runCommand(ctx, "rotate-token", nil)
-}
-
-// day2Commands are the commands of this file, in the order `k3strap steps` lists them.
-func day2Commands() []string {
-	return []string{"backup", "backup-list", "restore", "remove-node", "rotate-certificates", "rotate-token"}
-}
-
-func day2Command(name string) (command, bool) {
-	first := connectStep{firstOnly: true}
-	all := []step{connectStep{}, factsStep{}, planStep{}}
-	switch name {
-	case "backup":
-		return command{name: name, steps: []step{first, lockStep{}, etcdCheckStep{}, snapshotSaveStep{}, snapshotFetchStep{}}, withFirst: true}, true
-	case "backup-list":
-		return command{name: name, steps: []step{first, etcdCheckStep{}, snapshotListStep{}}, withFirst: true}, true
-	case "restore":
-		return command{name: name, steps: append(all, lockStep{}, etcdCheckStep{}, restoreCheckStep{}, restoreStopStep{},
-			restoreResetStep{}, superviseStep{}, bringUpStep{}, restoreRejoinStep{}, restoreAgentsStep{}), withFirst: true}, true
-	case "remove-node":
-		return command{name: name, steps: append(all, lockStep{}, removeNodeStep{}), withFirst: true}, true
-	case "rotate-certificates":
-		return command{name: name, steps: append(all, lockStep{}, rotateCertsStep{}), withFirst: true}, true
-	case "rotate-token":
-		return command{name: name, steps: append(all, lockStep{}, rotateTokenStep{}), withFirst: true}, true
-	}
-	return command{}, false
 }
 
 // sh runs a k3strap script as root on hs and returns its stdout; a non-zero exit is an error

@@ -7,14 +7,15 @@ import (
 	"sync"
 	"time"
 
+	"golang.org/x/sync/errgroup"
+	corev1 "k8s.io/api/core/v1"
+
 	"github.com/k3strap/k3strap/events"
 	"github.com/k3strap/k3strap/facts"
 	"github.com/k3strap/k3strap/installer/kube"
 	"github.com/k3strap/k3strap/installer/remote"
 	"github.com/k3strap/k3strap/inventory"
 	"github.com/k3strap/k3strap/preflight"
-	"golang.org/x/sync/errgroup"
-	corev1 "k8s.io/api/core/v1"
 )
 
 // hostState is one host during a run.

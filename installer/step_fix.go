@@ -13,25 +13,25 @@ import (
 	"github.com/k3strap/k3strap/inventory"
 )
 
-// doctorFixStep applies doctor --fix's safe, reversible repairs: the taints and labels a node
+// fixStep applies doctor --fix's safe, reversible repairs: the taints and labels a node
 // lost (docs/failure-modes.md F5), put back by read-modify-write with conflict retries
 // (reconcileNode, as apply --reconcile-taints). Only after confirmation (a terminal prompt, or
 // --yes); without --fix it names what --fix would do (the commands are in the findings).
-type doctorFixStep struct{}
+type fixStep struct{}
 
-func (doctorFixStep) Phase() events.Phase { return events.PhaseFix }
+func (fixStep) Phase() events.Phase { return events.PhaseFix }
 
-func (doctorFixStep) Summary() string {
+func (fixStep) Summary() string {
 	return "with --fix and after confirmation: put lost taints and labels back (read-modify-write, retried on conflict)"
 }
 
 // Preview names the repairs and changes nothing.
-func (doctorFixStep) Preview(_ context.Context, s *session) error {
+func (fixStep) Preview(_ context.Context, s *session) error {
 	s.doctorRepairsInfo("would repair")
 	return nil
 }
 
-func (doctorFixStep) Run(ctx context.Context, s *session) error {
+func (fixStep) Run(ctx context.Context, s *session) error {
 	ds := s.doctor
 	em := s.in.emitter(events.PhaseFix)
 	lines := s.doctorRepairsInfo("")

@@ -7,42 +7,28 @@ import (
 )
 
 // kubeconfigStep writes the cluster's kubeconfig on the workstation: the first server's
-// k3s.yaml pointed at its address (or --api-address), named after the cluster, mode 0600.
-type kubeconfigStep struct{}
+// k3s.yaml pointed at its address (or --api-address), named after the cluster, mode 0600 —
+// for apply to --kubeconfig-out (an identical file is left alone); for `k3strap kubeconfig`
+// (requested) to a file or merged into an existing one (clientcmd), as KubeconfigRequest says.
+type kubeconfigStep struct {
+	requested bool
+}
 
 func (kubeconfigStep) Phase() events.Phase { return events.PhaseKubeconfig }
 
-func (kubeconfigStep) Summary() string {
+func (k kubeconfigStep) Summary() string {
+	if k.requested {
+		return "fetch the kubeconfig from the first server and write it, or merge it into an existing one"
+	}
 	return "write the kubeconfig (0600) pointing at the first server or --api-address"
 }
 
-func (kubeconfigStep) Run(ctx context.Context, s *session) error {
-	path, err := s.writeKubeconfig(ctx, s.first)
-	if err != nil {
-		return err
+func (k kubeconfigStep) Run(ctx context.Context, s *session) error {
+	write := s.writeKubeconfig
+	if k.requested {
+		write = func(ctx context.Context, _ *hostState) (string, error) { return s.kubeconfigCmd(ctx, s.kubeconfigReq) }
 	}
-	s.kubeconfig = path
-	return nil
-}
-
-// Preview names the file the step would write.
-func (kubeconfigStep) Preview(ctx context.Context, s *session) error {
-	s.in.emitter(events.PhaseKubeconfig).Info(s.first.host.Name, "would write the kubeconfig to "+s.kubeconfigPath()+" (mode 0600)")
-	return ctx.Err()
-}
-
-// fetchKubeconfigStep is `k3strap kubeconfig`: the kubeconfig written to a file or merged
-// into an existing one (clientcmd), as KubeconfigRequest says.
-type fetchKubeconfigStep struct{}
-
-func (fetchKubeconfigStep) Phase() events.Phase { return events.PhaseKubeconfig }
-
-func (fetchKubeconfigStep) Summary() string {
-	return "fetch the kubeconfig from the first server and write it, or merge it into an existing one"
-}
-
-func (fetchKubeconfigStep) Run(ctx context.Context, s *session) error {
-	path, err := s.kubeconfigCmd(ctx, s.kubeconfigReq)
+	path, err := write(ctx, s.first)
 	if err != nil {
 		return err
 	}
@@ -51,7 +37,11 @@ func (fetchKubeconfigStep) Run(ctx context.Context, s *session) error {
 }
 
 // Preview names the file the step would write or merge into.
-func (fetchKubeconfigStep) Preview(ctx context.Context, s *session) error {
+func (k kubeconfigStep) Preview(ctx context.Context, s *session) error {
+	if !k.requested {
+		s.in.emitter(events.PhaseKubeconfig).Info(s.first.host.Name, "would write the kubeconfig to "+s.kubeconfigPath()+" (mode 0600)")
+		return ctx.Err()
+	}
 	verb := "write"
 	if s.kubeconfigReq.Merge {
 		verb = "merge into"

@@ -8,19 +8,19 @@ import (
 	"github.com/k3strap/k3strap/k3s"
 )
 
-// restoreRejoinStep moves each other server's datastore aside and starts it, one at a time,
+// rejoinServersStep moves each other server's datastore aside and starts it, one at a time,
 // waiting until it is Ready and an etcd member again.
-type restoreRejoinStep struct{}
+type rejoinServersStep struct{}
 
-func (restoreRejoinStep) Phase() events.Phase { return events.PhaseRestoreRejoin }
+func (rejoinServersStep) Phase() events.Phase { return events.PhaseRejoinServers }
 
-func (restoreRejoinStep) Summary() string {
+func (rejoinServersStep) Summary() string {
 	return "other servers one at a time: move " + k3s.DirDB + " aside, start, wait until Ready and an etcd member"
 }
 
-func (restoreRejoinStep) Run(ctx context.Context, s *session) error {
+func (rejoinServersStep) Run(ctx context.Context, s *session) error {
 	d := s.d2()
-	em := s.in.emitter(events.PhaseRestoreRejoin)
+	em := s.in.emitter(events.PhaseRejoinServers)
 	for _, hs := range s.others(inventory.RoleServer) {
 		if s.rejoined(ctx, hs) {
 			em.Step(hs.host.Name, "rejoin", events.StatusUnchanged, "already rejoined (resumed run)")
@@ -44,9 +44,9 @@ if [ -d "$1" ] && [ ! -e "$2" ]; then mv "$1" "$2"; elif [ -e "$2" ]; then rm -r
 }
 
 // Preview names the servers that would rejoin.
-func (restoreRejoinStep) Preview(ctx context.Context, s *session) error {
+func (rejoinServersStep) Preview(ctx context.Context, s *session) error {
 	for _, hs := range s.others(inventory.RoleServer) {
-		s.in.emitter(events.PhaseRestoreRejoin).Info(hs.host.Name, "would move "+k3s.DirDB+" aside and rejoin")
+		s.in.emitter(events.PhaseRejoinServers).Info(hs.host.Name, "would move "+k3s.DirDB+" aside and rejoin")
 	}
 	return ctx.Err()
 }

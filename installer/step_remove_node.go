@@ -208,7 +208,7 @@ func (s *session) reportOrPrune(ctx context.Context) error {
 	if err != nil || len(names) == 0 {
 		return nil
 	}
-	em := s.in.emitter(events.PhaseNodes)
+	em := s.in.emitter(events.PhaseReconcileNodes)
 	for _, n := range names {
 		if !s.in.opts.Prune {
 			em.Warn(n, fmt.Sprintf("%s is a node of the cluster but not in the inventory: left as it is (`k3strap apply --prune` or `k3strap remove-node %s` removes it)", n, n))

@@ -10,17 +10,17 @@ import (
 	"github.com/k3strap/k3strap/k3s"
 )
 
-// restoreAgentsStep restarts every agent (in parallel) and waits for its node; then the
+// restartAgentsStep restarts every agent (in parallel) and waits for its node; then the
 // restore is recorded as done.
-type restoreAgentsStep struct{}
+type restartAgentsStep struct{}
 
-func (restoreAgentsStep) Phase() events.Phase { return events.PhaseRestoreAgents }
+func (restartAgentsStep) Phase() events.Phase { return events.PhaseRestartAgents }
 
-func (restoreAgentsStep) Summary() string {
+func (restartAgentsStep) Summary() string {
 	return "restart the agents and wait until their nodes are Ready; record the restore as done"
 }
 
-func (restoreAgentsStep) Run(ctx context.Context, s *session) error {
+func (restartAgentsStep) Run(ctx context.Context, s *session) error {
 	var mu sync.Mutex
 	var firstErr error
 	s.each(ctx, s.others(inventory.RoleAgent), func(ctx context.Context, hs *hostState) {
@@ -43,9 +43,9 @@ func (restoreAgentsStep) Run(ctx context.Context, s *session) error {
 }
 
 // Preview names the agents that would restart.
-func (restoreAgentsStep) Preview(ctx context.Context, s *session) error {
+func (restartAgentsStep) Preview(ctx context.Context, s *session) error {
 	for _, hs := range s.others(inventory.RoleAgent) {
-		s.in.emitter(events.PhaseRestoreAgents).Info(hs.host.Name, "would restart K3s")
+		s.in.emitter(events.PhaseRestartAgents).Info(hs.host.Name, "would restart K3s")
 	}
 	return ctx.Err()
 }

@@ -33,16 +33,16 @@ func (s *session) snapshotDir() string {
 	return k3s.DirSnapshots
 }
 
-// snapshotSaveStep saves an etcd snapshot on the first server.
-type snapshotSaveStep struct{}
+// snapshotStep saves an etcd snapshot on the first server.
+type snapshotStep struct{}
 
-func (snapshotSaveStep) Phase() events.Phase { return events.PhaseSnapshot }
+func (snapshotStep) Phase() events.Phase { return events.PhaseSnapshot }
 
-func (snapshotSaveStep) Summary() string {
+func (snapshotStep) Summary() string {
 	return "save an etcd snapshot on the first server (k3s etcd-snapshot save)"
 }
 
-func (snapshotSaveStep) Run(ctx context.Context, s *session) error {
+func (snapshotStep) Run(ctx context.Context, s *session) error {
 	em := s.in.emitter(events.PhaseSnapshot)
 	em.Step(s.first.host.Name, "snapshot", events.StatusRunning, "k3s etcd-snapshot save")
 	out, err := s.sh(ctx, s.first, "etcd-snapshot save", snapshotSaveScript, "", s.d2().backup.Name)
@@ -60,7 +60,7 @@ func (snapshotSaveStep) Run(ctx context.Context, s *session) error {
 }
 
 // Preview says what would be saved.
-func (snapshotSaveStep) Preview(ctx context.Context, s *session) error {
+func (snapshotStep) Preview(ctx context.Context, s *session) error {
 	name := s.d2().backup.Name
 	if name == "" {
 		name = "on-demand"

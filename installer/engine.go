@@ -29,71 +29,6 @@ type previewer interface {
 	Preview(ctx context.Context, s *session) error
 }
 
-// command is a k3strap command: its name and its steps in order.
-type command struct {
-	name  string
-	steps []step
-	// withFirst adds the first server to the session when --host selected only other hosts:
-	// the command needs it (token, API, lock).
-	withFirst bool
-}
-
-// applySteps is `k3strap apply` (and `upgrade`, which is apply for a new version).
-func applySteps() []step {
-	return []step{
-		connectStep{}, factsStep{}, planStep{}, preflightStep{}, lockStep{},
-		firstServerStep{}, stageStep{}, superviseStep{}, replaceStep{}, joinServersStep{}, joinAgentsStep{},
-		bringUpStep{}, kubeconfigStep{}, nodesStep{}, cniStep{}, rancherStep{},
-	}
-}
-
-func commandFor(name string) command {
-	switch name {
-	case "apply", "upgrade":
-		return command{name: name, steps: applySteps(), withFirst: true}
-	case "preflight":
-		return command{name: name, steps: []step{connectStep{}, factsStep{}, planStep{}, preflightStep{}}}
-	case "check":
-		return command{name: name, steps: []step{connectStep{firstOnly: true}, driftStep{}}, withFirst: true}
-	case "reset":
-		return command{name: name, steps: []step{connectStep{}, factsStep{}, resetStep{}}, withFirst: true}
-	case "kubeconfig":
-		return command{name: name, steps: []step{connectStep{firstOnly: true}, fetchKubeconfigStep{}}, withFirst: true}
-	case "doctor":
-		return command{name: name, steps: doctorSteps()}
-	}
-	if c, ok := day2Command(name); ok {
-		return c
-	}
-	return command{name: name}
-}
-
-// StepInfo describes one step of a command for `k3strap steps` and the commands' --help.
-type StepInfo struct {
-	// Phase is the step's name (also the phase of its events).
-	Phase events.Phase
-	// Summary says what it does in one line.
-	Summary string
-	// Changes is true when the step changes hosts, the cluster or local files, or watches
-	// what such a change does: --dry-run previews it instead of running it.
-	Changes bool
-}
-
-// Commands lists the commands that run as steps, in the order `k3strap steps` shows them.
-func Commands() []string {
-	return append([]string{"apply", "upgrade", "preflight", "check", "reset", "kubeconfig", "doctor"}, day2Commands()...)
-}
-
-// Steps returns command's steps in order (nil for an unknown command).
-func Steps(command string) []StepInfo {
-	var out []StepInfo
-	for _, st := range commandFor(command).steps {
-		_, changes := st.(previewer)
-		out = append(out, StepInfo{Phase: st.Phase(), Summary: st.Summary(), Changes: changes})
-	}
-	return out
-}
-
 // runCommand runs a command's steps in order on a new session, stopping at the first failure,
 // then turns the outcome into the events the user sees (the failure with its fix, the summary).
 func (in *Installer) runCommand(ctx context.Context, name string, configure func(*session)) error {
@@ -171,4 +106,29 @@ func (s *session) aborted(parent, ctx context.Context, err error) error {
 func errNoServer(phase events.Phase) *Failure {
 	return &Failure{Kind: KindInvalid, Phase: phase, Info: events.ErrorInfo{
 		Message: "the inventory has no server", Fix: "give at least one host role: server"}}
+}
+
+// finish turns a run's error into what the user sees: cancellation becomes KindCancelled,
+// every failure but preflight's (already reported as findings) is emitted with its fix.
+func (s *session) finish(ctx context.Context, err error) error {
+	if err == nil {
+		return nil
+	}
+	cmd := events.CommandPhase(s.command)
+	if ctx.Err() != nil {
+		err = &Failure{Kind: KindCancelled, Phase: s.current, Info: events.ErrorInfo{
+			Message: "cancelled during step " + string(s.current) + "; the step that was running finished or was stopped before anything was half-written",
+			Resume:  "re-run `k3strap " + s.command + "` to continue",
+		}}
+	}
+	var f *Failure
+	switch {
+	case errors.As(err, &f):
+		if f.Kind != KindPreflight {
+			s.in.emitter(f.Phase).Fail(f.Host, f.Step, f.Info)
+		}
+	default:
+		s.in.emitter(cmd).Fail("", string(s.current), events.ErrorInfo{Message: err.Error(), Resume: "re-run `k3strap " + s.command + "`"})
+	}
+	return err
 }

@@ -10,20 +10,20 @@ import (
 	"github.com/k3strap/k3strap/templates/cni"
 )
 
-// nodesStep keeps the nodes true to the inventory after bring-up, on every apply: it labels
+// reconcileNodesStep keeps the nodes true to the inventory after bring-up, on every apply: it labels
 // the nodes that kernelPolicy exclude keeps out of the CNI (and says so loudly), compares every
 // node of the run with the inventory (taints and labels), repairs the drift with
 // --reconcile-taints by read-modify-write (or reports it with the command that repairs it).
 // See docs/failure-modes.md (F5).
-type nodesStep struct{}
+type reconcileNodesStep struct{}
 
-func (nodesStep) Phase() events.Phase { return events.PhaseNodes }
+func (reconcileNodesStep) Phase() events.Phase { return events.PhaseReconcileNodes }
 
-func (nodesStep) Summary() string {
+func (reconcileNodesStep) Summary() string {
 	return "compare node taints and labels with the inventory; label CNI-excluded nodes; repair drift with --reconcile-taints"
 }
 
-func (nodesStep) Run(ctx context.Context, s *session) error {
+func (reconcileNodesStep) Run(ctx context.Context, s *session) error {
 	if err := s.reportOrPrune(ctx); err != nil { // nodes no longer in the inventory
 		return err
 	}
@@ -31,8 +31,8 @@ func (nodesStep) Run(ctx context.Context, s *session) error {
 }
 
 // Preview reports the drift of every node of the run and what apply would write.
-func (nodesStep) Preview(ctx context.Context, s *session) error {
-	em := s.in.emitter(events.PhaseNodes)
+func (reconcileNodesStep) Preview(ctx context.Context, s *session) error {
+	em := s.in.emitter(events.PhaseReconcileNodes)
 	if s.first.facts == nil || !s.first.facts.K3s.Installed() || s.first.c() == nil {
 		em.Info("", "the cluster does not exist yet: nodes get their taints and labels from node-taint / node-label when they register")
 		return nil
@@ -87,7 +87,7 @@ func (s *session) reconcileNodes(ctx context.Context, first *hostState) error {
 	if first == nil || first.c() == nil {
 		return nil
 	}
-	em := s.in.emitter(events.PhaseNodes)
+	em := s.in.emitter(events.PhaseReconcileNodes)
 	mode := repairCNILabel
 	if s.in.opts.ReconcileTaints {
 		mode = repairAll
