@@ -72,7 +72,7 @@ func (s *session) serviceActive(ctx context.Context, hs *hostState) bool {
 // systemctl runs `systemctl VERB unit` for hs's K3s unit and returns when it did.
 func (s *session) systemctl(ctx context.Context, hs *hostState, verb string) (time.Time, error) {
 	at := time.Now()
-	_, err := s.sh(ctx, hs, "systemctl "+verb, `systemctl "$1" "$2"`, "", verb, k3s.Unit(string(hs.host.Role)))
+	_, err := s.sh(ctx, hs, "systemctl "+verb, systemctlScript, "", verb, k3s.Unit(string(hs.host.Role)))
 	return at, err
 }
 
@@ -106,7 +106,7 @@ func (s *session) restartAndWait(ctx context.Context, hs *hostState, what string
 
 // hasEtcd reports whether the first server runs embedded etcd.
 func (s *session) hasEtcd(ctx context.Context) (bool, error) {
-	out, err := s.sh(ctx, s.first, "etcd check", `if [ -d "$1" ]; then echo yes; else echo no; fi`, "", k3s.DirEtcd)
+	out, err := s.sh(ctx, s.first, "etcd check", etcdCheckScript, "", k3s.DirEtcd)
 	return strings.TrimSpace(out) == "yes", err
 }
 
@@ -127,5 +127,5 @@ func newSecretHex(n int) (string, error) {
 	return hex.EncodeToString(b), nil
 }
 
-// remoteReset uninstalls K3s on a host (reset.go's script).
+// remoteReset uninstalls K3s on a host (scripts/reset.sh).
 func remoteReset() remote.Cmd { return remote.Script("reset", resetScript).AsRoot() }

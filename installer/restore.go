@@ -12,11 +12,6 @@ import (
 // --cluster-reset ran), every server k3s.PathRestoreDone (the id of the restore it rejoined
 // after). A re-run for the same snapshot picks up where the last one stopped.
 
-// restoreStateScript prints k3s.PathRestoreState ($1) or, with $2 = write, replaces it with stdin.
-const restoreStateScript = `f=$1
-if [ "$2" = write ]; then mkdir -p "$(dirname "$f")" && umask 077 && cat > "$f.tmp" && mv "$f.tmp" "$f"; exit; fi
-cat "$f" 2>/dev/null || true`
-
 func (s *session) readKV(ctx context.Context, hs *hostState, file string) (map[string]string, error) {
 	out, err := s.sh(ctx, hs, "restore state", restoreStateScript, "", file, "read")
 	if err != nil {

@@ -23,7 +23,7 @@ func (clusterResetStep) Run(ctx context.Context, s *session) error {
 	em := s.in.emitter(events.PhaseClusterReset)
 	if !d.resetDone {
 		em.Step(hs.host.Name, "cluster-reset", events.StatusRunning, "k3s server --cluster-reset --cluster-reset-restore-path="+d.restorePath)
-		_, err := s.sh(ctx, hs, "cluster-reset", `"$1" server --cluster-reset --cluster-reset-restore-path="$2" >/dev/null 2>/var/lib/k3strap/cluster-reset.log || { tail -n 5 /var/lib/k3strap/cluster-reset.log >&2; exit 1; }`, "", k3s.PathBinary, d.restorePath)
+		_, err := s.sh(ctx, hs, "cluster-reset", clusterResetScript, "", d.restorePath)
 		if err != nil {
 			return s.hostFailure(hs, "cluster-reset", KindInstall, err)
 		}

@@ -27,8 +27,7 @@ func (rejoinServersStep) Run(ctx context.Context, s *session) error {
 			continue
 		}
 		aside := k3s.DirDB + "-k3strap-restore-" + d.restoreID
-		_, err := s.sh(ctx, hs, "move db aside", `systemctl stop "$3" || true
-if [ -d "$1" ] && [ ! -e "$2" ]; then mv "$1" "$2"; elif [ -e "$2" ]; then rm -rf "$1"; fi`, "", k3s.DirDB, aside, k3s.Unit(string(hs.host.Role)))
+		_, err := s.sh(ctx, hs, "move db aside", moveDBAsideScript, "", k3s.DirDB, aside, k3s.Unit(string(hs.host.Role)))
 		if err != nil {
 			return s.hostFailure(hs, "move db aside", KindInstall, err)
 		}

@@ -38,7 +38,7 @@ func (restoreCheckStep) Run(ctx context.Context, s *session) error {
 	} else if !strings.Contains(p, "/") {
 		p = path.Join(s.snapshotDir(), p)
 	}
-	out, err := s.sh(ctx, s.first, "snapshot check", `[ -f "$1" ] && sha256sum "$1" | cut -d' ' -f1 || echo missing`, "", p)
+	out, err := s.sh(ctx, s.first, "snapshot check", sha256Script, "", p, "or-missing")
 	if err != nil {
 		return s.hostFailure(s.first, "snapshot", KindInstall, err)
 	}
@@ -51,7 +51,7 @@ func (restoreCheckStep) Run(ctx context.Context, s *session) error {
 			if err := s.first.c().WriteFile(ctx, p, 0o600, bytes.NewReader(local), int64(len(local)), nil); err != nil {
 				return s.hostFailure(s.first, "upload snapshot", KindInstall, err)
 			}
-			if got, err := s.sh(ctx, s.first, "sha256sum", `sha256sum "$1" | cut -d' ' -f1`, "", p); err != nil || strings.TrimSpace(got) != want {
+			if got, err := s.sh(ctx, s.first, "sha256sum", sha256Script, "", p); err != nil || strings.TrimSpace(got) != want {
 				return s.hostFailure(s.first, "upload snapshot", KindInstall, fmt.Errorf("%s: the uploaded copy's checksum differs (%v); re-run", p, err))
 			}
 			s.in.emitter(events.PhaseRestoreCheck).Step(s.first.host.Name, "upload", events.StatusChanged, fmt.Sprintf("copied %s to %s (sha256 checked)", d.snapshot, p))

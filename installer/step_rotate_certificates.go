@@ -4,7 +4,6 @@ import (
 	"context"
 
 	"github.com/k3strap/k3strap/events"
-	"github.com/k3strap/k3strap/k3s"
 )
 
 // rotateCertificatesStep runs `k3s certificate rotate` with K3s stopped on every node (servers one
@@ -20,7 +19,7 @@ func (rotateCertificatesStep) Summary() string {
 func (rotateCertificatesStep) Run(ctx context.Context, s *session) error {
 	return s.rotateEach(ctx, func(ctx context.Context, hs *hostState) error {
 		return s.restartAndWait(ctx, hs, "rotate", func() error {
-			_, err := s.sh(ctx, hs, "certificate rotate", `"$1" certificate rotate >/dev/null 2>/var/lib/k3strap/certificate-rotate.log || { tail -n 5 /var/lib/k3strap/certificate-rotate.log >&2; exit 1; }`, "", k3s.PathBinary)
+			_, err := s.sh(ctx, hs, "certificate rotate", certRotateScript, "")
 			return err
 		})
 	})

@@ -9,22 +9,6 @@ import (
 	"github.com/k3strap/k3strap/k3s"
 )
 
-// tokenRotateScript reads the new token on stdin (never on k3strap's command lines or in its
-// logs) and runs `k3s token rotate` with the current server token as K3S_TOKEN. K3s's
-// --new-token has no environment variable, so the new token is on k3s's own argv while it
-// runs (root-only host; the documented way).
-const tokenRotateScript = `IFS= read -r new
-K3S_TOKEN=$(cat /var/lib/rancher/k3s/server/token) exec "$1" token rotate --new-token "$new" >/dev/null`
-
-// tokenFileScript writes the token file from stdin (0600, atomically), keeping a full token's
-// K10<CA hash>::server: prefix when the file held one.
-const tokenFileScript = `IFS= read -r new
-f=$1
-cur=$(cat "$f" 2>/dev/null || true)
-case "$cur" in K10*::server:*) new="${cur%%::server:*}::server:$new" ;; esac
-mkdir -p "$(dirname "$f")"; umask 077
-printf '%s\n' "$new" > "$f.k3strap-tmp" && mv "$f.k3strap-tmp" "$f"`
-
 // rotateTokenStep replaces the server token and restarts every node with it.
 type rotateTokenStep struct{}
 
@@ -51,7 +35,7 @@ func (rotateTokenStep) Run(ctx context.Context, s *session) error {
 			}}
 		}
 	}
-	if _, err := s.sh(ctx, s.first, "token rotate", tokenRotateScript, newTok+"\n", k3s.PathBinary); err != nil {
+	if _, err := s.sh(ctx, s.first, "token rotate", tokenRotateScript, newTok+"\n"); err != nil {
 		return s.hostFailure(s.first, "token rotate", KindInstall, err)
 	}
 	em.Step(s.first.host.Name, "token", events.StatusChanged, "server token rotated (the old token no longer joins)")

@@ -11,14 +11,6 @@ import (
 	"github.com/k3strap/k3strap/k3s"
 )
 
-// snapshotSaveScript runs `k3s etcd-snapshot save` (it reads config.yaml, so the inventory's
-// etcd-snapshot-dir and etcd-s3* settings apply) and prints K3s's log so that the caller finds
-// the snapshot's name; then the snapshot's path.
-const snapshotSaveScript = `name=$1
-set -- /usr/local/bin/k3s etcd-snapshot save
-[ -n "$name" ] && set -- "$@" --name "$name"
-"$@" 2>&1`
-
 var savedRE = regexp.MustCompile(`Snapshot (\S+) saved`)
 
 // snapshotDir is the snapshot directory on the first server: the inventory's

@@ -45,7 +45,7 @@ func (snapshotCopyStep) Run(ctx context.Context, s *session) error {
 		if err != nil {
 			return s.hostFailure(s.first, "copy", KindInstall, fmt.Errorf("copying %s: %w", f.remote, err))
 		}
-		out, err := s.sh(ctx, s.first, "sha256sum", `sha256sum "$1" | cut -d' ' -f1`, "", f.remote)
+		out, err := s.sh(ctx, s.first, "sha256sum", sha256Script, "", f.remote)
 		if err != nil {
 			return s.hostFailure(s.first, "copy", KindInstall, err)
 		}

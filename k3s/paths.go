@@ -86,3 +86,22 @@ const (
 	PathRestoreState = DirK3strap + "/restore.state"
 	PathRestoreDone  = DirK3strap + "/restore.done"
 )
+
+// ShellVars returns the host paths remote scripts use as sh assignments, one a line, to go
+// before a script's body (the scripts spell no path themselves): K3S_BIN (the binary),
+// K3S_BIN_DIR, K3S_CONFIG, K3S_CONFIG_DIR, K3S_DATA_ROOT, K3S_DATA_DIR, K3S_SERVER_TOKEN,
+// K3S_SUBNET_ENV, K3S_SYSTEMD_DIR, K3S_INITD_DIR, K3STRAP_DIR. The variables are not exported:
+// K3s and its scripts never see them.
+func ShellVars() string {
+	vars := [][2]string{
+		{"K3S_BIN", PathBinary}, {"K3S_BIN_DIR", DirBin}, {"K3S_CONFIG", PathConfig}, {"K3S_CONFIG_DIR", DirConfig},
+		{"K3S_DATA_ROOT", DirDataRoot}, {"K3S_DATA_DIR", DirData}, {"K3S_SERVER_TOKEN", PathServerToken},
+		{"K3S_SUBNET_ENV", PathSubnetEnv}, {"K3S_SYSTEMD_DIR", DirSystemd}, {"K3S_INITD_DIR", DirInitd},
+		{"K3STRAP_DIR", DirK3strap},
+	}
+	var b []byte
+	for _, v := range vars {
+		b = append(b, v[0]+"='"+v[1]+"'\n"...)
+	}
+	return string(b)
+}
