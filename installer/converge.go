@@ -10,6 +10,7 @@ import (
 	"github.com/pmezard/go-difflib/difflib"
 
 	"github.com/k3strap/k3strap/events"
+	"github.com/k3strap/k3strap/installer/plan"
 	"github.com/k3strap/k3strap/installer/remote"
 	"github.com/k3strap/k3strap/k3s"
 )
@@ -18,7 +19,7 @@ import (
 // state) before anything is touched. Every state-changing step goes through it, so
 // `apply --dry-run` shows exactly what apply would do.
 type changes struct {
-	uploads []*File
+	uploads []*plan.File
 	install bool
 	// enable is true when the unit must be enabled: after every run of the install script
 	// (which runs with INSTALL_K3S_SKIP_ENABLE; the official script disables the unit at
@@ -229,7 +230,7 @@ func (s *session) dryRun(ctx context.Context, hs *hostState, ch changes) error {
 				if err != nil {
 					return s.hostFailure(hs, "dry-run", KindInstall, err)
 				}
-				old = shownOnHost(f.Path, b)
+				old = plan.ShownOnHost(f.Path, b)
 			}
 			e.Diff = unifiedDiff(f.Path, old, string(f.Shown))
 		case f.Secret:
@@ -296,7 +297,7 @@ func enableCommand(hs *hostState) remote.Cmd {
 
 // upload writes one planned file, reporting progress. Concurrent uploads across hosts are
 // bounded by --concurrent-uploads.
-func (s *session) upload(ctx context.Context, hs *hostState, f *File) error {
+func (s *session) upload(ctx context.Context, hs *hostState, f *plan.File) error {
 	if f.LocalPath != "" {
 		select {
 		case s.uploadSlots <- struct{}{}:

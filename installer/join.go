@@ -15,6 +15,7 @@ import (
 	"github.com/k3strap/k3strap/installer/kube"
 	"github.com/k3strap/k3strap/inventory"
 	"github.com/k3strap/k3strap/k3s"
+	"github.com/k3strap/k3strap/preflight"
 )
 
 func joinFailure(phase events.Phase, failed []string) error {
@@ -365,4 +366,10 @@ func nodeNotDone(n *corev1.Node, h *inventory.Host, wantEtcd bool, version strin
 		return "not an etcd member yet"
 	}
 	return ""
+}
+
+// cniExcluded returns the hosts kernelPolicy exclude keeps out of the CNI: the verdict the
+// preflight step printed, by host name (empty when preflight did not run).
+func (s *session) cniExcluded() map[string]preflight.ExcludedHost {
+	return s.excluded
 }

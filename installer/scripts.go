@@ -16,31 +16,30 @@ var scriptFiles embed.FS
 
 // Scripts run with remote.Script.
 var (
-	probeScript         = script("probe.sh")
-	installScript       = script("install.sh")
-	startScript         = script("start.sh")
-	enableScript        = script("enable.sh")
-	lockScript          = script("lock.sh")
-	resetScript         = script("reset.sh")
-	systemctlScript     = script("systemctl.sh")
-	etcdCheckScript     = script("etcd-check.sh")
-	restoreStateScript  = script("restore-state.sh")
-	clusterResetScript  = script("cluster-reset.sh")
-	moveDBAsideScript   = script("move-db-aside.sh")
-	certRotateScript    = script("certificate-rotate.sh")
-	tokenRotateScript   = script("token-rotate.sh")
-	tokenFileScript     = script("token-file.sh")
-	snapshotSaveScript  = script("snapshot-save.sh")
-	snapshotListScript  = script("snapshot-list.sh")
-	sha256Script        = script("sha256.sh")
-	officialWrapperBody = scriptFile("official-install.sh")
+	probeScript        = script("probe.sh")
+	installScript      = script("install.sh")
+	startScript        = script("start.sh")
+	enableScript       = script("enable.sh")
+	lockScript         = script("lock.sh")
+	resetScript        = script("reset.sh")
+	systemctlScript    = script("systemctl.sh")
+	etcdCheckScript    = script("etcd-check.sh")
+	restoreStateScript = script("restore-state.sh")
+	clusterResetScript = script("cluster-reset.sh")
+	moveDBAsideScript  = script("move-db-aside.sh")
+	certRotateScript   = script("certificate-rotate.sh")
+	tokenRotateScript  = script("token-rotate.sh")
+	tokenFileScript    = script("token-file.sh")
+	snapshotSaveScript = script("snapshot-save.sh")
+	snapshotListScript = script("snapshot-list.sh")
+	sha256Script       = script("sha256.sh")
 )
 
 // script returns the embedded script name with the host paths before it.
 func script(name string) string { return k3s.ShellVars() + scriptFile(name) }
 
-// scriptFile returns the embedded file name as it is (the official install script's wrapper is
-// uploaded as it is). A missing file is a build mistake, caught by every test.
+// scriptFile returns the embedded file name. A missing file is a build mistake, caught by every
+// test.
 func scriptFile(name string) string {
 	b, err := scriptFiles.ReadFile("scripts/" + name)
 	if err != nil {

@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/k3strap/k3strap/events"
+	"github.com/k3strap/k3strap/installer/drift"
 	"github.com/k3strap/k3strap/installer/kube"
 	"github.com/k3strap/k3strap/templates/cni"
 )
@@ -48,16 +49,16 @@ func (reconcileNodesStep) Preview(ctx context.Context, s *session) error {
 		if hs.plan == nil {
 			continue
 		}
-		drift := Diff(byName[hs.host.Name], s.desired(hs))
+		nd := drift.Diff(byName[hs.host.Name], s.desired(hs))
 		switch {
-		case !drift.Registered:
+		case !nd.Registered:
 			em.Info(hs.host.Name, "not registered yet: gets its taints and labels when it registers")
-		case !drift.Drifted():
+		case !nd.Drifted():
 			em.Step(hs.host.Name, "taints", events.StatusUnchanged, "taints and labels match the inventory")
 		default:
-			rest := withoutCNILabel(drift)
-			if drift.CNIExcluded != "" {
-				em.Info(hs.host.Name, "would "+drift.CNIExcluded+" label "+cni.ExcludedLabel)
+			rest := withoutCNILabel(nd)
+			if nd.CNIExcluded != "" {
+				em.Info(hs.host.Name, "would "+nd.CNIExcluded+" label "+cni.ExcludedLabel)
 			}
 			if rest.Drifted() {
 				verb := "would report (repair needs --reconcile-taints)"
@@ -73,13 +74,13 @@ func (reconcileNodesStep) Preview(ctx context.Context, s *session) error {
 
 // desired is what the inventory declares for hs's node, with the CNI-exclusion verdict of
 // preflight when the host's facts were gathered.
-func (s *session) desired(hs *hostState) DesiredNode {
+func (s *session) desired(hs *hostState) drift.Desired {
 	var ex *bool
 	if hs.facts != nil && s.excluded != nil {
 		_, isEx := s.excluded[hs.host.Name]
 		ex = &isEx
 	}
-	return desiredNode(s.in.cluster, hs.host, ex)
+	return drift.DesiredFor(s.in.cluster, hs.host, ex)
 }
 
 // reconcileNodes is the nodes step on the cluster reached through first.
@@ -88,9 +89,9 @@ func (s *session) reconcileNodes(ctx context.Context, first *hostState) error {
 		return nil
 	}
 	em := s.in.emitter(events.PhaseReconcileNodes)
-	mode := repairCNILabel
+	mode := drift.RepairCNILabel
 	if s.in.opts.ReconcileTaints {
-		mode = repairAll
+		mode = drift.RepairAll
 	}
 	var drifted []string
 	for _, hs := range s.hosts {
@@ -98,14 +99,14 @@ func (s *session) reconcileNodes(ctx context.Context, first *hostState) error {
 			continue // not worked on in this run (unreachable, or failed before planning)
 		}
 		d := s.desired(hs)
-		var drift NodeDrift
+		var nd drift.Node
 		var wrote bool
 		// Transport failures reconnect and start over (s.retry): every attempt re-reads the
 		// node and writes only with the resourceVersion it read, so a replace whose answer
 		// was lost is harmless.
 		err := s.retry(ctx, first, "reconciling node "+hs.host.Name, func(ctx context.Context) error {
 			var err error
-			drift, wrote, err = reconcileNode(ctx, kube.Kubectl{R: first.c()}, d, mode, func(attempt int, err error) {
+			nd, wrote, err = drift.Reconcile(ctx, kube.Kubectl{R: first.c()}, d, mode, func(attempt int, err error) {
 				em.Info(hs.host.Name, fmt.Sprintf("node %s changed since it was read (409 Conflict on attempt %d: a concurrent write); reading it again and retrying, so that write is kept", hs.host.Name, attempt))
 			})
 			return err
@@ -113,26 +114,26 @@ func (s *session) reconcileNodes(ctx context.Context, first *hostState) error {
 		if err != nil {
 			return s.hostFailure(hs, "nodes", KindInstall, err)
 		}
-		lines := drift.Describe()
+		lines := nd.Describe()
 		switch {
-		case !drift.Registered:
+		case !nd.Registered:
 			em.Warn(hs.host.Name, lines[0])
-		case mode == repairAll && drift.Drifted():
+		case mode == drift.RepairAll && nd.Drifted():
 			em.Step(hs.host.Name, "taints", events.StatusChanged, "repaired: "+strings.Join(lines, "; "))
 			hs.note(events.StatusChanged, "taints/labels repaired")
-		case drift.Drifted():
-			rest := withoutCNILabel(drift)
+		case nd.Drifted():
+			rest := withoutCNILabel(nd)
 			if rest.Drifted() {
 				drifted = append(drifted, hs.host.Name)
 				em.Warn(hs.host.Name, "drift: "+strings.Join(rest.Describe(), "; ")+" — repair with `k3strap apply --reconcile-taints`")
 			}
-			if drift.CNIExcluded != "" {
-				em.Step(hs.host.Name, "cni-label", events.StatusChanged, map[string]string{"add": "labelled", "remove": "unlabelled"}[drift.CNIExcluded]+" "+cni.ExcludedLabel)
+			if nd.CNIExcluded != "" {
+				em.Step(hs.host.Name, "cni-label", events.StatusChanged, map[string]string{"add": "labelled", "remove": "unlabelled"}[nd.CNIExcluded]+" "+cni.ExcludedLabel)
 			}
 		case wrote:
-			em.Debug(hs.host.Name, "recorded the declared taints and labels in "+AnnotationTaints+" / "+AnnotationLabels)
+			em.Debug(hs.host.Name, "recorded the declared taints and labels in "+drift.AnnotationTaints+" / "+drift.AnnotationLabels)
 		}
-		for _, t := range drift.ForeignTaints {
+		for _, t := range nd.ForeignTaints {
 			em.Info(hs.host.Name, "taint "+t.String()+" is not in the inventory and was not put there by k3strap: left alone")
 		}
 	}
@@ -143,7 +144,7 @@ func (s *session) reconcileNodes(ctx context.Context, first *hostState) error {
 }
 
 // withoutCNILabel is drift minus the CNI label (which apply always fixes).
-func withoutCNILabel(d NodeDrift) NodeDrift {
+func withoutCNILabel(d drift.Node) drift.Node {
 	d.CNIExcluded = ""
 	return d
 }

@@ -2,6 +2,7 @@ package installer
 
 import (
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -380,7 +381,7 @@ func diagnoseDrain(st *sucStall, node string, pods []corev1.Pod, pdbs []policyv1
 			name := b.Namespace + "/" + b.Name
 			st.Evidence = append(st.Evidence, fmt.Sprintf("pod %s/%s on %s is covered by PodDisruptionBudget %s (%s, %d healthy of %d expected, disruptions allowed %d)",
 				pod.Namespace, pod.Name, node, name, rule, b.Status.CurrentHealthy, b.Status.ExpectedPods, b.Status.DisruptionsAllowed))
-			if !contains(blocked, name) {
+			if !slices.Contains(blocked, name) {
 				blocked = append(blocked, name)
 			}
 		}

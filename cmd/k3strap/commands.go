@@ -8,6 +8,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/k3strap/k3strap/installer"
+	"github.com/k3strap/k3strap/installer/plan"
 	"github.com/k3strap/k3strap/inventory"
 	"github.com/k3strap/k3strap/k3s"
 )
@@ -72,7 +73,7 @@ func (a *app) renderCmd() *cobra.Command {
 				sel[h] = true
 			}
 			c.APIAddress = apiAddress
-			pl := &installer.Planner{Cluster: c, MaskedOnly: true}
+			pl := &plan.Planner{Cluster: c, MaskedOnly: true}
 			for i := range c.Spec.Hosts {
 				h := &c.Spec.Hosts[i]
 				if len(sel) > 0 && !sel[h.Name] {
@@ -92,7 +93,7 @@ func (a *app) renderCmd() *cobra.Command {
 
 // renderHost prints one host's plan. Airgap artifacts depend on the host's architecture,
 // which only facts reveal: the plan is shown for each architecture the inventory provides.
-func (a *app) renderHost(pl *installer.Planner, c *inventory.Cluster, h *inventory.Host) error {
+func (a *app) renderHost(pl *plan.Planner, c *inventory.Cluster, h *inventory.Host) error {
 	arches := []string{""}
 	if c.Spec.K3s.Install == inventory.Airgap {
 		arches = arches[:0]

@@ -1,4 +1,4 @@
-package installer
+package plan
 
 import (
 	"bufio"

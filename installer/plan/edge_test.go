@@ -1,4 +1,4 @@
-package installer
+package plan
 
 import (
 	"os"
@@ -141,7 +141,7 @@ func TestPlanRegistries(t *testing.T) {
 	if strings.Contains(string(f.Shown), "s3cret") || !strings.Contains(string(f.Shown), "********") {
 		t.Errorf("Shown not masked:\n%s", f.Shown)
 	}
-	if shown := shownOnHost(k3s.PathRegistries, f.Content); strings.Contains(shown, "s3cret") {
+	if shown := ShownOnHost(k3s.PathRegistries, f.Content); strings.Contains(shown, "s3cret") {
 		t.Errorf("host copy not masked:\n%s", shown)
 	}
 	if !contains(pl.ManagedPaths(c.Host("a1")), k3s.PathRegistries) {

@@ -1,4 +1,4 @@
-package installer
+package drift
 
 import (
 	"context"
@@ -139,9 +139,9 @@ func TestRepairRestoresRemovedTaintKeepsManaged(t *testing.T) {
 	c, h := taintCluster(t, "dedicated=edge:NoExecute")
 	api := newFakeNodes(node("w1", map[string]string{"site": "lab"},
 		coreTaints(t, "node.kubernetes.io/unschedulable:NoSchedule", "node.cloudprovider.kubernetes.io/uninitialized=true:NoSchedule", "other.io/x=1:NoSchedule")))
-	d := desiredNode(c, h, nil)
+	d := DesiredFor(c, h, nil)
 
-	drift, wrote, err := reconcileNode(context.Background(), api, d, repairCNILabel, never)
+	drift, wrote, err := Reconcile(context.Background(), api, d, RepairCNILabel, never)
 	if err != nil || wrote {
 		t.Fatalf("report-only run wrote=%v err=%v", wrote, err)
 	}
@@ -152,7 +152,7 @@ func TestRepairRestoresRemovedTaintKeepsManaged(t *testing.T) {
 		t.Errorf("foreign taints %v", drift.ForeignTaints)
 	}
 
-	_, wrote, err = reconcileNode(context.Background(), api, d, repairAll, never)
+	_, wrote, err = Reconcile(context.Background(), api, d, RepairAll, never)
 	if err != nil || !wrote {
 		t.Fatalf("repair wrote=%v err=%v", wrote, err)
 	}
@@ -166,7 +166,7 @@ func TestRepairRestoresRemovedTaintKeepsManaged(t *testing.T) {
 		t.Errorf("bookkeeping annotation %q", a)
 	}
 	// Converged: a further run neither drifts nor writes.
-	drift, wrote, err = reconcileNode(context.Background(), api, d, repairAll, never)
+	drift, wrote, err = Reconcile(context.Background(), api, d, RepairAll, never)
 	if err != nil || wrote || drift.Drifted() {
 		t.Errorf("second run drift=%v wrote=%v err=%v", drift.Describe(), wrote, err)
 	}
@@ -180,7 +180,7 @@ func TestTaintChangedInInventory(t *testing.T) {
 	n := node("w1", map[string]string{"site": "lab", "old": "x"}, coreTaints(t, "dedicated=edge:NoExecute", "legacy=1:NoSchedule", "node.kubernetes.io/not-ready:NoExecute"))
 	n.Annotations = map[string]string{AnnotationTaints: "dedicated=edge:NoExecute,legacy=1:NoSchedule,node.kubernetes.io/not-ready:NoExecute", AnnotationLabels: "old,site"}
 	api := newFakeNodes(n)
-	drift, _, err := reconcileNode(context.Background(), api, desiredNode(c, h, nil), repairAll, never)
+	drift, _, err := Reconcile(context.Background(), api, DesiredFor(c, h, nil), RepairAll, never)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -214,7 +214,7 @@ func TestConflictRetriesWithoutLosingTheConcurrentWrite(t *testing.T) {
 		n.Annotations["other.io/seen"] = "yes"
 	}
 	var conflicts []int
-	_, wrote, err := reconcileNode(context.Background(), api, desiredNode(c, h, nil), repairAll, func(a int, err error) {
+	_, wrote, err := Reconcile(context.Background(), api, DesiredFor(c, h, nil), RepairAll, func(a int, err error) {
 		if !errors.Is(err, kube.ErrConflict) {
 			t.Errorf("onConflict got %v", err)
 		}
@@ -238,7 +238,7 @@ func TestConflictRetriesWithoutLosingTheConcurrentWrite(t *testing.T) {
 	// Someone who never stops writing: give up with an error that says so.
 	api = newFakeNodes(node("w1", nil, nil))
 	api.concurrentWrites, api.concurrent = 100, func(*corev1.Node) {}
-	_, _, err = reconcileNode(context.Background(), api, desiredNode(c, h, nil), repairAll, never)
+	_, _, err = Reconcile(context.Background(), api, DesiredFor(c, h, nil), RepairAll, never)
 	if !errors.Is(err, kube.ErrConflict) || !strings.Contains(err.Error(), "kept changing") {
 		t.Errorf("endless conflicts: %v", err)
 	}
@@ -254,16 +254,16 @@ func TestCNIExcludedLabel(t *testing.T) {
 	c.Spec.CNI = inventory.CNI{Type: inventory.CNICalico, KernelPolicy: inventory.KernelPolicyExclude}
 	api := newFakeNodes(node("w1", map[string]string{"site": "lab"}, nil))
 	yes, no := true, false
-	if _, _, err := reconcileNode(context.Background(), api, desiredNode(c, h, &yes), repairCNILabel, never); err != nil {
+	if _, _, err := Reconcile(context.Background(), api, DesiredFor(c, h, &yes), RepairCNILabel, never); err != nil {
 		t.Fatal(err)
 	}
 	if api.node("w1").Labels[cni.ExcludedLabel] != "true" {
 		t.Fatalf("labels %v", api.node("w1").Labels)
 	}
-	if d := Diff(api.node("w1"), desiredNode(c, h, nil)); d.Drifted() {
+	if d := Diff(api.node("w1"), DesiredFor(c, h, nil)); d.Drifted() {
 		t.Errorf("check without facts judges the label: %v", d.Describe())
 	}
-	if _, _, err := reconcileNode(context.Background(), api, desiredNode(c, h, &no), repairCNILabel, never); err != nil {
+	if _, _, err := Reconcile(context.Background(), api, DesiredFor(c, h, &no), RepairCNILabel, never); err != nil {
 		t.Fatal(err)
 	}
 	if _, ok := api.node("w1").Labels[cni.ExcludedLabel]; ok {
@@ -273,11 +273,11 @@ func TestCNIExcludedLabel(t *testing.T) {
 	c.Spec.CNI.KernelPolicy = inventory.KernelPolicyStrict
 	n := api.node("w1")
 	n.Labels[cni.ExcludedLabel] = "true"
-	if d := Diff(n, desiredNode(c, h, nil)); d.CNIExcluded != "remove" {
+	if d := Diff(n, DesiredFor(c, h, nil)); d.CNIExcluded != "remove" {
 		t.Errorf("strict with the label: %+v", d)
 	}
 	// not registered
-	if d := Diff(nil, desiredNode(c, h, nil)); d.Registered || !d.Drifted() || !strings.Contains(d.Describe()[0], "no node w1") {
+	if d := Diff(nil, DesiredFor(c, h, nil)); d.Registered || !d.Drifted() || !strings.Contains(d.Describe()[0], "no node w1") {
 		t.Errorf("unregistered: %+v", d)
 	}
 }

@@ -1,12 +1,10 @@
-package installer
+package rancherapi
 
 import (
 	"context"
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
-	"os"
-	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -15,108 +13,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/k3strap/k3strap/inventory"
-	"github.com/k3strap/k3strap/k3s"
-	"github.com/k3strap/k3strap/templates/rancher"
 )
-
-func rancherTestCluster(t *testing.T, in *inventory.RancherInstall) *inventory.Cluster {
-	t.Helper()
-	c := &inventory.Cluster{APIVersion: inventory.APIVersion, Kind: inventory.Kind, Metadata: inventory.Metadata{Name: "lab"},
-		Spec: inventory.Spec{K3s: inventory.K3s{Version: "v1.36.3+k3s1"}, Rancher: &inventory.Rancher{Install: in}, Hosts: []inventory.Host{
-			{Name: "cp1", Address: "10.0.0.1", Role: inventory.RoleServer},
-			{Name: "cp2", Address: "10.0.0.2", Role: inventory.RoleServer},
-			{Name: "w1", Address: "10.0.0.3", Role: inventory.RoleAgent},
-		}}}
-	c.ApplyDefaults()
-	return c
-}
-
-// TestRancherManifestsPlanned: the first server gets the bootstrap Secret (secret, generated
-// and kept) and the two HelmCharts, all 0600 in the manifests folder; the HelmCharts hold no
-// password; other hosts get none of them.
-func TestRancherManifestsPlanned(t *testing.T) {
-	c := rancherTestCluster(t, &inventory.RancherInstall{Version: "2.11.3"})
-	pl := &Planner{Cluster: c}
-	p, err := pl.Plan(&c.Spec.Hosts[0], "amd64")
-	if err != nil {
-		t.Fatal(err)
-	}
-	want := []string{ManifestRancherBootstrap, ManifestCertManager, ManifestRancher}
-	var pw string
-	for _, name := range want {
-		f := p.File(RancherManifestPath(name))
-		if f == nil {
-			t.Fatalf("no %s in the first server's plan", name)
-		}
-		if f.Mode != 0o600 || !strings.HasPrefix(f.Path, k3s.DirManifests+"/k3strap-") {
-			t.Errorf("%s: mode %o path %s", name, f.Mode, f.Path)
-		}
-		if name == ManifestRancherBootstrap {
-			if !f.Secret || !f.Keep {
-				t.Errorf("bootstrap Secret: secret %v keep %v, want both", f.Secret, f.Keep)
-			}
-			if pw, err = rancher.ParseBootstrapSecret(f.Content); err != nil || len(pw) < 12 {
-				t.Fatalf("generated password %q: %v", pw, err)
-			}
-		} else if f.Secret {
-			t.Errorf("%s is marked secret: render would hide a file that holds none", name)
-		}
-	}
-	for _, name := range []string{ManifestCertManager, ManifestRancher} {
-		if strings.Contains(string(p.File(RancherManifestPath(name)).Content), pw) {
-			t.Errorf("%s holds the password", name)
-		}
-	}
-	hc := string(p.File(RancherManifestPath(ManifestRancher)).Content)
-	for _, s := range []string{"hostname: 10.0.0.1.sslip.io", "replicas: 2", `version: "2.11.3"`, "name: " + rancher.BootstrapSecretName} {
-		if !strings.Contains(hc, s) {
-			t.Errorf("rancher HelmChart lacks %q:\n%s", s, hc)
-		}
-	}
-	if p2, _ := pl.Plan(&c.Spec.Hosts[1], "amd64"); p2.File(RancherManifestPath(ManifestRancher)) != nil {
-		t.Error("a joining server got the Rancher manifests")
-	}
-	// A password from the inventory is used as is and not kept.
-	c.Spec.Rancher.Install.BootstrapPassword = "inventory-password-123"
-	pl = &Planner{Cluster: c} // a planner renders the add-ons once per run
-	p, _ = pl.Plan(&c.Spec.Hosts[0], "amd64")
-	f := p.File(RancherManifestPath(ManifestRancherBootstrap))
-	if got, _ := rancher.ParseBootstrapSecret(f.Content); got != "inventory-password-123" || f.Keep {
-		t.Errorf("inventory password: %q keep %v", got, f.Keep)
-	}
-	// tlsSource secret: no cert-manager; the TLS Secret from local files is a secret file.
-	dir := t.TempDir()
-	for _, n := range []string{"tls.crt", "tls.key"} {
-		_ = os.WriteFile(filepath.Join(dir, n), []byte(n), 0o600)
-	}
-	c.Spec.Rancher.Install.TLSSource = inventory.TLSSecret
-	c.Spec.Rancher.Install.TLSSecret = &inventory.RancherTLSFiles{CertFile: filepath.Join(dir, "tls.crt"), KeyFile: filepath.Join(dir, "tls.key")}
-	pl = &Planner{Cluster: c}
-	p, err = pl.Plan(&c.Spec.Hosts[0], "amd64")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if p.File(RancherManifestPath(ManifestCertManager)) != nil {
-		t.Error("cert-manager planned for tlsSource secret")
-	}
-	if f := p.File(RancherManifestPath(ManifestRancherTLS)); f == nil || !f.Secret {
-		t.Errorf("TLS Secret file %+v", f)
-	}
-}
-
-func TestGenerateBootstrapPassword(t *testing.T) {
-	seen := map[string]bool{}
-	for i := 0; i < 50; i++ {
-		pw, err := GenerateBootstrapPassword()
-		if err != nil || len(pw) != bootstrapPasswordLength {
-			t.Fatalf("%q %v", pw, err)
-		}
-		if seen[pw] {
-			t.Fatal("a password repeated")
-		}
-		seen[pw] = true
-	}
-}
 
 // standIn is a Rancher v3 API stand-in (httptest TLS server) for the API client tests.
 type standIn struct {
@@ -186,18 +83,18 @@ func TestRancherAPI(t *testing.T) {
 	s := &standIn{}
 	srv := httptest.NewTLSServer(s.handler(t))
 	defer srv.Close()
-	hc, err := rancherHTTPClient(true, "")
+	hc, err := HTTPClient(true, "")
 	if err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	api := &rancherAPI{base: srv.URL, token: "token-abc:secret", http: hc, tokenWait: 10 * time.Second}
-	if v, err := api.serverVersion(ctx); err != nil || v != "v2.11.3" {
+	api := &Client{Base: srv.URL, Token: "token-abc:secret", HTTP: hc, TokenWait: 10 * time.Second}
+	if v, err := api.ServerVersion(ctx); err != nil || v != "v2.11.3" {
 		t.Fatalf("serverVersion %q %v", v, err)
 	}
 	tols := []inventory.Toleration{{Key: "dedicated", Operator: "Equal", Value: "edge", Effect: "NoExecute"}}
-	c, created, _, err := api.ensureCluster(ctx, "lab", tols, tols)
+	c, created, _, err := api.EnsureCluster(ctx, "lab", tols, tols)
 	if err != nil || !created || c.ID != "c-abcde" {
 		t.Fatalf("ensureCluster: %+v created %v: %v", c, created, err)
 	}
@@ -206,27 +103,27 @@ func TestRancherAPI(t *testing.T) {
 		t.Errorf("posted %v", s.posted)
 	}
 	// Again: found, nothing to change. With one more toleration: updated, the old one kept.
-	if _, created, updated, err := api.ensureCluster(ctx, "lab", tols, tols); err != nil || created || updated {
+	if _, created, updated, err := api.EnsureCluster(ctx, "lab", tols, tols); err != nil || created || updated {
 		t.Errorf("second ensureCluster created %v updated %v: %v", created, updated, err)
 	}
 	more := append(tols, inventory.Toleration{Key: "CriticalAddonsOnly", Operator: "Exists"})
-	c, _, updated, err := api.ensureCluster(ctx, "lab", more, tols)
+	c, _, updated, err := api.EnsureCluster(ctx, "lab", more, tols)
 	if err != nil || !updated || len(c.ClusterAgentDeploymentCustomization.tolerations()) != 2 {
 		t.Errorf("update: %+v %v %v", c, updated, err)
 	}
-	u, err := api.importManifestURL(ctx, "c-abcde")
+	u, err := api.ImportManifestURL(ctx, "c-abcde")
 	if err != nil || !strings.HasSuffix(u, "/v3/import/tok_c-abcde.yaml") {
 		t.Fatalf("importManifestURL %q %v", u, err)
 	}
 	// A refused token: the error explains, and never shows the token.
-	bad := &rancherAPI{base: srv.URL, token: "token-wrong:verysecret", http: hc}
-	_, err = bad.serverVersion(ctx)
+	bad := &Client{Base: srv.URL, Token: "token-wrong:verysecret", HTTP: hc}
+	_, err = bad.ServerVersion(ctx)
 	if err == nil || !strings.Contains(err.Error(), "401") || !strings.Contains(err.Error(), "API token was refused") || strings.Contains(err.Error(), "verysecret") {
 		t.Errorf("refused token: %v", err)
 	}
 	// Verification without insecure fails against the test server's self-signed certificate.
-	strict, _ := rancherHTTPClient(false, "")
-	if _, err := (&rancherAPI{base: srv.URL, token: "token-abc:secret", http: strict}).serverVersion(ctx); err == nil || !strings.Contains(err.Error(), "certificate") {
+	strict, _ := HTTPClient(false, "")
+	if _, err := (&Client{Base: srv.URL, Token: "token-abc:secret", HTTP: strict}).ServerVersion(ctx); err == nil || !strings.Contains(err.Error(), "certificate") {
 		t.Errorf("self-signed certificate accepted without insecure: %v", err)
 	}
 }
@@ -240,21 +137,21 @@ func TestFetchImportManifestRedactsToken(t *testing.T) {
 		w.WriteHeader(http.StatusNotFound)
 	}))
 	defer srv.Close()
-	hc, _ := rancherHTTPClient(true, "")
+	hc, _ := HTTPClient(true, "")
 	ctx := context.Background()
-	if b, err := fetchImportManifest(ctx, hc, srv.URL+"/v3/import/good_c-1.yaml"); err != nil || string(b) != "kind: Namespace\n" {
+	if b, err := FetchImportManifest(ctx, hc, srv.URL+"/v3/import/good_c-1.yaml"); err != nil || string(b) != "kind: Namespace\n" {
 		t.Fatalf("%q %v", b, err)
 	}
-	_, err := fetchImportManifest(ctx, hc, srv.URL+"/v3/import/SECRETTOKEN_c-1.yaml")
+	_, err := FetchImportManifest(ctx, hc, srv.URL+"/v3/import/SECRETTOKEN_c-1.yaml")
 	if err == nil || strings.Contains(err.Error(), "SECRETTOKEN") || !strings.Contains(err.Error(), "HTTP 404") {
 		t.Errorf("error %v", err)
 	}
-	_, err = fetchImportManifest(ctx, hc, "https://127.0.0.1:1/v3/import/SECRETTOKEN_c-1.yaml")
+	_, err = FetchImportManifest(ctx, hc, "https://127.0.0.1:1/v3/import/SECRETTOKEN_c-1.yaml")
 	if err == nil || strings.Contains(err.Error(), "SECRETTOKEN") {
 		t.Errorf("connection error shows the token: %v", err)
 	}
-	if got := originOf("https://rancher.example.com:8443/v3/import/x_c-1.yaml"); got != "https://rancher.example.com:8443" {
-		t.Errorf("originOf %q", got)
+	if got := Origin("https://rancher.example.com:8443/v3/import/x_c-1.yaml"); got != "https://rancher.example.com:8443" {
+		t.Errorf("Origin %q", got)
 	}
 }
 
@@ -278,11 +175,11 @@ spec:
 `
 	edge := inventory.Taint{Key: "dedicated", Value: "edge", Effect: corev1.TaintEffectNoExecute}
 	gpu := inventory.Taint{Key: "gpu", Effect: corev1.TaintEffectNoSchedule}
-	missing, err := agentMissingTolerations([]byte(manifest), []inventory.Taint{edge, gpu})
+	missing, err := AgentMissingTolerations([]byte(manifest), []inventory.Taint{edge, gpu})
 	if err != nil || len(missing) != 1 || missing[0] != gpu {
 		t.Errorf("missing %v, %v", missing, err)
 	}
-	if _, err := agentMissingTolerations([]byte("kind: Namespace\n"), nil); err == nil {
+	if _, err := AgentMissingTolerations([]byte("kind: Namespace\n"), nil); err == nil {
 		t.Error("a manifest without the agent was accepted")
 	}
 }

@@ -1,4 +1,4 @@
-package installer
+package plan
 
 import (
 	"fmt"
@@ -7,6 +7,7 @@ import (
 
 	"github.com/k3strap/k3strap/inventory"
 	"github.com/k3strap/k3strap/k3s"
+	"github.com/k3strap/k3strap/templates/cni"
 )
 
 // ManifestPrefix starts the name of every manifest k3strap places in the first server's
@@ -53,4 +54,20 @@ func (pl *Planner) cloudControllerManifests() ([]File, error) {
 		return nil, fmt.Errorf("external cloud controller manifest: %w", err)
 	}
 	return []File{manifestFile("cloud-controller.yaml", b, false)}, nil
+}
+
+// cniManifests returns the CNI manifests for the first server's manifests folder:
+// kube-flannel for flannel-standalone; the tigera operator and the Installation for Calico;
+// nothing for K3s's embedded flannel and none. Rendered by templates/cni; a local
+// spec.cni.calico.manifest is read here.
+func (pl *Planner) cniManifests() ([]File, error) {
+	ms, err := cni.Manifests(pl.Cluster, os.ReadFile)
+	if err != nil {
+		return nil, err
+	}
+	var out []File
+	for _, m := range ms {
+		out = append(out, manifestFile(m.Name, m.Content, false))
+	}
+	return out, nil
 }

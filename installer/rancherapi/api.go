@@ -1,4 +1,8 @@
-package installer
+// Package rancherapi talks to an existing Rancher for `apply` with spec.rancher.register
+// (docs/rancher.md): the part of Rancher's v3 API that creates an imported cluster with the agent
+// tolerations a tainted first server needs (F3), the import manifest and what it tolerates.
+// Tokens travel in headers only and never appear in an error.
+package rancherapi
 
 import (
 	"bytes"
@@ -15,16 +19,21 @@ import (
 	"strings"
 	"time"
 
+	appsv1 "k8s.io/api/apps/v1"
+	sigsyaml "sigs.k8s.io/yaml"
+
+	"go.yaml.in/yaml/v3"
+
 	"github.com/k3strap/k3strap/inventory"
 )
 
 // maxImportManifest bounds the import manifest k3strap downloads (bytes).
 const maxImportManifest = 16 << 20
 
-// rancherHTTPClient returns the HTTP client for a Rancher server: certificate verified against
+// HTTPClient returns the HTTP client for a Rancher server: certificate verified against
 // the system roots or caFile (PEM), or not at all with insecure (a self-signed Rancher, as
 // Rancher's own `curl --insecure` import command). Every request is bounded by 30 s.
-func rancherHTTPClient(insecure bool, caFile string) (*http.Client, error) {
+func HTTPClient(insecure bool, caFile string) (*http.Client, error) {
 	cfg := &tls.Config{MinVersion: tls.VersionTLS12}
 	switch {
 	case insecure:
@@ -45,9 +54,9 @@ func rancherHTTPClient(insecure bool, caFile string) (*http.Client, error) {
 	return &http.Client{Transport: tr, Timeout: 30 * time.Second}, nil
 }
 
-// redactURL returns u's scheme and host and, for an import URL (which embeds the registration
+// RedactURL returns u's scheme and host and, for an import URL (which embeds the registration
 // token), "/v3/import/…" instead of its path: safe for messages.
-func redactURL(u string) string {
+func RedactURL(u string) string {
 	p, err := neturl.Parse(u)
 	if err != nil || p.Host == "" {
 		return "(an unparsable URL)"
@@ -68,39 +77,39 @@ func plainHTTPError(err error) error {
 	return err
 }
 
-// fetchImportManifest downloads Rancher's import manifest (YAML) from u.
-func fetchImportManifest(ctx context.Context, hc *http.Client, u string) ([]byte, error) {
+// FetchImportManifest downloads Rancher's import manifest (YAML) from u.
+func FetchImportManifest(ctx context.Context, hc *http.Client, u string) ([]byte, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
 	if err != nil {
-		return nil, fmt.Errorf("import URL %s: %v", redactURL(u), plainHTTPError(err))
+		return nil, fmt.Errorf("import URL %s: %v", RedactURL(u), plainHTTPError(err))
 	}
 	resp, err := hc.Do(req)
 	if err != nil {
-		return nil, fmt.Errorf("fetching the import manifest from %s: %v", redactURL(u), plainHTTPError(err))
+		return nil, fmt.Errorf("fetching the import manifest from %s: %v", RedactURL(u), plainHTTPError(err))
 	}
 	defer resp.Body.Close()
 	body, err := io.ReadAll(io.LimitReader(resp.Body, maxImportManifest+1))
 	if err != nil {
-		return nil, fmt.Errorf("fetching the import manifest from %s: %v", redactURL(u), err)
+		return nil, fmt.Errorf("fetching the import manifest from %s: %v", RedactURL(u), err)
 	}
 	if resp.StatusCode != http.StatusOK {
-		return nil, fmt.Errorf("fetching the import manifest from %s: HTTP %d (an expired or deleted registration token answers 404 or 401: copy a fresh import URL from Rancher)", redactURL(u), resp.StatusCode)
+		return nil, fmt.Errorf("fetching the import manifest from %s: HTTP %d (an expired or deleted registration token answers 404 or 401: copy a fresh import URL from Rancher)", RedactURL(u), resp.StatusCode)
 	}
 	if len(body) > maxImportManifest {
-		return nil, fmt.Errorf("the import manifest from %s is larger than %d bytes", redactURL(u), maxImportManifest)
+		return nil, fmt.Errorf("the import manifest from %s is larger than %d bytes", RedactURL(u), maxImportManifest)
 	}
 	return body, nil
 }
 
-// rancherAPI is the part of Rancher's v3 API k3strap uses to create an imported cluster
+// Client is the part of Rancher's v3 API k3strap uses to create an imported cluster
 // (docs/rancher.md): /v3/settings/server-version, /v3/clusters, /v3/clusterregistrationtokens.
 // The token goes in the Authorization header only; errors never carry it.
-type rancherAPI struct {
-	base  string // https://rancher.example.com (no trailing slash)
-	token inventory.Secret
-	http  *http.Client
+type Client struct {
+	Base  string // https://rancher.example.com (no trailing slash)
+	Token inventory.Secret
+	HTTP  *http.Client
 	// tokenWait bounds waiting for Rancher to fill a registration token's manifestUrl.
-	tokenWait time.Duration
+	TokenWait time.Duration
 }
 
 // apiError is a non-2xx answer of the Rancher API.
@@ -121,7 +130,7 @@ func (e *apiError) Error() string {
 	return msg
 }
 
-func (a *rancherAPI) do(ctx context.Context, method, path string, in, out any) error {
+func (a *Client) do(ctx context.Context, method, path string, in, out any) error {
 	var body io.Reader
 	if in != nil {
 		b, err := json.Marshal(in)
@@ -130,18 +139,18 @@ func (a *rancherAPI) do(ctx context.Context, method, path string, in, out any) e
 		}
 		body = bytes.NewReader(b)
 	}
-	req, err := http.NewRequestWithContext(ctx, method, a.base+path, body)
+	req, err := http.NewRequestWithContext(ctx, method, a.Base+path, body)
 	if err != nil {
 		return err
 	}
-	req.Header.Set("Authorization", "Bearer "+a.token.Reveal())
+	req.Header.Set("Authorization", "Bearer "+a.Token.Reveal())
 	req.Header.Set("Accept", "application/json")
 	if in != nil {
 		req.Header.Set("Content-Type", "application/json")
 	}
-	resp, err := a.http.Do(req)
+	resp, err := a.HTTP.Do(req)
 	if err != nil {
-		return fmt.Errorf("Rancher API %s %s%s: %v", method, a.base, path, plainHTTPError(err))
+		return fmt.Errorf("Rancher API %s %s%s: %v", method, a.Base, path, plainHTTPError(err))
 	}
 	defer resp.Body.Close()
 	b, err := io.ReadAll(io.LimitReader(resp.Body, 8<<20))
@@ -165,7 +174,7 @@ func (a *rancherAPI) do(ctx context.Context, method, path string, in, out any) e
 }
 
 // serverVersion returns Rancher's version (setting server-version, e.g. "v2.11.3").
-func (a *rancherAPI) serverVersion(ctx context.Context) (string, error) {
+func (a *Client) ServerVersion(ctx context.Context) (string, error) {
 	var s struct {
 		Value string `json:"value"`
 	}
@@ -204,8 +213,8 @@ func apiTolerations(ts []inventory.Toleration) []apiToleration {
 	return out
 }
 
-// rancherCluster is the part of a v3 cluster k3strap reads.
-type rancherCluster struct {
+// Cluster is the part of a v3 cluster k3strap reads.
+type Cluster struct {
 	ID                                  string             `json:"id"`
 	Name                                string             `json:"name"`
 	State                               string             `json:"state"`
@@ -217,9 +226,9 @@ type rancherCluster struct {
 // clusterAgentDeploymentCustomization and fleetAgentDeploymentCustomization appendTolerations
 // include clusterTols and fleetTols (docs/failure-modes.md F3). It reports whether the cluster was created
 // and whether an existing one was updated.
-func (a *rancherAPI) ensureCluster(ctx context.Context, name string, clusterTols, fleetTols []inventory.Toleration) (c rancherCluster, created, updated bool, err error) {
+func (a *Client) EnsureCluster(ctx context.Context, name string, clusterTols, fleetTols []inventory.Toleration) (c Cluster, created, updated bool, err error) {
 	var list struct {
-		Data []rancherCluster `json:"data"`
+		Data []Cluster `json:"data"`
 	}
 	if err = a.do(ctx, http.MethodGet, "/v3/clusters?name="+neturl.QueryEscape(name), nil, &list); err != nil {
 		return c, false, false, err
@@ -238,7 +247,7 @@ func (a *rancherAPI) ensureCluster(ctx context.Context, name string, clusterTols
 			"clusterAgentDeploymentCustomization": withTolerations(c.ClusterAgentDeploymentCustomization, wantC),
 			"fleetAgentDeploymentCustomization":   withTolerations(c.FleetAgentDeploymentCustomization, wantF),
 		}
-		var out rancherCluster
+		var out Cluster
 		if err = a.do(ctx, http.MethodPut, "/v3/clusters/"+neturl.PathEscape(c.ID), upd, &out); err != nil {
 			return c, false, false, err
 		}
@@ -271,12 +280,12 @@ func withTolerations(c agentCustomization, ts []inventory.Toleration) map[string
 // importManifestURL returns the import manifest URL of the cluster's registration token,
 // creating the token when there is none and waiting (up to tokenWait) for Rancher to fill it.
 // The URL embeds the token: callers treat it as a secret.
-func (a *rancherAPI) importManifestURL(ctx context.Context, clusterID string) (string, error) {
+func (a *Client) ImportManifestURL(ctx context.Context, clusterID string) (string, error) {
 	type token struct {
 		ClusterID   string `json:"clusterId"`
 		ManifestURL string `json:"manifestUrl"`
 	}
-	wait := a.tokenWait
+	wait := a.TokenWait
 	if wait <= 0 {
 		wait = time.Minute
 	}
@@ -317,4 +326,79 @@ func (a *rancherAPI) importManifestURL(ctx context.Context, clusterID string) (s
 		case <-t.C:
 		}
 	}
+}
+
+// ClusterAgent is the Deployment Rancher's import manifest runs (cattle-system).
+const ClusterAgent = "cattle-cluster-agent"
+
+// Origin returns scheme://host of u.
+func Origin(u string) string {
+	s := RedactURL(u)
+	if i := strings.Index(s, "/v3/"); i >= 0 {
+		return s[:i]
+	}
+	return s
+}
+
+func JoinTaints(ts []inventory.Taint) string {
+	var s []string
+	for _, t := range ts {
+		s = append(s, t.String())
+	}
+	return strings.Join(s, ", ")
+}
+
+func CountLines(s string) int {
+	n := 0
+	for _, l := range strings.Split(s, "\n") {
+		if strings.TrimSpace(l) != "" {
+			n++
+		}
+	}
+	return n
+}
+
+// AgentMissingTolerations finds the cattle-cluster-agent Deployment in an import manifest
+// (multi-document YAML) and returns the taints of ts its pod template does not tolerate. A
+// manifest without that Deployment is an error.
+func AgentMissingTolerations(manifest []byte, ts []inventory.Taint) ([]inventory.Taint, error) {
+	dec := yaml.NewDecoder(bytes.NewReader(manifest))
+	for {
+		var doc map[string]any
+		err := dec.Decode(&doc)
+		if errors.Is(err, io.EOF) {
+			return nil, fmt.Errorf("it has no Deployment %s", ClusterAgent)
+		}
+		if err != nil {
+			return nil, fmt.Errorf("it is not YAML: %v", err)
+		}
+		md, _ := doc["metadata"].(map[string]any)
+		if doc["kind"] != "Deployment" || md == nil || md["name"] != ClusterAgent {
+			continue
+		}
+		b, err := yaml.Marshal(doc)
+		if err != nil {
+			return nil, err
+		}
+		var d appsv1.Deployment
+		if err := sigsyaml.Unmarshal(b, &d); err != nil {
+			return nil, fmt.Errorf("its Deployment %s does not decode: %v", ClusterAgent, err)
+		}
+		var missing []inventory.Taint
+		for _, t := range ts {
+			if !t.ToleratedBy(d.Spec.Template.Spec.Tolerations) {
+				missing = append(missing, t)
+			}
+		}
+		return missing, nil
+	}
+}
+
+// TolerationsFor returns the tolerations that tolerate exactly the taints ts.
+func TolerationsFor(ts []inventory.Taint) []inventory.Toleration {
+	var out []inventory.Toleration
+	for _, t := range ts {
+		out = append(out, inventory.TolerationFor(t))
+	}
+	return out
 }

@@ -1,4 +1,8 @@
-package installer
+// Package drift compares a node's taints and labels with what the inventory declares and
+// repairs the difference by read-modify-write (docs/failure-modes.md F5): `apply` (the
+// reconcile-nodes step), `check` and `doctor --fix` share it. It talks to the cluster only
+// through API (kube.Kubectl implements it).
+package drift
 
 import (
 	"context"
@@ -33,8 +37,8 @@ const (
 	AnnotationLabels = "k3strap.io/labels"
 )
 
-// nodeAPI is what node reconciliation needs from the cluster (kube.Kubectl implements it).
-type nodeAPI interface {
+// API is what node reconciliation needs from the cluster (kube.Kubectl implements it).
+type API interface {
 	GetNode(ctx context.Context, name string) (*corev1.Node, error)
 	ListNodes(ctx context.Context) ([]corev1.Node, error)
 	ReplaceNode(ctx context.Context, n *corev1.Node) error
@@ -49,8 +53,8 @@ const (
 	cniLabelPresent                      // must be "true" (excluded by kernelPolicy exclude)
 )
 
-// DesiredNode is what the inventory says one node should carry.
-type DesiredNode struct {
+// Desired is what the inventory says one node should carry.
+type Desired struct {
 	// Name is the node (= inventory host) name.
 	Name string
 	// Taints are the declared taints (spec.hosts[].taints plus node-taint of the K3s config).
@@ -61,10 +65,10 @@ type DesiredNode struct {
 	cniLabel cniLabelWant
 }
 
-// desiredNode returns what c declares for h. excluded says whether kernelPolicy exclude keeps
+// DesiredFor returns what c declares for h. excluded says whether kernelPolicy exclude keeps
 // h out of the CNI; nil when unknown (no facts).
-func desiredNode(c *inventory.Cluster, h *inventory.Host, excluded *bool) DesiredNode {
-	d := DesiredNode{Name: h.Name, Taints: cni.HostTaints(c, h), Labels: map[string]string{}}
+func DesiredFor(c *inventory.Cluster, h *inventory.Host, excluded *bool) Desired {
+	d := Desired{Name: h.Name, Taints: cni.HostTaints(c, h), Labels: map[string]string{}}
 	for _, l := range c.HostConfig(h).NodeLabel {
 		if k, v, ok := strings.Cut(strings.TrimSpace(l), "="); ok && k != "" {
 			d.Labels[k] = v
@@ -90,8 +94,8 @@ type LabelChange struct {
 	Missing         bool
 }
 
-// NodeDrift is how one node differs from the inventory (docs/failure-modes.md F5).
-type NodeDrift struct {
+// Node is how one node differs from the inventory (docs/failure-modes.md F5).
+type Node struct {
 	// Node is the node name.
 	Node string
 	// Registered is false when the cluster has no Node of that name.
@@ -116,13 +120,13 @@ type NodeDrift struct {
 }
 
 // Drifted reports whether the node differs from the inventory (foreign taints do not count).
-func (d NodeDrift) Drifted() bool {
+func (d Node) Drifted() bool {
 	return !d.Registered || len(d.MissingTaints) > 0 || len(d.StaleTaints) > 0 || len(d.Labels) > 0 ||
 		len(d.StaleLabels) > 0 || d.CNIExcluded != ""
 }
 
 // Describe returns one human line per difference, foreign taints last (as notes).
-func (d NodeDrift) Describe() []string {
+func (d Node) Describe() []string {
 	if !d.Registered {
 		return []string{"no node " + d.Node + " in the cluster (not joined yet?)"}
 	}
@@ -167,8 +171,8 @@ func sameTaint(a inventory.Taint, b corev1.Taint) bool {
 }
 
 // Diff compares node n with d. n may be nil (not registered).
-func Diff(n *corev1.Node, d DesiredNode) NodeDrift {
-	out := NodeDrift{Node: d.Name, Registered: n != nil}
+func Diff(n *corev1.Node, d Desired) Node {
+	out := Node{Node: d.Name, Registered: n != nil}
 	if n == nil {
 		return out
 	}
@@ -233,7 +237,7 @@ func Diff(n *corev1.Node, d DesiredNode) NodeDrift {
 }
 
 // record returns the bookkeeping annotations for d.
-func (d DesiredNode) record() (taints, labels string) {
+func (d Desired) record() (taints, labels string) {
 	var ts []string
 	for _, t := range d.Taints {
 		ts = append(ts, t.String())
@@ -242,27 +246,27 @@ func (d DesiredNode) record() (taints, labels string) {
 	return strings.Join(ts, ","), strings.Join(slices.Sorted(maps.Keys(d.Labels)), ",")
 }
 
-// repairMode says how much of a node's drift reconcile changes.
-type repairMode int
+// RepairMode says how much of a node's drift reconcile changes.
+type RepairMode int
 
 const (
-	// repairCNILabel changes only cni.ExcludedLabel (always done by apply: the CNI depends on
+	// RepairCNILabel changes only cni.ExcludedLabel (always done by apply: the CNI depends on
 	// it), plus the bookkeeping annotations when the node otherwise matches.
-	repairCNILabel repairMode = iota
-	// repairAll also fixes taints and labels (apply --reconcile-taints).
-	repairAll
+	RepairCNILabel RepairMode = iota
+	// RepairAll also fixes taints and labels (apply --reconcile-taints).
+	RepairAll
 )
 
 // Repair changes n towards d (in place) and reports whether anything changed. With
-// repairAll it adds missing taints (replacing the value of a taint with the same key and
+// RepairAll it adds missing taints (replacing the value of a taint with the same key and
 // effect), removes stale ones (never a managed node.kubernetes.io/* or
 // node.cloudprovider.kubernetes.io/* taint), sets declared labels and removes stale ones.
 // cni.ExcludedLabel is always brought in line. The bookkeeping annotations are written when
 // the node matches the inventory afterwards.
-func Repair(n *corev1.Node, d DesiredNode, mode repairMode) bool {
+func Repair(n *corev1.Node, d Desired, mode RepairMode) bool {
 	drift := Diff(n, d)
 	changed := false
-	if mode == repairAll {
+	if mode == RepairAll {
 		var keep []corev1.Taint
 		for _, nt := range n.Spec.Taints {
 			stale := slices.ContainsFunc(drift.StaleTaints, func(t inventory.Taint) bool { return sameTaint(t, nt) })
@@ -325,14 +329,14 @@ func setLabel(n *corev1.Node, k, v string) {
 // conflictBackoff is the retry schedule after 409 Conflict: 6 attempts, 100 ms doubling.
 var conflictBackoff = wait.Backoff{Steps: 6, Duration: 100 * time.Millisecond, Factor: 2, Jitter: 0.2}
 
-// reconcileNode brings node d.Name in line with d by read-modify-write: GET the node, change
+// Reconcile brings node d.Name in line with d by read-modify-write: GET the node, change
 // it, and replace it carrying the metadata.resourceVersion it was read with; on 409 Conflict
 // (someone wrote in between) read it again and retry (conflictBackoff), so no concurrent
 // update is lost and spec.taints is never written as a bare list patch (docs/failure-modes.md F5). It
 // returns the drift found before the change (on the last read) and whether it wrote.
 // onConflict is called for each conflict with the attempt number.
-func reconcileNode(ctx context.Context, api nodeAPI, d DesiredNode, mode repairMode, onConflict func(attempt int, err error)) (NodeDrift, bool, error) {
-	var drift NodeDrift
+func Reconcile(ctx context.Context, api API, d Desired, mode RepairMode, onConflict func(attempt int, err error)) (Node, bool, error) {
+	var drift Node
 	wrote := false
 	attempt := 0
 	err := retry.OnError(conflictBackoff, func(err error) bool { return errors.Is(err, kube.ErrConflict) && ctx.Err() == nil }, func() error {
@@ -362,11 +366,4 @@ func reconcileNode(ctx context.Context, api nodeAPI, d DesiredNode, mode repairM
 		err = fmt.Errorf("node %s kept changing while k3strap updated it (%d attempts, each got 409 Conflict): %w", d.Name, attempt, err)
 	}
 	return drift, wrote, err
-}
-
-func appendMsg(msg, add string) string {
-	if msg == "" {
-		return add
-	}
-	return msg + "; " + add
 }

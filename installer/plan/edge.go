@@ -1,6 +1,7 @@
-package installer
+package plan
 
 import (
+	_ "embed"
 	"fmt"
 	"os"
 	"strings"
@@ -46,10 +47,12 @@ type scriptChoice struct {
 }
 
 // officialWrapper is what online installs upload as the install script
-// (scripts/official-install.sh, the URL and the pinned sha256 put in): it downloads the official
-// script from its URL on the host, checks the pinned sha256, and runs it with the INSTALL_K3S_*
-// environment it was given.
-var officialWrapper = officialWrapperBody
+// (official-install.sh, the URL and the pinned sha256 put in with fmt): it downloads the
+// official script from its URL on the host, checks the pinned sha256, and runs it with the
+// INSTALL_K3S_* environment it was given. shellcheck checks it (make vet).
+//
+//go:embed official-install.sh
+var officialWrapper string
 
 // installScript picks the install script (docs/airgap-site.md, README "Install scripts"):
 // online installs run the official script downloaded by the host; airgap installs the user's
@@ -188,9 +191,9 @@ func readPrivate(file, what string) ([]byte, error) {
 	return b, nil
 }
 
-// shownOnHost masks what a host's copy of a secret file would reveal, for dry-run diffs of
+// ShownOnHost masks what a host's copy of a secret file would reveal, for dry-run diffs of
 // files with a Shown rendering.
-func shownOnHost(path string, b []byte) string {
+func ShownOnHost(path string, b []byte) string {
 	if path == k3s.PathRegistries {
 		return string(edge.MaskRegistries(b))
 	}

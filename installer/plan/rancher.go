@@ -1,16 +1,12 @@
-package installer
+package plan
 
 import (
-	"context"
 	"crypto/rand"
-	"errors"
 	"fmt"
 	"math/big"
 	"os"
 	"path"
-	"time"
 
-	"github.com/k3strap/k3strap/events"
 	"github.com/k3strap/k3strap/inventory"
 	"github.com/k3strap/k3strap/k3s"
 	"github.com/k3strap/k3strap/templates/rancher"
@@ -154,40 +150,4 @@ func rancherInstallInput(c *inventory.Cluster) (rancher.Install, error) {
 		}
 	}
 	return ri, nil
-}
-
-// rancher installs Rancher or registers the cluster with one, and supervises it. It
-// runs after the cluster's milestones, joins and the kubeconfig; rancher.timeout bounds it.
-func (s *session) rancher(ctx context.Context, first *hostState) error {
-	r := s.in.cluster.Spec.Rancher
-	if r == nil || (r.Install == nil && r.Register == nil) {
-		return nil
-	}
-	timeout := r.Timeout.D()
-	if timeout <= 0 {
-		timeout = inventory.DefaultRancherTimeout.D()
-	}
-	w := &rancherWatch{s: s, first: first, em: s.in.emitter(events.PhaseRancher), start: time.Now(), timeout: timeout}
-	tctx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
-	var err error
-	if r.Install != nil {
-		err = w.install(tctx)
-	} else {
-		err = w.register(tctx)
-	}
-	if err != nil && ctx.Err() == nil && errors.Is(tctx.Err(), context.DeadlineExceeded) {
-		err = w.timeoutFailure(ctx)
-	}
-	if err != nil {
-		var f *Failure
-		if !errors.As(err, &f) {
-			err = w.failure(err.Error(), "", nil)
-		}
-		first.setResult(events.StatusFailed, "rancher: "+firstLine(err))
-		w.em.Finished(events.StatusFailed, "")
-		return err
-	}
-	w.em.Finished(events.StatusOK, w.doneMessage)
-	return nil
 }
