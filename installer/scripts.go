@@ -20,7 +20,6 @@ var (
 	installScript      = script("install.sh")
 	startScript        = script("start.sh")
 	enableScript       = script("enable.sh")
-	lockScript         = script("lock.sh")
 	resetScript        = script("reset.sh")
 	systemctlScript    = script("systemctl.sh")
 	etcdCheckScript    = script("etcd-check.sh")

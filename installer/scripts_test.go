@@ -12,7 +12,7 @@ import (
 // The remote scripts spell no K3s path: they use the variables of k3s.ShellVars (or take the
 // path as an argument), so that k3s/paths.go stays the one place a path is written.
 func TestScriptsSpellNoK3sPath(t *testing.T) {
-	files, _ := filepath.Glob("scripts/*.sh")
+	files, _ := filepath.Glob("*/*.sh")
 	more, _ := filepath.Glob("../facts/*.sh")
 	for _, f := range append(files, more...) {
 		b, err := os.ReadFile(f)

@@ -73,7 +73,7 @@ func (s *session) reset(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
-		defer lk.unlock()
+		defer lk.Release()
 	}
 	var (
 		mu     sync.Mutex

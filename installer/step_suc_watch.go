@@ -2,18 +2,14 @@ package installer
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"strings"
 	"time"
 
-	batchv1 "k8s.io/api/batch/v1"
-	corev1 "k8s.io/api/core/v1"
-	policyv1 "k8s.io/api/policy/v1"
-
 	"github.com/k3strap/k3strap/checkid"
 	"github.com/k3strap/k3strap/events"
 	"github.com/k3strap/k3strap/installer/kube"
+	"github.com/k3strap/k3strap/installer/sucwatch"
 	"github.com/k3strap/k3strap/templates/suc"
 )
 
@@ -31,86 +27,6 @@ func (sucWatchStep) Preview(ctx context.Context, s *session) error {
 	return nil
 }
 
-// sucPollInterval grows with the fleet so that a poll's size and rate stay reasonable.
-func sucPollInterval(nodes int) time.Duration {
-	d := time.Second + time.Duration(nodes)*4*time.Millisecond
-	return min(d, 5*time.Second)
-}
-
-func (s *session) pollSUC(ctx context.Context) (*sucPoll, error) {
-	k := kube.Kubectl{R: s.first.c()}
-	out, err := k.Run(ctx, nil, "get", "nodes", "-o", "json")
-	if err != nil {
-		return nil, err
-	}
-	var nl struct {
-		Items []*sucNode `json:"items"`
-	}
-	if err := json.Unmarshal(out, &nl); err != nil {
-		return nil, fmt.Errorf("decoding nodes: %w", err)
-	}
-	p := &sucPoll{nodes: map[string]*sucNode{}, plans: map[string]*sucPlanStatus{}}
-	for _, n := range nl.Items {
-		p.nodes[n.Metadata.Name] = n
-	}
-	out, err = k.Run(ctx, nil, "get", "plans.upgrade.cattle.io,jobs.batch,pods", "-n", suc.Namespace, "-o", "json")
-	if err != nil {
-		return nil, err
-	}
-	var l struct {
-		Items []json.RawMessage `json:"items"`
-	}
-	if err := json.Unmarshal(out, &l); err != nil {
-		return nil, fmt.Errorf("decoding SUC objects: %w", err)
-	}
-	for _, raw := range l.Items {
-		var tm struct {
-			Kind string `json:"kind"`
-		}
-		_ = json.Unmarshal(raw, &tm)
-		switch tm.Kind {
-		case "Plan":
-			var pl sucPlanStatus
-			if json.Unmarshal(raw, &pl) == nil {
-				p.plans[pl.Metadata.Name] = &pl
-			}
-		case "Job":
-			var j batchv1.Job
-			if json.Unmarshal(raw, &j) == nil {
-				p.jobs = append(p.jobs, j)
-			}
-		case "Pod":
-			var pod corev1.Pod
-			if json.Unmarshal(raw, &pod) == nil {
-				p.pods = append(p.pods, pod)
-			}
-		}
-	}
-	return p, nil
-}
-
-// drainView fetches the pods on node and every PodDisruptionBudget.
-func (s *session) drainView(ctx context.Context, node string) ([]corev1.Pod, []policyv1.PodDisruptionBudget, error) {
-	k := kube.Kubectl{R: s.first.c()}
-	out, err := k.Run(ctx, nil, "get", "pods", "-A", "--field-selector", "spec.nodeName="+node, "-o", "json")
-	if err != nil {
-		return nil, nil, err
-	}
-	var pl corev1.PodList
-	if err := json.Unmarshal(out, &pl); err != nil {
-		return nil, nil, err
-	}
-	out, err = k.Run(ctx, nil, "get", "poddisruptionbudgets.policy", "-A", "-o", "json")
-	if err != nil {
-		return pl.Items, nil, err
-	}
-	var bl policyv1.PodDisruptionBudgetList
-	if err := json.Unmarshal(out, &bl); err != nil {
-		return pl.Items, nil, err
-	}
-	return pl.Items, bl.Items, nil
-}
-
 func (sucWatchStep) Run(ctx context.Context, s *session) error {
 	c := s.in.cluster
 	version := c.Spec.K3s.Version
@@ -126,9 +42,9 @@ func (sucWatchStep) Run(ctx context.Context, s *session) error {
 	}
 	em.Started(fmt.Sprintf("watching system-upgrade-controller move %d nodes to %s (Ctrl-C stops watching; the upgrade goes on)", len(names), version))
 	grace := s.in.opts.StallGrace
-	interval := sucPollInterval(len(names))
+	interval := sucwatch.PollInterval(len(names))
 	start := time.Now()
-	var tr *sucTracker
+	var tr *sucwatch.Tracker
 	var apiDownSince time.Time
 	var lastWarn time.Time
 	for {
@@ -137,10 +53,10 @@ func (sucWatchStep) Run(ctx context.Context, s *session) error {
 			return ctx.Err()
 		}
 		now := time.Now()
-		var p *sucPoll
+		var p *sucwatch.Poll
 		err := s.retry(ctx, fs, "reading SUC's progress", func(ctx context.Context) error {
 			var err error
-			p, err = s.pollSUC(ctx)
+			p, err = sucwatch.Read(ctx, kube.Kubectl{R: fs.c()})
 			return err
 		})
 		if err != nil {
@@ -162,44 +78,44 @@ func (sucWatchStep) Run(ctx context.Context, s *session) error {
 		if tr == nil {
 			var watched []string
 			for _, n := range names {
-				if p.nodes[n] == nil {
+				if p.Node(n) == nil {
 					em.Warn(n, "not a node of the cluster: not watched")
 					s.state(n).setResult(events.StatusSkipped, "not a node of the cluster")
 					continue
 				}
-				if v := p.nodes[n].Metadata.Labels[suc.OptOutLabel]; v == "disabled" || v == "false" {
+				if v := p.Node(n).Metadata.Labels[suc.OptOutLabel]; v == "disabled" || v == "false" {
 					em.Warn(n, "labelled "+suc.OptOutLabel+"="+v+": the Plans leave it out")
 					s.state(n).setResult(events.StatusSkipped, "opted out of SUC upgrades")
 					continue
 				}
 				watched = append(watched, n)
 			}
-			if len(p.plans) == 0 {
+			if !p.HasPlans() {
 				return &Failure{Kind: KindInstall, Phase: events.PhaseSUCWatch, Info: events.ErrorInfo{
 					Message: "no SUC Plans in namespace " + suc.Namespace + ": nothing to watch",
 					Fix:     "start the upgrade with `k3strap upgrade --via suc -f " + file + "`"}}
 			}
-			tr = newSUCTracker(version, em, watched, now)
+			tr = sucwatch.NewTracker(version, em, watched, now)
 		}
-		done := tr.observe(p, now)
-		if done == len(tr.order) {
-			for _, n := range tr.order {
-				if tr.nodes[n].unchanged {
+		done := tr.Observe(p, now)
+		if done == len(tr.Nodes()) {
+			for _, n := range tr.Nodes() {
+				if tr.Unchanged(n) {
 					s.state(n).setResult(events.StatusUnchanged, "already on "+version)
 				} else {
 					s.state(n).setResult(events.StatusChanged, "upgraded to "+version+" by system-upgrade-controller")
 				}
 			}
-			em.Finished(events.StatusOK, fmt.Sprintf("%d nodes on %s in %s", len(tr.order), version, time.Since(start).Round(time.Second)))
+			em.Finished(events.StatusOK, fmt.Sprintf("%d nodes on %s in %s", len(tr.Nodes()), version, time.Since(start).Round(time.Second)))
 			return nil
 		}
-		if quiet := now.Sub(tr.lastProgress); quiet > grace {
+		if quiet := now.Sub(tr.LastProgress()); quiet > grace {
 			if f := s.sucStalled(ctx, p, tr, version, watchHint); f != nil {
 				return f
 			}
 			if now.Sub(lastWarn) > grace {
 				lastWarn = now
-				pend := tr.pending()
+				pend := tr.Pending()
 				em.Warn("", fmt.Sprintf("no node has progressed for %s; waiting for %d nodes (%s)", quiet.Round(time.Second), len(pend), abbreviate(pend, 10)))
 			}
 			if quiet > s.in.opts.Timeout {
@@ -215,19 +131,19 @@ func (sucWatchStep) Run(ctx context.Context, s *session) error {
 
 // sucStalled diagnoses the pending nodes and returns the failure of the first with a firm
 // diagnosis (nil when none has one; soft findings are emitted as warnings).
-func (s *session) sucStalled(ctx context.Context, p *sucPoll, tr *sucTracker, version, watchHint string) error {
+func (s *session) sucStalled(ctx context.Context, p *sucwatch.Poll, tr *sucwatch.Tracker, version, watchHint string) error {
 	em := s.in.emitter(events.PhaseSUCWatch)
-	for _, name := range tr.pending() {
-		st := diagnoseNode(p, p.nodes[name], version)
+	for _, name := range tr.Pending() {
+		st := sucwatch.DiagnoseNode(p, p.Node(name), version)
 		if st == nil {
 			continue
 		}
 		if st.NeedsDrainView {
-			pods, pdbs, err := s.drainView(ctx, name)
+			pods, pdbs, err := sucwatch.DrainView(ctx, kube.Kubectl{R: s.first.c()}, name)
 			if err != nil && ctx.Err() == nil {
 				em.Debug(name, "reading the node's pods and PodDisruptionBudgets: "+err.Error())
 			}
-			diagnoseDrain(st, name, pods, pdbs)
+			sucwatch.DiagnoseDrain(st, name, pods, pdbs)
 			if st.Diagnosis == checkid.SUCDrainSlow {
 				continue // no budget to name yet: keep waiting
 			}
@@ -238,7 +154,7 @@ func (s *session) sucStalled(ctx context.Context, p *sucPoll, tr *sucTracker, ve
 		if hs != nil {
 			hs.setResult(events.StatusFailed, st.Message)
 		}
-		for _, other := range tr.pending() {
+		for _, other := range tr.Pending() {
 			if other != name {
 				s.state(other).setResultIfUnset(events.StatusSkipped, "upgrade still running in the cluster")
 			}

@@ -1,4 +1,4 @@
-package installer
+package sucwatch
 
 import (
 	"strings"
@@ -15,8 +15,8 @@ import (
 	"github.com/k3strap/k3strap/events"
 )
 
-func testNode(name string, server bool, version string, ready, cordoned bool, taints ...corev1.Taint) *sucNode {
-	n := &sucNode{}
+func testNode(name string, server bool, version string, ready, cordoned bool, taints ...corev1.Taint) *Node {
+	n := &Node{}
 	n.Metadata.Name = name
 	n.Metadata.Labels = map[string]string{}
 	if server {
@@ -57,17 +57,17 @@ const oldV, newV = "v1.36.3+k3s1", "v1.36.4+k3s1"
 // some; a node already on the version is reported unchanged.
 func TestSUCTracker(t *testing.T) {
 	rec := &events.Recorder{}
-	tr := newSUCTracker(newV, events.Emitter{Sink: rec, Phase: events.PhaseSUCWatch}, []string{"cp1", "a1"}, time.Now())
-	p := &sucPoll{nodes: map[string]*sucNode{"cp1": testNode("cp1", true, newV, true, false), "a1": testNode("a1", false, oldV, true, false)}}
-	if done := tr.observe(p, time.Now()); done != 1 {
+	tr := NewTracker(newV, events.Emitter{Sink: rec, Phase: events.PhaseSUCWatch}, []string{"cp1", "a1"}, time.Now())
+	p := &Poll{nodes: map[string]*Node{"cp1": testNode("cp1", true, newV, true, false), "a1": testNode("a1", false, oldV, true, false)}}
+	if done := tr.Observe(p, time.Now()); done != 1 {
 		t.Fatalf("done %d, want 1 (cp1 already on the version)", done)
 	}
 	p.jobs = []batchv1.Job{testJob("a1", false)}
 	p.nodes["a1"].Spec.Unschedulable = true
-	tr.observe(p, time.Now())
+	tr.Observe(p, time.Now())
 	p.nodes["a1"] = testNode("a1", false, newV, true, false)
 	p.jobs[0] = testJob("a1", true)
-	if done := tr.observe(p, time.Now()); done != 2 {
+	if done := tr.Observe(p, time.Now()); done != 2 {
 		t.Fatalf("done %d, want 2", done)
 	}
 	var got []string
@@ -87,8 +87,8 @@ func TestSUCDiagnoses(t *testing.T) {
 	pod := testPod(job.Name)
 	pod.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodScheduled, Status: corev1.ConditionFalse, Reason: corev1.PodReasonUnschedulable,
 		Message: "0/4 nodes are available: 1 node(s) had untolerated taint(s), 3 node(s) didn't match Pod's node affinity/selector."}}
-	p := &sucPoll{nodes: map[string]*sucNode{"a1": n}, jobs: []batchv1.Job{job}, pods: []corev1.Pod{pod}}
-	st := diagnoseNode(p, n, newV)
+	p := &Poll{nodes: map[string]*Node{"a1": n}, jobs: []batchv1.Job{job}, pods: []corev1.Pod{pod}}
+	st := DiagnoseNode(p, n, newV)
 	if st == nil || st.Diagnosis != checkid.SUCUntoleratedTaint || !strings.Contains(st.Message, "gpu=yes:NoSchedule") {
 		t.Errorf("untolerated taint: %+v", st)
 	}
@@ -97,14 +97,14 @@ func TestSUCDiagnoses(t *testing.T) {
 	pod.Status.InitContainerStatuses = []corev1.ContainerStatus{{Name: "prepare", Image: "rancher/k3s-upgrade:v1.36.4-k3s1",
 		State: corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: "ImagePullBackOff", Message: "Back-off pulling image"}}}}
 	p.pods = []corev1.Pod{pod}
-	if st := diagnoseNode(p, n, newV); st == nil || st.Diagnosis != checkid.SUCImagePull || !strings.Contains(st.Message, "rancher/k3s-upgrade:v1.36.4-k3s1") {
+	if st := DiagnoseNode(p, n, newV); st == nil || st.Diagnosis != checkid.SUCImagePull || !strings.Contains(st.Message, "rancher/k3s-upgrade:v1.36.4-k3s1") {
 		t.Errorf("image pull: %+v", st)
 	}
 
 	n.Spec.Unschedulable = true
 	pod.Status.InitContainerStatuses = []corev1.ContainerStatus{{Name: "drain", State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{}}}}
 	p.pods = []corev1.Pod{pod}
-	st = diagnoseNode(p, n, newV)
+	st = DiagnoseNode(p, n, newV)
 	if st == nil || !st.NeedsDrainView {
 		t.Fatalf("drain: %+v", st)
 	}
@@ -114,13 +114,13 @@ func TestSUCDiagnoses(t *testing.T) {
 	pdb := policyv1.PodDisruptionBudget{ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: "default"},
 		Spec:   policyv1.PodDisruptionBudgetSpec{MinAvailable: &one, Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "web"}}},
 		Status: policyv1.PodDisruptionBudgetStatus{CurrentHealthy: 1, DesiredHealthy: 1, ExpectedPods: 1}}
-	diagnoseDrain(st, "a1", []corev1.Pod{web}, []policyv1.PodDisruptionBudget{pdb})
+	DiagnoseDrain(st, "a1", []corev1.Pod{web}, []policyv1.PodDisruptionBudget{pdb})
 	if st.Diagnosis != checkid.SUCDrainBlocked || !strings.Contains(st.Message, "default/web") || len(st.Evidence) != 1 {
 		t.Errorf("blocked drain: %+v", st)
 	}
 
 	back := testNode("a2", false, newV, false, true)
-	if st := diagnoseNode(&sucPoll{nodes: map[string]*sucNode{"a2": back}}, back, newV); st == nil || st.Diagnosis != checkid.SUCNodeNotBack {
+	if st := DiagnoseNode(&Poll{nodes: map[string]*Node{"a2": back}}, back, newV); st == nil || st.Diagnosis != checkid.SUCNodeNotBack {
 		t.Errorf("node not back: %+v", st)
 	}
 }

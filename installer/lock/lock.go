@@ -1,8 +1,13 @@
-package installer
+// Package lock is the cluster's run lock on the first server (k3s.PathLock): while it is held
+// and fresh, no other k3strap run changes the cluster. Taking it is one atomic step on the host
+// (lock.sh under flock); a lock not refreshed for TTL, or whose holder provably died on this
+// machine, is taken over.
+package lock
 
 import (
 	"context"
 	"crypto/rand"
+	_ "embed"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -13,21 +18,20 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/k3strap/k3strap/events"
 	"github.com/k3strap/k3strap/installer/remote"
 	"github.com/k3strap/k3strap/k3s"
 )
 
-// Lock timing: the holder refreshes the lock every LockRefresh; a lock older than LockTTL is
+// Lock timing: the holder refreshes the lock every Refresh; a lock older than TTL is
 // stale (its run died) and may be taken over.
 const (
-	LockTTL     = 90 * time.Second
-	LockRefresh = 20 * time.Second
+	TTL     = 90 * time.Second
+	Refresh = 20 * time.Second
 )
 
-// runLock is a held lock; release it with unlock.
-type runLock struct {
-	hs     *hostState
+// Held is a held lock, refreshed in the background until Release.
+type Held struct {
+	client func() *remote.Client
 	id     string
 	cancel context.CancelFunc
 	done   chan struct{}
@@ -108,8 +112,8 @@ func (o lockOwner) holderGone(machine, pid, start string) bool {
 	return false
 }
 
-// LockAttempt is the outcome of one TryLock.
-type LockAttempt struct {
+// Attempt is the outcome of one Try.
+type Attempt struct {
 	// Acquired says this attempt holds the lock now (TookOver says it replaced a stale lock or
 	// one whose holder provably died).
 	Acquired, TookOver bool
@@ -120,18 +124,18 @@ type LockAttempt struct {
 	ID string
 }
 
-// TryLock makes one attempt to take the run lock k3s.PathLock on c's host for command. A lock not
-// refreshed for LockTTL, or held by a k3strap process of this machine that no longer exists,
+// Try makes one attempt to take the run lock k3s.PathLock on c's host for command. A lock not
+// refreshed for TTL, or held by a k3strap process of this machine that no longer exists,
 // is taken over; of several runs trying at once, exactly one gets the lock.
-func TryLock(ctx context.Context, c *remote.Client, command string) (LockAttempt, error) {
+func Try(ctx context.Context, c *remote.Client, command string) (Attempt, error) {
 	b := make([]byte, 8)
 	_, _ = rand.Read(b)
-	at := LockAttempt{ID: hex.EncodeToString(b)}
+	at := Attempt{ID: hex.EncodeToString(b)}
 	me := thisOwner()
-	ttl := strconv.Itoa(int(LockTTL.Seconds()))
+	ttl := strconv.Itoa(int(TTL.Seconds()))
 	holder := holderText(command)
 	run := func(op, expect string) (string, error) {
-		res, err := c.Check(ctx, remote.Script("lock", lockScript, op, k3s.PathLock, at.ID, holder, ttl,
+		res, err := c.Check(ctx, remote.Script("lock", script, op, k3s.PathLock, at.ID, holder, ttl,
 			me.machine, strconv.Itoa(me.pid), me.start, expect).AsRoot())
 		if err != nil {
 			return "", err
@@ -169,48 +173,9 @@ func TryLock(ctx context.Context, c *remote.Client, command string) (LockAttempt
 	return at, nil
 }
 
-// lock takes the run lock on the first server, or fails naming who holds it. The lock is
-// refreshed in the background until unlock.
-func (s *session) lock(ctx context.Context, first *hostState, command string) (*runLock, error) {
-	at, err := TryLock(ctx, first.c(), command)
-	if err != nil {
-		return nil, s.hostFailure(first, "lock", KindInstall, err)
-	}
-	id := at.ID
-	ttl := strconv.Itoa(int(LockTTL.Seconds()))
-	switch {
-	case at.TookOver:
-		s.in.emitter(events.PhaseLock).Warn(first.host.Name, fmt.Sprintf("took over a stale lock (%s s old) of %s", at.Age, at.Holder))
-	case !at.Acquired:
-		first.setResult(events.StatusFailed, "locked by "+at.Holder)
-		return nil, &Failure{Kind: KindInstall, Phase: events.PhaseLock, Host: first.host.Name, Info: events.ErrorInfo{
-			Message: fmt.Sprintf("another k3strap run holds the cluster lock on %s: %s (refreshed %s s ago)", first.host.Name, at.Holder, at.Age),
-			Fix:     fmt.Sprintf("wait for it to finish; a lock not refreshed for %s, or whose run is gone from this machine, is taken over automatically (or remove %s on %s if you are sure)", LockTTL, k3s.PathLock, first.host.Name),
-			Resume:  "re-run the same command",
-		}}
-	}
-	lctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
-	l := &runLock{hs: first, id: id, cancel: cancel, done: make(chan struct{})}
-	go func() {
-		defer close(l.done)
-		t := time.NewTicker(LockRefresh)
-		defer t.Stop()
-		for {
-			select {
-			case <-lctx.Done():
-				return
-			case <-t.C:
-				rctx, rcancel := context.WithTimeout(lctx, 15*time.Second)
-				_, _ = first.c().Run(rctx, remote.Script("lock", lockScript, "refresh", k3s.PathLock, id, "", ttl, "", "", "", "").AsRoot())
-				rcancel()
-			}
-		}
-	}()
-	return l, nil
-}
-
-// unlock releases the lock (best effort: an unreleased lock goes stale after LockTTL).
-func (l *runLock) unlock() {
+// Release stops refreshing and releases the lock (best effort: an unreleased lock goes stale
+// after TTL).
+func (l *Held) Release() {
 	if l == nil {
 		return
 	}
@@ -219,7 +184,38 @@ func (l *runLock) unlock() {
 	// Bounded briefly: a run that is ending (Ctrl-C included) must not wait for a dead link.
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
-	if c := l.hs.c(); c != nil {
-		_, _ = c.Run(ctx, remote.Script("lock", lockScript, "release", k3s.PathLock, l.id, "", "0", "", "", "", "").AsRoot())
+	if c := l.client(); c != nil {
+		_, _ = c.Run(ctx, remote.Script("lock", script, "release", k3s.PathLock, l.id, "", "0", "", "", "", "").AsRoot())
 	}
 }
+
+// Hold keeps the lock at took (taken by Try) refreshed every Refresh through client (a
+// reconnect may replace the connection) until Release.
+func Hold(ctx context.Context, client func() *remote.Client, took Attempt) *Held {
+	id := took.ID
+	ttl := strconv.Itoa(int(TTL.Seconds()))
+	lctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	l := &Held{client: client, id: id, cancel: cancel, done: make(chan struct{})}
+	go func() {
+		defer close(l.done)
+		t := time.NewTicker(Refresh)
+		defer t.Stop()
+		for {
+			select {
+			case <-lctx.Done():
+				return
+			case <-t.C:
+				rctx, rcancel := context.WithTimeout(lctx, 15*time.Second)
+				_, _ = client().Run(rctx, remote.Script("lock", script, "refresh", k3s.PathLock, id, "", ttl, "", "", "", "").AsRoot())
+				rcancel()
+			}
+		}
+	}()
+	return l
+}
+
+// script takes, takes over, refreshes or releases the lock (lock.sh, the host paths before it).
+var script = k3s.ShellVars() + lockScript
+
+//go:embed lock.sh
+var lockScript string

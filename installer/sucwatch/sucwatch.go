@@ -1,6 +1,12 @@
-package installer
+// Package sucwatch follows an upgrade system-upgrade-controller runs (`k3strap upgrade --via
+// suc`, docs/day2.md): what a look at the cluster says about each node's progress through its
+// SUC Plan (Tracker), and why a stalled node is stuck (DiagnoseNode, DiagnoseDrain). The
+// suc-watch step reads the cluster (Read, DrainView) and emits; this package only judges.
+package sucwatch
 
 import (
+	"context"
+	"encoding/json"
 	"fmt"
 	"slices"
 	"sort"
@@ -16,13 +22,10 @@ import (
 
 	"github.com/k3strap/k3strap/checkid"
 	"github.com/k3strap/k3strap/events"
+	"github.com/k3strap/k3strap/installer/kube"
 	"github.com/k3strap/k3strap/k3s"
 	"github.com/k3strap/k3strap/templates/suc"
 )
-
-// This file is the pure part of `k3strap upgrade --via suc`: what a poll of the
-// cluster says about each node's progress through its SUC Plan, and why a stalled node is
-// stuck. The steps (step_suc_*.go) fetch and emit.
 
 // Labels system-upgrade-controller puts on its Jobs and their pods (pkg/upgrade/job).
 const (
@@ -31,7 +34,7 @@ const (
 )
 
 // sucNode is what the watch reads of a Node (a slim decode: at 500 nodes a poll stays small).
-type sucNode struct {
+type Node struct {
 	Metadata struct {
 		Name   string            `json:"name"`
 		Labels map[string]string `json:"labels"`
@@ -53,7 +56,7 @@ type sucNode struct {
 	} `json:"status"`
 }
 
-func (n *sucNode) ready() (bool, string) {
+func (n *Node) ready() (bool, string) {
 	for _, c := range n.Status.Conditions {
 		if c.Type == "Ready" {
 			return c.Status == "True", strings.TrimSpace(c.Reason + " " + c.Message)
@@ -62,13 +65,13 @@ func (n *sucNode) ready() (bool, string) {
 	return false, "no Ready condition"
 }
 
-func (n *sucNode) server() bool {
+func (n *Node) server() bool {
 	_, ok := n.Metadata.Labels[k3s.LabelControlPlane]
 	return ok
 }
 
 // sucPlanStatus is what the watch reads of a Plan.
-type sucPlanStatus struct {
+type PlanStatus struct {
 	Metadata struct {
 		Name string `json:"name"`
 	} `json:"metadata"`
@@ -86,15 +89,15 @@ type sucPlanStatus struct {
 
 // sucPoll is one look at the cluster: the nodes, and SUC's Plans, Jobs and pods in its
 // namespace.
-type sucPoll struct {
-	nodes map[string]*sucNode
-	plans map[string]*sucPlanStatus
+type Poll struct {
+	nodes map[string]*Node
+	plans map[string]*PlanStatus
 	jobs  []batchv1.Job
 	pods  []corev1.Pod
 }
 
 // jobFor returns the newest Job of node (nil when SUC made none).
-func (p *sucPoll) jobFor(node string) *batchv1.Job {
+func (p *Poll) jobFor(node string) *batchv1.Job {
 	var best *batchv1.Job
 	for i := range p.jobs {
 		j := &p.jobs[i]
@@ -109,7 +112,7 @@ func (p *sucPoll) jobFor(node string) *batchv1.Job {
 }
 
 // podFor returns the newest pod of job.
-func (p *sucPoll) podFor(job *batchv1.Job) *corev1.Pod {
+func (p *Poll) podFor(job *batchv1.Job) *corev1.Pod {
 	var best *corev1.Pod
 	for i := range p.pods {
 		pod := &p.pods[i]
@@ -124,7 +127,7 @@ func (p *sucPoll) podFor(job *batchv1.Job) *corev1.Pod {
 }
 
 // planApplied reports whether the node carries the plan's latest hash.
-func (p *sucPoll) planApplied(n *sucNode) bool {
+func (p *Poll) planApplied(n *Node) bool {
 	for name, pl := range p.plans {
 		if v, ok := n.Metadata.Labels[suc.PlanLabelPrefix+name]; ok && (pl.Status.LatestHash == "" || v == pl.Status.LatestHash) {
 			return true
@@ -173,7 +176,7 @@ func sucSteps(server bool) []string {
 }
 
 // sucLevel returns how many of the node's steps the poll shows done (0..len(sucSteps)).
-func sucLevel(p *sucPoll, n *sucNode, version string) int {
+func sucLevel(p *Poll, n *Node, version string) int {
 	server := n.server()
 	job := p.jobFor(n.Metadata.Name)
 	var pod *corev1.Pod
@@ -207,7 +210,7 @@ func jobCompleteOf(j *batchv1.Job) bool {
 }
 
 // sucStepMessage says what reaching step means for node n.
-func sucStepMessage(step string, p *sucPoll, n *sucNode, version string) string {
+func sucStepMessage(step string, p *Poll, n *Node, version string) string {
 	switch step {
 	case events.SUCStepJob:
 		if j := p.jobFor(n.Metadata.Name); j != nil {
@@ -229,7 +232,7 @@ func sucStepMessage(step string, p *sucPoll, n *sucNode, version string) string 
 }
 
 // sucStall is a diagnosed stall of one node.
-type sucStall struct {
+type Stall struct {
 	Node      string
 	Diagnosis string
 	Message   string
@@ -242,9 +245,9 @@ type sucStall struct {
 
 // diagnoseNode says why node n has not progressed (nil when the poll shows nothing wrong
 // with it, e.g. it waits for a Plan's concurrency slot).
-func diagnoseNode(p *sucPoll, n *sucNode, version string) *sucStall {
+func DiagnoseNode(p *Poll, n *Node, version string) *Stall {
 	name := n.Metadata.Name
-	st := &sucStall{Node: name}
+	st := &Stall{Node: name}
 	job := p.jobFor(name)
 	onVersion := n.Status.NodeInfo.KubeletVersion == version
 	if ready, why := n.ready(); onVersion && !ready {
@@ -292,12 +295,12 @@ func podInitRunning(pod *corev1.Pod, name string) bool {
 
 // diagnosePod recognises a SUC pod that cannot run: not schedulable (an untolerated taint of
 // node n, F3) or an image it cannot pull.
-func diagnosePod(pod *corev1.Pod, n *sucNode) *sucStall {
+func diagnosePod(pod *corev1.Pod, n *Node) *Stall {
 	for _, c := range pod.Status.Conditions {
 		if c.Type != corev1.PodScheduled || c.Status != corev1.ConditionFalse || c.Reason != corev1.PodReasonUnschedulable {
 			continue
 		}
-		st := &sucStall{Message: fmt.Sprintf("SUC's pod %s/%s is Pending: %s", pod.Namespace, pod.Name, c.Message)}
+		st := &Stall{Message: fmt.Sprintf("SUC's pod %s/%s is Pending: %s", pod.Namespace, pod.Name, c.Message)}
 		st.Evidence = append(st.Evidence, "pod "+pod.Namespace+"/"+pod.Name+" PodScheduled=False: "+c.Message)
 		if strings.Contains(c.Message, "untolerated taint") && n != nil {
 			st.Diagnosis = checkid.SUCUntoleratedTaint
@@ -329,7 +332,7 @@ func diagnosePod(pod *corev1.Pod, n *sucNode) *sucStall {
 		}
 		switch w.Reason {
 		case "ErrImagePull", "ImagePullBackOff", "InvalidImageName", "ErrImageNeverPull":
-			return &sucStall{Diagnosis: checkid.SUCImagePull,
+			return &Stall{Diagnosis: checkid.SUCImagePull,
 				Message:  fmt.Sprintf("SUC's pod %s/%s cannot pull image %s (%s)", pod.Namespace, pod.Name, cs.Image, w.Reason),
 				Evidence: []string{"container " + cs.Name + " waiting: " + w.Reason + ": " + w.Message},
 				Fix:      "make the image reachable from the node (registry mirror, registries.yaml), or for airgap name mirrored images in spec.k3s.upgrade.suc (upgradeImage, kubectlImage, controllerImage)"}
@@ -350,7 +353,7 @@ func toleratedBy(tols []corev1.Toleration, t corev1.Taint) bool {
 
 // diagnoseDrain names the PodDisruptionBudgets that keep pods on node (evicting them would
 // violate the budget: status.disruptionsAllowed 0). pods are the pods on the node.
-func diagnoseDrain(st *sucStall, node string, pods []corev1.Pod, pdbs []policyv1.PodDisruptionBudget) {
+func DiagnoseDrain(st *Stall, node string, pods []corev1.Pod, pdbs []policyv1.PodDisruptionBudget) {
 	var blocked []string
 	for i := range pods {
 		pod := &pods[i]
@@ -405,7 +408,7 @@ func ownedBy(pod *corev1.Pod, kind string) bool {
 }
 
 // sucTracker follows every watched node through its steps and emits each step once, in order.
-type sucTracker struct {
+type Tracker struct {
 	version string
 	em      events.Emitter
 	nodes   map[string]*sucNodeProgress
@@ -421,8 +424,8 @@ type sucNodeProgress struct {
 	unchanged bool
 }
 
-func newSUCTracker(version string, em events.Emitter, names []string, now time.Time) *sucTracker {
-	t := &sucTracker{version: version, em: em, nodes: map[string]*sucNodeProgress{}, order: names, lastProgress: now}
+func NewTracker(version string, em events.Emitter, names []string, now time.Time) *Tracker {
+	t := &Tracker{version: version, em: em, nodes: map[string]*sucNodeProgress{}, order: names, lastProgress: now}
 	for _, n := range names {
 		t.nodes[n] = &sucNodeProgress{}
 	}
@@ -432,7 +435,7 @@ func newSUCTracker(version string, em events.Emitter, names []string, now time.T
 // observe applies one poll: it emits the steps each node reached since the last poll and
 // returns how many nodes are done. Nodes finishing are emitted before nodes starting, so that
 // events show SUC's concurrency faithfully.
-func (t *sucTracker) observe(p *sucPoll, now time.Time) (done int) {
+func (t *Tracker) Observe(p *Poll, now time.Time) (done int) {
 	type adv struct {
 		name  string
 		from  int
@@ -491,7 +494,7 @@ func (t *sucTracker) observe(p *sucPoll, now time.Time) (done int) {
 }
 
 // pending returns the names of the nodes not done, in order.
-func (t *sucTracker) pending() []string {
+func (t *Tracker) Pending() []string {
 	var out []string
 	for _, n := range t.order {
 		if !t.nodes[n].done {
@@ -500,3 +503,97 @@ func (t *sucTracker) pending() []string {
 	}
 	return out
 }
+
+// PollInterval grows with the fleet so that a poll's size and rate stay reasonable.
+func PollInterval(nodes int) time.Duration {
+	d := time.Second + time.Duration(nodes)*4*time.Millisecond
+	return min(d, 5*time.Second)
+}
+
+// Read looks at the cluster once through k: the nodes, and SUC's Plans, Jobs and pods.
+func Read(ctx context.Context, k kube.Kubectl) (*Poll, error) {
+	out, err := k.Run(ctx, nil, "get", "nodes", "-o", "json")
+	if err != nil {
+		return nil, err
+	}
+	var nl struct {
+		Items []*Node `json:"items"`
+	}
+	if err := json.Unmarshal(out, &nl); err != nil {
+		return nil, fmt.Errorf("decoding nodes: %w", err)
+	}
+	p := &Poll{nodes: map[string]*Node{}, plans: map[string]*PlanStatus{}}
+	for _, n := range nl.Items {
+		p.nodes[n.Metadata.Name] = n
+	}
+	out, err = k.Run(ctx, nil, "get", "plans.upgrade.cattle.io,jobs.batch,pods", "-n", suc.Namespace, "-o", "json")
+	if err != nil {
+		return nil, err
+	}
+	var l struct {
+		Items []json.RawMessage `json:"items"`
+	}
+	if err := json.Unmarshal(out, &l); err != nil {
+		return nil, fmt.Errorf("decoding SUC objects: %w", err)
+	}
+	for _, raw := range l.Items {
+		var tm struct {
+			Kind string `json:"kind"`
+		}
+		_ = json.Unmarshal(raw, &tm)
+		switch tm.Kind {
+		case "Plan":
+			var pl PlanStatus
+			if json.Unmarshal(raw, &pl) == nil {
+				p.plans[pl.Metadata.Name] = &pl
+			}
+		case "Job":
+			var j batchv1.Job
+			if json.Unmarshal(raw, &j) == nil {
+				p.jobs = append(p.jobs, j)
+			}
+		case "Pod":
+			var pod corev1.Pod
+			if json.Unmarshal(raw, &pod) == nil {
+				p.pods = append(p.pods, pod)
+			}
+		}
+	}
+	return p, nil
+}
+
+// DrainView fetches the pods on node and every PodDisruptionBudget.
+func DrainView(ctx context.Context, k kube.Kubectl, node string) ([]corev1.Pod, []policyv1.PodDisruptionBudget, error) {
+	out, err := k.Run(ctx, nil, "get", "pods", "-A", "--field-selector", "spec.nodeName="+node, "-o", "json")
+	if err != nil {
+		return nil, nil, err
+	}
+	var pl corev1.PodList
+	if err := json.Unmarshal(out, &pl); err != nil {
+		return nil, nil, err
+	}
+	out, err = k.Run(ctx, nil, "get", "poddisruptionbudgets.policy", "-A", "-o", "json")
+	if err != nil {
+		return pl.Items, nil, err
+	}
+	var bl policyv1.PodDisruptionBudgetList
+	if err := json.Unmarshal(out, &bl); err != nil {
+		return pl.Items, nil, err
+	}
+	return pl.Items, bl.Items, nil
+}
+
+// Node returns the node called name as of the poll (nil when the cluster has none).
+func (p *Poll) Node(name string) *Node { return p.nodes[name] }
+
+// HasPlans reports whether SUC's namespace holds any Plan.
+func (p *Poll) HasPlans() bool { return len(p.plans) > 0 }
+
+// Nodes returns the watched nodes in order.
+func (t *Tracker) Nodes() []string { return t.order }
+
+// Unchanged reports whether node was on the version before the watch started (no job).
+func (t *Tracker) Unchanged(node string) bool { return t.nodes[node] != nil && t.nodes[node].unchanged }
+
+// LastProgress is when any node last reached a step.
+func (t *Tracker) LastProgress() time.Time { return t.lastProgress }
