@@ -95,7 +95,7 @@ type bringUp struct {
 	// gate is closed when servers may join (and agents, whatever agentGate says); agentGate
 	// when agents may join; done when the supervisor finished, with err.
 	gate, agentGate, done chan struct{}
-	err        error
+	err                   error
 	// finished says firstUp completed the first server's result (read and written by the
 	// steps' goroutine only).
 	finished bool
