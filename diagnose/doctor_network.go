@@ -91,7 +91,7 @@ func (in *Input) netCluster() *netcheck.Cluster {
 	pods, svcs := []string{k3s.DefaultClusterCIDR}, []string{k3s.DefaultServiceCIDR}
 	for i := range in.View.Nodes {
 		n := &in.View.Nodes[i]
-		if n.Labels[etcdRole] == "true" {
+		if n.Labels[k3s.LabelEtcd] == "true" {
 			etcd++
 		}
 		if !isServer(n) {
@@ -146,8 +146,8 @@ func (in *Input) netCluster() *netcheck.Cluster {
 }
 
 func isServer(n *corev1.Node) bool {
-	_, cp := n.Labels["node-role.kubernetes.io/control-plane"]
-	_, m := n.Labels["node-role.kubernetes.io/master"]
+	_, cp := n.Labels[k3s.LabelControlPlane]
+	_, m := n.Labels[k3s.LabelMaster]
 	return cp || m
 }
 

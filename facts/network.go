@@ -11,6 +11,7 @@ import (
 	"strings"
 
 	"github.com/k3strap/k3strap/firewall"
+	"github.com/k3strap/k3strap/k3s"
 )
 
 // networkScript is network.sh: the network sections of the facts document (interfaces,
@@ -19,6 +20,10 @@ import (
 //
 //go:embed network.sh
 var networkScript string
+
+// NetworkScript is network.sh with the host paths it reads (k3s.ShellVars) before it: what
+// the facts script and the doctor's node script run with `sh -c` (as root where they can).
+func NetworkScript() string { return k3s.ShellVars() + networkScript }
 
 // Network is what network.sh gathered from one host: what the host-network checks of
 // preflight and doctor judge (docs/failure-modes.md "Host networks").

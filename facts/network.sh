@@ -1,9 +1,11 @@
+# shellcheck shell=sh
 # k3strap network facts: sections "@@ net-<name> [argument]" of the facts document (format 1),
 # parsed by facts.parseNetwork. Run as root where it can (the rulesets need CAP_NET_ADMIN) by
 # gather.sh (facts) and by the doctor's node script, under any POSIX sh. Every probe is best
 # effort and bounded; nothing is changed.
 #
 # Argument: $1 is a resolv.conf path the host's K3s config names (resolv-conf), or empty.
+# Host paths (K3S_DATA_DIR) are set before this text (k3s.ShellVars).
 #
 # What it prints, and from which tool (docs/failure-modes.md "Host networks"):
 #   net-addr ip-j | ip-o      `ip -j -d addr show` (iproute2 JSON) or `ip -o addr` + `ip -o link`
@@ -121,7 +123,7 @@ done
 
 # The resolver files K3s chooses from (docs/k3s.md#dns), the one its config names, and the one
 # it writes itself when none is usable.
-for f in /etc/resolv.conf /run/systemd/resolve/resolv.conf ${1:+"$1"} /var/lib/rancher/k3s/agent/etc/resolv.conf; do
+for f in /etc/resolv.conf /run/systemd/resolve/resolv.conf ${1:+"$1"} "$K3S_DATA_DIR/agent/etc/resolv.conf"; do
 	if [ -r "$f" ]; then
 		l=
 		[ -L "$f" ] && l=$(readlink "$f" 2>/dev/null)

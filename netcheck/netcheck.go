@@ -16,30 +16,22 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/k3strap/k3strap/checkid"
 	"github.com/k3strap/k3strap/facts"
 	"github.com/k3strap/k3strap/k3s"
 )
 
-// Check IDs, shared by preflight (--ignore-preflight-errors) and doctor.
+// The check IDs are checkid's host-network IDs (checkid.NodePaths, ...): one vocabulary for
+// preflight (--ignore-preflight-errors) and doctor.
 const (
-	// NodePaths: a node cannot reach another on a port K3s needs (docs/k3s.md#ports).
-	NodePaths = "NodePaths"
-	// HostFirewall: a host's firewall (nftables, iptables, firewalld, ufw) drops traffic K3s
-	// needs: from other nodes on K3s's ports, or from and between pods.
-	HostFirewall = "HostFirewall"
-	// NMCloudSetup: nm-cloud-setup is enabled (it rewrites routes K3s's pod network uses).
-	NMCloudSetup = "NMCloudSetup"
-	// NetworkManager: NetworkManager manages K3s's cni0 / flannel.* interfaces.
-	NetworkManager = "NetworkManager"
-	// NodeAddress: K3s will register the node (or flannel will send VXLAN) with another
-	// address than the one the other nodes use for it.
-	NodeAddress = "NodeAddress"
-	// PathMTU: a path between nodes carries smaller packets than the overlay sends.
-	PathMTU = "PathMTU"
-	// ResolvConf: the resolver file K3s gives the kubelet (and CoreDNS forwards to) is unusable.
-	ResolvConf = "ResolvConf"
-	// IptablesBackends: rules in both iptables backends (legacy and nf_tables).
-	IptablesBackends = "IptablesBackends"
+	NodePaths        = checkid.NodePaths
+	PathMTU          = checkid.PathMTU
+	NodeAddress      = checkid.NodeAddress
+	HostFirewall     = checkid.HostFirewall
+	IptablesBackends = checkid.IptablesBackends
+	NMCloudSetup     = checkid.NMCloudSetup
+	NetworkManager   = checkid.NetworkManager
+	ResolvConf       = checkid.ResolvConf
 )
 
 // IDs lists the check IDs in the order preflight runs them.

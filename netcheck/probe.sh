@@ -1,3 +1,4 @@
+# shellcheck shell=sh
 # k3strap path probe launcher (netcheck.ProbeScript): runs the probe program with the first
 # interpreter the host has: perl (perl-base is in every Debian and Ubuntu image), else python3
 # (RHEL-family and SUSE images carry it for their package managers). Alpine and other BusyBox

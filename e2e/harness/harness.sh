@@ -23,11 +23,9 @@
 #   harness.sh stop i | start i      graceful poweroff | boot again (filesystem kept)
 #   harness.sh kill i                hard crash (SIGKILL to the host's PID 1)
 #   harness.sh reset i               wipe host i's filesystem back to the base (keeps SSH host keys
-#                                    and machine-id) and its network namespace back to the
-#                                    topology's (no extra interface, no nftables/iptables rules —
-#                                    a real K3s leaves flannel.1, cni0 and its rules there —, MTU
-#                                    1500, the topology's default route; loss and rate re-applied),
-#                                    and boot it again
+#                                    and machine-id), give it a fresh network namespace (same
+#                                    address; loss/rate kept; nft rules, uplink and MTU gone) and
+#                                    boot it again
 #   harness.sh cut i | heal i        unplug | replug host i's network cable(s)
 #   harness.sh loss i PCT            host i loses PCT % of its packets, each direction (nftables
 #                                    numgen random in the host's namespace; 0 ends it)
@@ -541,12 +539,25 @@ cmd_kill() {   # hard crash: SIGKILL PID 1 of the host; its pid namespace dies w
   rm -f "$d/pid"
 }
 cmd_start() { local i=$1; create "$i"; start_one "$i"; }
+net_reset() {   # host i gets a fresh network namespace: the kernel state a killed host leaves
+  # there (a K3s's flannel.1 VXLAN device holding UDP 8472, cni0, veths, iptables and nft rules,
+  # conntrack) is not on its disk and would outlive a reset. Loss and rate rules are re-applied.
+  local i=$1
+  # ip netns add is not safe in parallel (resets of several hosts run at once): serialise.
+  exec 6>"$SD/.net.lock"; flock 6
+  ip netns del "$(hns "$i")" 2>/dev/null || true
+  ip link del "$(pubveth "$i")" 2>/dev/null || true
+  if [ "$(topology)" = bastion ]; then ip -n "$PRIVNS" link del "$(privveth "$i")" 2>/dev/null || true; fi
+  host_net "$i"
+  if [ -f "$SD/state/loss.h$i" ] || [ -f "$SD/state/rate.h$i" ]; then link_rules "$i"; fi
+  flock -u 6; exec 6>&-
+}
 cmd_reset() {
   local i=$1 d t0=$EPOCHREALTIME; d=$(hdir "$i")
   cmd_kill "$i"; debug "h$i: killed"
   umount "$d/root" 2>/dev/null || umount -l "$d/root"
   rm -rf "$d/upper" "$d/work" "$d/rancher"
-  netns_clean "$i"
+  net_reset "$i"
   create "$i"; start_one "$i"
   log "h$i reset in $(ms_since "$t0") ms"
 }
@@ -562,34 +573,6 @@ cmd_heal() {
   ip link show "$v" >/dev/null 2>&1 && ip link set "$v" up
   [ "$(topology)" = bastion ] && ip -n "$PRIVNS" link set "$(privveth "$i")" up
   true
-}
-
-# netns_clean i: host i's network namespace back to what host_net made: only the topology's
-# interfaces (lo, eth0, and eth1 on the bastion), MTU 1500, the topology's default route, no
-# nftables or iptables-legacy rules (iptables-nft's are nftables), then loss and rate again.
-netns_clean() {
-  local i=$1 n l t keep="lo eth0"
-  n=$(hns "$i")
-  ns_exists "$n" || return 0
-  [ "$(topology)" = bastion ] && [ "$i" = 0 ] && keep="lo eth0 eth1"
-  for l in $(ip -n "$n" -o link show | awk -F': ' '{print $2}' | cut -d@ -f1); do
-    [[ " $keep " == *" $l "* ]] || ip -n "$n" link del "$l" 2>/dev/null || true
-  done
-  ip -n "$n" link set eth0 mtu 1500 2>/dev/null || true
-  if [ "$(topology)" = flat ] || [ "$i" != 0 ]; then
-    ip -n "$n" route replace default via "$(gateway_of "$i")" dev eth0 2>/dev/null || true
-  fi
-  ip netns exec "$n" nft flush ruleset 2>/dev/null || true
-  # iptables-legacy is not on this machine: the base image's, chrooted, in the namespace
-  if [ -x "$HD/base/usr/sbin/iptables-legacy" ]; then
-    for t in $(ip netns exec "$n" cat /proc/net/ip_tables_names 2>/dev/null); do
-      # shellcheck disable=SC2016 # expanded by the inner shell
-      ip netns exec "$n" chroot "$HD/base" sh -c 'iptables-legacy -t "$1" -F; iptables-legacy -t "$1" -X
-        for c in INPUT FORWARD OUTPUT PREROUTING POSTROUTING; do iptables-legacy -t "$1" -P "$c" ACCEPT 2>/dev/null; done; true' \
-        clean "$t" >/dev/null 2>&1 || true
-    done
-  fi
-  link_rules "$i"
 }
 
 # uplink i: host i gets wan0 on the uplink bridge and its default route there.
