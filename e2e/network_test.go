@@ -3,6 +3,8 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"os"
+	"path/filepath"
 	"regexp"
 	"slices"
 	"strconv"
@@ -261,5 +263,122 @@ func TestPathMTULowered(t *testing.T) {
 	}
 	if np := r.findingsOf("NodePaths"); len(np) > 0 {
 		t.Errorf("small packets get through, yet NodePaths: %s", findingText(np[0]))
+	}
+}
+
+// standIn copies a stand-in from e2e/testdata/standins onto host i.
+func (c *testCluster) standIn(i int, name, dst string, mode os.FileMode) {
+	c.t.Helper()
+	b, err := os.ReadFile(filepath.Join(repoRoot(), "e2e", "testdata", "standins", name))
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if err := c.h.WriteFile(ctx, c.hosts[i].Index, dst, b, mode); err != nil {
+		c.t.Fatal(err)
+	}
+}
+
+// runFixes runs a finding's commands on host i, as its user would (all but reboot).
+func (c *testCluster) runFixes(i int, f events.Event) {
+	c.t.Helper()
+	for _, cmd := range f.Finding.Commands {
+		if cmd == "reboot" {
+			continue
+		}
+		c.exec(i, "sh", "-c", cmd)
+	}
+}
+
+func hostIndex(c *testCluster, name string) int {
+	if name == "cp1" {
+		return 0
+	}
+	i, _ := strconv.Atoi(strings.TrimPrefix(name, "a"))
+	return i
+}
+
+// TestHostNetworkStandIns: firewalld on cp1, ufw and a second iptables backend on a1,
+// NetworkManager with nm-cloud-setup and a loopback-only resolv.conf on a2 — firewalld, ufw,
+// NetworkManager and nm-cloud-setup as labelled stand-ins for their state commands (the
+// daemons cannot run in the hosts), installing the real nftables and iptables rules the
+// daemons would. Preflight names each problem with the command that fixes it; running those
+// commands (the stand-ins carry them out) and setting resolv-conf makes it pass.
+func TestHostNetworkStandIns(t *testing.T) {
+	c := newCluster(t, 3)
+	c.writeInventory(netInv, nil)
+	// cp1: firewalld, ssh only
+	c.standIn(0, "firewall-cmd.standin.sh", "/usr/local/bin/firewall-cmd", 0o755)
+	c.exec(0, "firewall-cmd", "--reload")
+	// a1: ufw (deny incoming and routed, ssh allowed), and one rule in iptables-legacy
+	c.standIn(1, "ufw.standin.sh", "/usr/sbin/ufw", 0o755)
+	c.exec(1, "ufw", "enable")
+	c.exec(1, "iptables-legacy", "-A", "INPUT", "-p", "tcp", "--dport", "9100", "-j", "ACCEPT")
+	// a2: NetworkManager running, nm-cloud-setup enabled, a loopback resolver
+	c.standIn(2, "networkmanager-standin.service", "/etc/systemd/system/NetworkManager.service", 0o644)
+	c.standIn(2, "nm-cloud-setup-standin.service", "/etc/systemd/system/nm-cloud-setup.service", 0o644)
+	c.standIn(2, "nm-cloud-setup-standin.timer", "/etc/systemd/system/nm-cloud-setup.timer", 0o644)
+	c.standIn(2, "nmcli.standin.sh", "/usr/bin/nmcli", 0o755)
+	c.exec(2, "sh", "-c", "mkdir -p /etc/NetworkManager/conf.d && printf '[main]\\nplugins=keyfile\\n' > /etc/NetworkManager/NetworkManager.conf && "+
+		"systemctl daemon-reload && systemctl enable --now NetworkManager.service && systemctl enable nm-cloud-setup.service nm-cloud-setup.timer && "+
+		"printf 'nameserver 127.0.0.53\\noptions edns0\\n' > /etc/resolv.conf")
+
+	r := c.k3strap(2*time.Minute, "preflight")
+	if r.code != 3 {
+		r.dump(t)
+		t.Fatalf("exit %d, want 3", r.code)
+	}
+	want := map[string][]string{
+		// firewalld rejects every K3s port on cp1 and the pods' traffic
+		"NodePaths cp1": {"firewall-cmd --permanent --zone=public --add-port=6443/tcp", "firewall-cmd --reload", "reject with icmpx admin-prohibited"},
+		"HostFirewall cp1": {"firewall-cmd --permanent --zone=trusted --add-source=10.42.0.0/16", "firewall-cmd --permanent --zone=trusted --add-source=10.43.0.0/16"},
+		// ufw's default deny on a1
+		"NodePaths a1":        {"ufw allow proto udp from", "to any port 8472", "policy drop of iptables-nft table filter chain INPUT"},
+		"HostFirewall a1":     {"ufw allow from 10.42.0.0/16 to any"},
+		"IptablesBackends a1": {"1 iptables-legacy rules", "legacy -A INPUT -p tcp -m tcp --dport 9100 -j ACCEPT", "iptables-legacy-save | iptables-nft-restore --noflush"},
+		"NMCloudSetup a2":     {"nm-cloud-setup.service is enabled", "systemctl disable nm-cloud-setup.service nm-cloud-setup.timer"},
+		"NetworkManager a2":   {"NetworkManager.service is active", "no [keyfile] unmanaged-devices", "unmanaged-devices=interface-name:cni0;interface-name:flannel*"},
+		"ResolvConf a2":       {"nameserver 127.0.0.53 is not a global unicast address", "airgapped", "resolv-conf"},
+	}
+	got := map[string]string{}
+	for _, e := range r.ofType(events.Finding) {
+		k := e.Finding.Check + " " + e.Host
+		got[k] += findingText(e) + "\n"
+	}
+	for k, subs := range want {
+		for _, s := range subs {
+			if !strings.Contains(got[k], s) {
+				t.Errorf("%s lacks %q:\n%s", k, s, got[k])
+			}
+		}
+	}
+	if t.Failed() {
+		r.dump(t)
+		t.FailNow()
+	}
+
+	// The fixes: what the findings say, run on the hosts.
+	for _, e := range r.ofType(events.Finding) {
+		switch e.Finding.Check {
+		case "NodePaths", "HostFirewall", "IptablesBackends", "NMCloudSetup", "NetworkManager":
+			c.runFixes(hostIndex(c, e.Host), e)
+		}
+	}
+	c.exec(2, "sh", "-c", "mkdir -p /etc/rancher/k3s && printf 'nameserver %s.1\\n' "+c.h.PublicNet()+" > /etc/rancher/k3s/resolv.conf")
+	c.writeInventory(netInv, map[string]any{"hostConfig": map[string]string{"a2": "          resolv-conf: /etc/rancher/k3s/resolv.conf"}})
+	r = c.k3strap(2*time.Minute, "preflight")
+	defer r.dump(t)
+	if r.code != 0 {
+		for _, e := range r.ofType(events.Finding) {
+			t.Logf("left: [%s %s] %s", e.Finding.Check, e.Host, e.Finding.Message)
+		}
+		t.Fatalf("after the fixes: exit %d", r.code)
+	}
+	for _, e := range r.ofType(events.Finding) {
+		switch e.Finding.Check {
+		case "NodePaths", "HostFirewall", "IptablesBackends", "NMCloudSetup", "NetworkManager", "ResolvConf":
+			t.Errorf("still: [%s %s] %s", e.Finding.Check, e.Host, e.Finding.Message)
+		}
 	}
 }

@@ -205,14 +205,18 @@ func podAddr(p netip.Prefix, n int) netip.Addr {
 	return ad
 }
 
-// manager says who owns the chain that drops: firewalld, ufw, or the host's own rules.
-func manager(n *Node, ch *firewall.Chain) string {
+// manager says who owns the rule that drops: firewalld (its table inet firewalld), ufw (its
+// ufw-* chains, and the INPUT/FORWARD policies its default deny sets), or the host's own rules
+// ("").
+func manager(n *Node, by firewall.RuleRef) string {
+	ch := by.Chain
+	ufw := n.Net != nil && n.Net.UFW.Active()
 	switch {
-	case ch.Backend == firewall.Nftables && ch.Table == "firewalld", n.Net != nil && n.Net.Firewalld.Running() && strings.HasPrefix(ch.Name, "filter_"):
+	case ch.Backend == firewall.Nftables && ch.Table == "firewalld":
 		return "firewalld"
 	case strings.HasPrefix(ch.Name, "ufw-"), strings.HasPrefix(ch.Name, "ufw6-"):
 		return "ufw"
-	case ch.Backend == firewall.Nftables && n.Net != nil && n.Net.UFW.Active() && strings.HasPrefix(ch.Table, "ufw"):
+	case ufw && ch.Backend != firewall.Nftables && ch.Table == "filter" && by.Rule() == nil && (ch.Name == "INPUT" || ch.Name == "FORWARD"):
 		return "ufw"
 	}
 	return ""
@@ -246,7 +250,7 @@ func fixFor(c *Cluster, n *Node, dr *drop) (string, []string) {
 		}
 		return out
 	}
-	switch manager(n, ch) {
+	switch manager(n, dr.d.By) {
 	case "firewalld":
 		var cmds []string
 		if dr.pods != "" {
