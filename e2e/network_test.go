@@ -126,8 +126,9 @@ func TestNodePathsBlocked(t *testing.T) {
 
 	r := c.k3strap(2*time.Minute, "preflight")
 	if r.code != 0 || len(r.findingsOf("NodePaths")) > 0 || len(r.findingsOf("PathMTU")) > 0 {
+		t.Errorf("open paths: exit %d, findings %v", r.code, r.findingsOf("NodePaths"))
 		r.dump(t)
-		t.Fatalf("open paths: exit %d, findings %v", r.code, r.findingsOf("NodePaths"))
+		t.FailNow()
 	}
 	t.Logf("path check, 3 hosts, all open: %s", r.pathsPhase(t).Round(time.Millisecond))
 	c.probesGone(t)
@@ -202,8 +203,8 @@ func TestNodePathsBlocked(t *testing.T) {
 
 	ign := c.k3strap(2*time.Minute, "preflight", "--ignore-preflight-errors=NodePaths,HostFirewall")
 	if ign.code != 0 || len(ign.findingsOf("NodePaths")) != 2 || ign.findingsOf("NodePaths")[0].Finding.Severity != "ignored" {
-		ign.dump(t)
 		t.Errorf("ignored: exit %d", ign.code)
+		ign.dump(t)
 	}
 
 	for _, i := range []int{0, 2} {
@@ -212,8 +213,8 @@ func TestNodePathsBlocked(t *testing.T) {
 		}
 	}
 	if r := c.k3strap(2*time.Minute, "preflight"); r.code != 0 || len(r.findingsOf("NodePaths")) > 0 {
-		r.dump(t)
 		t.Errorf("rules removed: exit %d", r.code)
+		r.dump(t)
 	}
 }
 
@@ -326,8 +327,9 @@ func TestHostNetworkStandIns(t *testing.T) {
 
 	r := c.k3strap(2*time.Minute, "preflight")
 	if r.code != 3 {
+		t.Errorf("exit %d, want 3", r.code)
 		r.dump(t)
-		t.Fatalf("exit %d, want 3", r.code)
+		t.FailNow()
 	}
 	want := map[string][]string{
 		// firewalld rejects every K3s port on cp1 and the pods' traffic
