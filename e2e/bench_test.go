@@ -75,7 +75,7 @@ func shellQuote(s string) string { return "'" + strings.ReplaceAll(s, "'", `'"'"
 func BenchmarkPreflight10Hosts(b *testing.B) {
 	c := newCluster(b, 10)
 	c.writeInventory(tenHosts, nil)
-	var floorSum, ourSum time.Duration
+	var floorSum, ourSum, paths time.Duration
 	var maxCmds int64
 	for b.Loop() {
 		floorSum += floor(b, c)
@@ -84,6 +84,7 @@ func BenchmarkPreflight10Hosts(b *testing.B) {
 			b.Fatalf("preflight exited %d:\n%s", r.code, r.stdout)
 		}
 		ourSum += r.duration
+		paths += r.pathsPhase(b)
 		for _, h := range r.summaryB(b).Hosts {
 			maxCmds = max(maxCmds, h.SSHCommands)
 		}
@@ -93,6 +94,7 @@ func BenchmarkPreflight10Hosts(b *testing.B) {
 	b.ReportMetric(ourSum.Seconds()*1000/n, "k3strap-ms")
 	b.ReportMetric(ourSum.Seconds()/floorSum.Seconds(), "x-floor")
 	b.ReportMetric(float64(maxCmds), "max-channels/host")
+	b.ReportMetric(paths.Seconds()*1000/n, "paths-ms")
 }
 
 // BenchmarkNoopApply10Hosts: a second `k3strap apply` on an installed 1-server + 9-agent

@@ -82,22 +82,11 @@ func findingText(e events.Event) string {
 // pathsPhase returns how long the paths step took (its started and finished events).
 func (r run) pathsPhase(t testing.TB) time.Duration {
 	t.Helper()
-	var start, end time.Time
-	for _, e := range r.events {
-		if e.Phase != events.PhasePaths {
-			continue
-		}
-		switch e.Type {
-		case events.PhaseStarted:
-			start = e.Time
-		case events.PhaseFinished:
-			end = e.Time
-		}
-	}
-	if start.IsZero() || end.IsZero() {
+	d := phaseTime(r.stdout, events.PhasePaths)
+	if d == 0 {
 		t.Fatalf("no paths step in the run")
 	}
-	return end.Sub(start)
+	return d
 }
 
 // probesGone checks that no probe is left on any host: no process of it, no test listener.

@@ -3,6 +3,7 @@ package e2e
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
@@ -269,6 +270,31 @@ func (r *scaleRig) k3strap(b *testing.B, args ...string) scaleRun {
 	return res
 }
 
+// phaseTime is how long a step took in a run's JSON events (its started and finished
+// events); 0 when it did not run.
+func phaseTime(stdout string, phase events.Phase) time.Duration {
+	var start, end time.Time
+	for _, l := range strings.Split(stdout, "\n") {
+		if !strings.Contains(l, `"phase":"`+string(phase)+`"`) {
+			continue
+		}
+		var e events.Event
+		if json.Unmarshal([]byte(l), &e) != nil || e.Phase != phase {
+			continue
+		}
+		switch e.Type {
+		case events.PhaseStarted:
+			start = e.Time
+		case events.PhaseFinished:
+			end = e.Time
+		}
+	}
+	if start.IsZero() || end.IsZero() {
+		return 0
+	}
+	return end.Sub(start)
+}
+
 func tail(s string, n int) string {
 	if len(s) > n {
 		return s[len(s)-n:]
@@ -296,6 +322,7 @@ func BenchmarkScale(b *testing.B) {
 				var floorSum, ourSum time.Duration
 				var rss int64
 				var last scaleRun
+				var paths time.Duration
 				for b.Loop() {
 					args := append(append([]string{}, mode.args...), "-f", inv, "--output", "json", "--ssh-config", "none",
 						"--ignore-preflight-errors", "all", "--kubeconfig-out", filepath.Join(r.dir, "k"))
@@ -304,6 +331,7 @@ func BenchmarkScale(b *testing.B) {
 					}
 					last = r.k3strap(b, args...)
 					ourSum += last.dur
+					paths += phaseTime(last.stdout, events.PhasePaths)
 					rss = max(rss, last.maxRSSKB)
 					if conc == 0 {
 						conc = defaultConcurrency
@@ -321,6 +349,7 @@ func BenchmarkScale(b *testing.B) {
 				b.ReportMetric(float64(rss)/1024, "peak-RSS-MB")
 				b.ReportMetric(float64(last.events), "events")
 				b.ReportMetric(float64(last.bytes)/1024, "output-KB")
+				b.ReportMetric(paths.Seconds()*1000/nb, "paths-ms")
 				b.Logf("%d hosts %s: k3strap %.2fs, floor %.2fs (%d at a time), %.2f×, peak RSS %.1f MB, %d events (%d kB)",
 					n, mode.name, ourSum.Seconds()/nb, floorSum.Seconds()/nb, conc, ourSum.Seconds()/floorSum.Seconds(), float64(rss)/1024, last.events, last.bytes/1024)
 			})

@@ -101,11 +101,8 @@ func nodePortDrops(c *Cluster) []*drop {
 			if !p.From.Has(from.Server) {
 				continue
 			}
-			for j := range c.Nodes {
+			for _, j := range targetsOf(c, p, i) {
 				to := &c.Nodes[j]
-				if i == j || !p.To.Has(to.Server) {
-					continue
-				}
 				src, dst := srcAddr(from, p), to.ProbeAddr(p)
 				if !src.IsValid() || !dst.IsValid() {
 					continue

@@ -22,35 +22,90 @@ type Probe struct {
 	From, To string
 	Addr     netip.Addr
 	Port     k3s.NodePort
+	// MTU also probes the path with full-size don't-fragment datagrams (overlay ports).
+	MTU bool
 }
 
-// PlanProbes returns every path the cluster needs: for each port of c.Ports and c.Extra,
-// each ordered pair of distinct nodes whose roles match the port's From and To (a pair and
-// port needed for two purposes is probed once). The target address is where the other nodes
-// will reach the node (Node.ProbeAddr).
+// Bounds of the path check in large clusters: on a port every node opens to every other,
+// a node probes every server but at most peerLimit agents, spread evenly over the inventory
+// and shifted by its own position, so that every agent is still probed by about peerLimit
+// others and the probes grow linearly with the cluster. The overlay's full-size datagrams go
+// to mtuPeers targets of each node: its next two neighbours in the inventory and the one
+// half-way round, so every host is measured in and out (a link's MTU shows on any path over
+// it); up to mtuAllPairs nodes, every pair.
+const (
+	peerLimit   = 32
+	mtuPeers    = 3
+	mtuAllPairs = 8
+)
+
+// PlanProbes returns the paths the cluster needs tested: for each port of c.Ports and
+// c.Extra, each ordered pair of distinct nodes whose roles match the port's From and To (a
+// pair and port needed for two purposes is probed once; beyond peerLimit agents a sample, see
+// above). The target address is where the other nodes will reach the node (Node.ProbeAddr).
 func PlanProbes(c *Cluster) []Probe {
 	var out []Probe
 	seen := map[string]bool{}
+	n := len(c.Nodes)
 	for _, p := range append(slices.Clone(c.Ports), c.Extra...) {
 		for i := range c.Nodes {
 			from := &c.Nodes[i]
 			if !p.From.Has(from.Server) {
 				continue
 			}
-			for j := range c.Nodes {
+			for _, j := range targetsOf(c, p, i) {
 				to := &c.Nodes[j]
-				if i == j || !p.To.Has(to.Server) {
-					continue
-				}
 				key := fmt.Sprintf("%s>%s %s/%d", from.Name, to.Name, p.Proto, p.Port)
 				if seen[key] {
 					continue
 				}
 				seen[key] = true
-				out = append(out, Probe{From: from.Name, To: to.Name, Addr: to.ProbeAddr(p), Port: p})
+				d := (j - i + n) % n
+				mtu := p.Overlay && (n <= mtuAllPairs || d == 1 || d == 2 || d == n/2)
+				out = append(out, Probe{From: from.Name, To: to.Name, Addr: to.ProbeAddr(p), Port: p, MTU: mtu})
 			}
 		}
 	}
+	return out
+}
+
+// targetsOf returns the indexes of the nodes node i probes on port p (see peerLimit).
+func targetsOf(c *Cluster, p k3s.NodePort, i int) []int {
+	var servers, agents []int
+	n := len(c.Nodes)
+	for k := 1; k < n; k++ {
+		j := (i + k) % n
+		if !p.To.Has(c.Nodes[j].Server) {
+			continue
+		}
+		if c.Nodes[j].Server {
+			servers = append(servers, j)
+		} else {
+			agents = append(agents, j)
+		}
+	}
+	if len(agents) > peerLimit {
+		// the MTU neighbours first, then evenly spaced
+		var pick []int
+		for _, d := range []int{1, 2, n / 2} {
+			if j := (i + d) % n; slices.Contains(agents, j) && !slices.Contains(pick, j) {
+				pick = append(pick, j)
+			}
+		}
+		for k := 0; len(pick) < peerLimit && k < len(agents); k++ {
+			if j := agents[k*len(agents)/peerLimit%len(agents)]; !slices.Contains(pick, j) {
+				pick = append(pick, j)
+			}
+		}
+		for k := 0; len(pick) < peerLimit && k < len(agents); k++ {
+			if !slices.Contains(pick, agents[k]) {
+				pick = append(pick, agents[k])
+			}
+		}
+		agents = pick
+	}
+	out := append(servers, agents...)
+	slices.Sort(out)
 	return out
 }
 
@@ -431,7 +486,7 @@ func RunPaths(ctx context.Context, c *Cluster, hosts []ProbeHost, opt PathOption
 				}
 			}
 			line = fmt.Sprintf("udp %s %s %s %d %d %d\n", id, src, p.Addr, p.Port.Port, udpCount, 64)
-			if !opt.SkipMTU && p.Port.Port == overlayPort {
+			if !opt.SkipMTU && p.Port.Port == overlayPort && p.MTU {
 				m := &MTUResult{From: p.From, To: p.To, Addr: p.Addr, Port: p.Port.Port, IfaceMTU: ifaceMTU(c.Node(p.From), p.Addr)}
 				mid := id + "m"
 				kinds[mid] = "mtu"

@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/netip"
 	"os/exec"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -235,5 +236,38 @@ func TestParseProbeLine(t *testing.T) {
 	}
 	if _, ok := parseProbeLine("tcp p1"); ok {
 		t.Error("short line accepted")
+	}
+}
+
+// TestPlanProbesLargeCluster: at 100 nodes every node probes the server and 32 agents, every
+// agent is probed by about as many, and the overlay's full-size datagrams go to 3 targets.
+func TestPlanProbesLargeCluster(t *testing.T) {
+	c := &Cluster{Ports: k3s.NodePorts(k3s.NodePortOptions{})}
+	for i := 0; i < 100; i++ {
+		c.Nodes = append(c.Nodes, Node{Name: "n" + strconv.Itoa(i), Server: i == 0, Address: netip.AddrFrom4([4]byte{10, 0, 0, byte(i + 1)})})
+	}
+	out, in, mtu := map[string]int{}, map[string]int{}, map[string]int{}
+	for _, p := range PlanProbes(c) {
+		if p.Port.Port == 10250 {
+			out[p.From]++
+			in[p.To]++
+		}
+		if p.MTU {
+			mtu[p.From]++
+		}
+	}
+	for _, n := range c.Nodes {
+		if out[n.Name] > 33 || (n.Name != "n0" && out[n.Name] != 33) {
+			t.Errorf("%s probes %d peers on 10250", n.Name, out[n.Name])
+		}
+		if n.Name != "n0" && (in[n.Name] < 16 || in[n.Name] > 64) {
+			t.Errorf("%s is probed by %d peers on 10250", n.Name, in[n.Name])
+		}
+		if mtu[n.Name] != 3 {
+			t.Errorf("%s sends full-size datagrams to %d peers", n.Name, mtu[n.Name])
+		}
+	}
+	if in["n0"] != 99 {
+		t.Errorf("the server is probed by %d", in["n0"])
 	}
 }

@@ -89,20 +89,33 @@ sub payload {
 	return $p;
 }
 
+# At most this many connects are open at once (file descriptors, select's bit vectors); the
+# rest wait in @tcpq.
+my $maxconn = 200;
+my @tcpq;
+
+sub open_tcp {
+	while (@tcpq && keys(%conn) < $maxconn) {
+		my ($kind, $id, $host, $port, $ms) = @{ shift @tcpq };
+		my $t = now();
+		my $ai = addr($host, $port, SOCK_STREAM);
+		if (!$ai) { print "tcp $id fail EADDR 0\n"; next; }
+		my $s;
+		socket($s, $ai->{family}, SOCK_STREAM, 0) or do { print "tcp $id fail " . errname($! + 0) . " 0\n"; next };
+		nonblock($s);
+		if (!connect($s, $ai->{addr}) && $! != Errno::EINPROGRESS()) {
+			print "tcp $id fail " . errname($! + 0) . " 0\n"; close $s; next;
+		}
+		$conn{fileno($s)} = { s => $s, id => $id, t0 => $t, until => $t + $ms / 1000, state => 'connect', buf => '' };
+	}
+}
+
 sub start_probes {
 	my $t = now();
 	for my $p (@probes) {
 		my ($kind, $id, $host, $port, @a) = @$p;
 		if ($kind eq 'tcp') {
-			my $ai = addr($host, $port, SOCK_STREAM);
-			if (!$ai) { print "tcp $id fail EADDR 0\n"; next; }
-			my $s;
-			socket($s, $ai->{family}, SOCK_STREAM, 0) or do { print "tcp $id fail " . errname($! + 0) . " 0\n"; next };
-			nonblock($s);
-			if (!connect($s, $ai->{addr}) && $! != Errno::EINPROGRESS()) {
-				print "tcp $id fail " . errname($! + 0) . " 0\n"; close $s; next;
-			}
-			$conn{fileno($s)} = { s => $s, id => $id, t0 => $t, until => $t + $a[0] / 1000, state => 'connect', buf => '' };
+			push @tcpq, $p;
 		} else {
 			# udp/mtu ID SRC ADDR PORT ...: the fields after the id are shifted by SRC
 			my $src = $host;
@@ -126,6 +139,7 @@ sub start_probes {
 	}
 	@probes = ();
 	$running = 1;
+	open_tcp();
 }
 
 sub pump_sends {
@@ -235,8 +249,9 @@ while (1) {
 		next unless $t > $c->{until};
 		finish_conn($fd, $c->{state} eq 'connect' ? "timeout MS" : "other MS");
 	}
+	open_tcp() if @tcpq;
 	pump_sends() if @sends;
-	if ($running && !%conn && !@sends) { print "probed\n"; $running = 0; }
+	if ($running && !%conn && !@sends && !@tcpq) { print "probed\n"; $running = 0; }
 	last if !$stdin_open;
 }
 exit 0;

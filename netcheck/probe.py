@@ -60,21 +60,33 @@ def payload(pid, seq, size):
     return p + b"x" * max(0, size - len(p))
 
 
+# At most this many connects are open at once; the rest wait in tcpq.
+MAXCONN = 200
+tcpq = []
+
+
+def open_tcp():
+    while tcpq and len(conn) < MAXCONN:
+        p = tcpq.pop(0)
+        pid, host, port, ms = p[1], p[2], int(p[3]), int(p[4])
+        t = time.monotonic()
+        s = socket.socket(family(host), socket.SOCK_STREAM)
+        s.setblocking(False)
+        e = s.connect_ex((host, port))
+        if e not in (0, errno.EINPROGRESS):
+            emit("tcp %s fail %s 0" % (pid, errname(e)))
+            s.close()
+            continue
+        conn[s.fileno()] = {"s": s, "id": pid, "t0": t, "until": t + ms / 1000.0, "state": "connect", "buf": b""}
+
+
 def start_probes():
     global probes, running
     t = time.monotonic()
     for p in probes:
         kind, pid, host = p[0], p[1], p[2]
         if kind == "tcp":
-            port, a = int(p[3]), p[4:]
-            s = socket.socket(family(host), socket.SOCK_STREAM)
-            s.setblocking(False)
-            e = s.connect_ex((host, port))
-            if e not in (0, errno.EINPROGRESS):
-                emit("tcp %s fail %s 0" % (pid, errname(e)))
-                s.close()
-                continue
-            conn[s.fileno()] = {"s": s, "id": pid, "t0": t, "until": t + int(a[0]) / 1000.0, "state": "connect", "buf": b""}
+            tcpq.append(p)
         else:
             # udp/mtu ID SRC ADDR PORT ...: the fields after the id are shifted by SRC
             src, host, port, a = host, p[3], int(p[4]), p[5:]
@@ -99,6 +111,7 @@ def start_probes():
             sends.append({"s": s, "kind": kind, "id": pid, "n": n, "size": size, "seq": 0, "at": t})
     probes = []
     running = True
+    open_tcp()
 
 
 def pump_sends():
@@ -228,9 +241,11 @@ def main():
             c = conn[fd]
             if t > c["until"]:
                 finish_conn(fd, "timeout MS" if c["state"] == "connect" else "other MS")
+        if tcpq:
+            open_tcp()
         if sends:
             pump_sends()
-        if running and not conn and not sends:
+        if running and not conn and not sends and not tcpq:
             emit("probed")
             running = False
 
