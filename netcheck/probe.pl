@@ -232,7 +232,7 @@ while (1) {
 				my $e = unpack('i', getsockopt($c->{s}, SOL_SOCKET, SO_ERROR) // pack('i', 0));
 				if ($e) { finish_conn($fd, "fail MS " . errname($e)); next; }
 				$c->{state} = 'greet';
-				$c->{until} = now() + 0.5;
+				$c->{until} = now() + 1.5;
 			} elsif ($c->{state} eq 'greet' && vec($rout, $fd, 1)) {
 				my $got = sysread($c->{s}, my $chunk, 256);
 				if ($got) { $c->{buf} .= $chunk; }

@@ -223,7 +223,7 @@ def main():
                 if e:
                     finish_conn(fd, "fail MS " + errname(e))
                     continue
-                c["state"], c["until"] = "greet", time.monotonic() + 0.5
+                c["state"], c["until"] = "greet", time.monotonic() + 1.5
             elif c["state"] == "greet" and fd in rout:
                 try:
                     chunk = c["s"].recv(256)
