@@ -18,7 +18,7 @@ type factsStep struct{}
 func (factsStep) Phase() events.Phase { return events.PhaseFacts }
 
 func (factsStep) Summary() string {
-	return "gather facts: one command per host (OS, kernel, ports, K3s state, checksums of managed files)"
+	return "gather facts: one command per host (OS, kernel, ports, network and firewalls, K3s state, checksums of managed files)"
 }
 
 func (factsStep) Run(ctx context.Context, s *session) error {
