@@ -498,7 +498,7 @@ func parseTaint(s string) (corev1.Taint, bool) {
 }
 
 // checkIntent: with an inventory, declared hosts without a node and declared taints/labels the
-// node lacks (installer.Diff computed them; docs/failure-modes.md F5).
+// node lacks (drift.Diff computed them; docs/failure-modes.md F5).
 func checkIntent(in *Input) []Finding {
 	var out []Finding
 	for _, name := range slices.Sorted(maps.Keys(in.Intent)) {

@@ -84,7 +84,7 @@ type NodeEvidence struct {
 type Intent struct {
 	// Registered is false when the cluster has no node of that name.
 	Registered bool
-	// Missing are the declared taints and labels the node lacks (installer.Diff); Describe
+	// Missing are the declared taints and labels the node lacks (drift.Diff); Describe
 	// one line per difference.
 	MissingTaints []corev1.Taint
 	Labels        map[string]string

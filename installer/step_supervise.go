@@ -28,6 +28,9 @@ import (
 // the diagnosis (joins in flight are cancelled; hosts not started yet stay uploaded only).
 // When the first server's K3s version changes (upgrade), it waits for the whole bring-up
 // instead: servers are upgraded strictly one at a time.
+//
+// Reads: s.boot.firstResult; the first server's plan and facts. Writes: s.boot.bringUp (the
+// supervisor keeps running in the background).
 type superviseStep struct{}
 
 func (superviseStep) Phase() events.Phase { return events.PhaseSupervise }
@@ -39,9 +42,9 @@ func (superviseStep) Summary() string {
 func (superviseStep) Run(ctx context.Context, s *session) error {
 	hs := s.first
 	bu := &bringUp{gate: make(chan struct{}), done: make(chan struct{})}
-	s.bringUp = bu
+	s.boot.bringUp = bu
 	sup := &supervisor{s: s, hs: hs, em: s.in.emitter(events.PhaseSupervise), gate: bu.gate}
-	res := s.firstResult
+	res := s.boot.firstResult
 	s.background.Add(1)
 	go func() {
 		defer s.background.Done()
