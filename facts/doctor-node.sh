@@ -5,7 +5,11 @@
 # matching SECRET_KEYS left out), flannel's subnet.env, the first certificate of every K3s
 # certificate file (server/tls/*.crt, server/tls/*/*.crt, agent/*.crt; PEM, parsed locally — no
 # openssl needed), free disk of K3s's data filesystem and memory. ParseDoctorNode reads it.
+# Its one argument holds journal line fragments, one per line: the journal lines older than the
+# tail that contain one of them are printed first ("@keylines"), so that a diagnosis still sees
+# the kubelet's command line of a long-running unit.
 PATH=$PATH:$K3S_BIN_DIR:/usr/sbin:/sbin
+keys=$1
 echo "@host $(hostname 2>/dev/null)"
 echo "@addrs $(hostname -I 2>/dev/null || hostname -i 2>/dev/null)"
 echo "@clock $(date +%s.%N)"
@@ -18,6 +22,9 @@ echo "@unit $svc"
 if [ -n "$svc" ]; then
   echo "@unitstate"
   systemctl show "$svc" -p ActiveState -p SubState -p NRestarts -p ActiveEnterTimestamp -p ExecMainStartTimestamp 2>/dev/null
+  echo "@keylines"
+  journalctl -u "$svc" -n 20000 -o short --no-pager 2>/dev/null | grep -v '^-- ' |
+    awk -v n=300 '{ if (NR > n) print b[NR % n]; b[NR % n] = $0 }' | grep -F -e "$keys" | tail -n 40
   echo "@journal"
   journalctl -u "$svc" -n 300 -o short --no-pager 2>/dev/null | grep -v '^-- '
 fi
@@ -25,7 +32,7 @@ echo "@config"
 for f in "$K3S_CONFIG" "$K3S_CONFIG".d/*.yaml "$K3S_CONFIG".d/*.yml; do
   [ -r "$f" ] && { echo "@file $f"; grep -v -i -E "^[[:space:]]*\"?($SECRET_KEYS)\"?[[:space:]]*:" "$f"; }
 done
-if [ -r "$K3S_SUBNET_ENV" ]; then echo "@subnet present"; cat "$K3S_SUBNET_ENV"; else echo "@subnet missing"; fi
+if [ -r "$K3S_SUBNET_ENV" ]; then echo "@subnet present $(stat -c %Y "$K3S_SUBNET_ENV" 2>/dev/null)"; cat "$K3S_SUBNET_ENV"; else echo "@subnet missing"; fi
 for f in "$K3S_DATA_DIR"/server/tls/*.crt "$K3S_DATA_DIR"/server/tls/*/*.crt "$K3S_DATA_DIR"/agent/*.crt; do
   [ -r "$f" ] && { echo "@cert $f"; sed -n '/-BEGIN CERTIFICATE-/,/-END CERTIFICATE-/{p;/-END CERTIFICATE-/q}' "$f"; }
 done

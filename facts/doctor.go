@@ -36,6 +36,10 @@ var DoctorNodeScript = k3s.ShellVars() + "SECRET_KEYS='" + secretKeyPattern() + 
 //go:embed doctor-node.sh
 var doctorNodeScript string
 
+// DoctorNodeArgs are DoctorNodeScript's arguments: the journal line fragments a diagnosis needs
+// from before the tail (k3s.JournalKeyLines), newline-separated in one argument.
+func DoctorNodeArgs() []string { return []string{strings.Join(k3s.JournalKeyLines(), "\n")} }
+
 // secretKeyPattern is the alternation of K3s's secret config keys and any key naming a
 // password, for grep -E.
 func secretKeyPattern() string {
@@ -75,22 +79,26 @@ type DoctorNode struct {
 	VersionLine string `json:"versionLine,omitempty"`
 	// Unit is k3s or k3s-agent ("" when no unit exists).
 	Unit string `json:"unit,omitempty"`
-	// ActiveState and SubState are systemd's; Restarts is NRestarts; ActiveSince the last
-	// start (zero when unknown).
+	// ActiveState and SubState are systemd's; Restarts is NRestarts; ActiveSince when the unit
+	// last became active (zero when unknown or not active); StartedAt when its main process last
+	// started (ExecMainStartTimestamp: set while activating too; zero when unknown).
 	ActiveState string    `json:"activeState,omitempty"`
 	SubState    string    `json:"subState,omitempty"`
 	Restarts    int       `json:"restarts"`
 	ActiveSince time.Time `json:"activeSince,omitempty"`
-	// Journal is the unit's journal tail, oldest first (journald's short prefix kept).
+	StartedAt   time.Time `json:"startedAt,omitempty"`
+	// Journal is the unit's journal, oldest first (journald's short prefix kept): the lines with
+	// a k3s.JournalKeyLines fragment from before the tail, then the tail (300 lines).
 	Journal []string `json:"journal,omitempty"`
 	// ConfigFiles are the K3s config files in the order K3s reads them (path → text, secret
 	// keys left out); ConfigPaths their order.
 	ConfigPaths []string          `json:"configPaths,omitempty"`
 	ConfigFiles map[string]string `json:"configFiles,omitempty"`
 	// SubnetEnv is /run/flannel/subnet.env's text; SubnetEnvPresent whether it exists (nil:
-	// not reported).
-	SubnetEnvPresent *bool  `json:"subnetEnvPresent,omitempty"`
-	SubnetEnv        string `json:"subnetEnv,omitempty"`
+	// not reported); SubnetEnvWritten its modification time (zero when unknown).
+	SubnetEnvPresent *bool     `json:"subnetEnvPresent,omitempty"`
+	SubnetEnv        string    `json:"subnetEnv,omitempty"`
+	SubnetEnvWritten time.Time `json:"subnetEnvWritten,omitempty"`
 	// Certs are the K3s certificates found.
 	Certs []Cert `json:"certs,omitempty"`
 	// DiskTotalKiB, DiskFreeKiB and DiskUsedPercent describe the filesystem of DiskPath
@@ -140,7 +148,7 @@ func ParseDoctorNode(out []byte) DoctorNode {
 				n.Version = k3s.FindRelease(val)
 			case "@unit":
 				n.Unit = strings.TrimSpace(val)
-			case "@unitstate", "@journal", "@config":
+			case "@unitstate", "@keylines", "@journal", "@config":
 			case "@file":
 				file = strings.TrimSpace(val)
 				n.ConfigPaths = append(n.ConfigPaths, file)
@@ -148,8 +156,14 @@ func ParseDoctorNode(out []byte) DoctorNode {
 					n.ConfigFiles = map[string]string{}
 				}
 			case "@subnet":
-				p := strings.TrimSpace(val) == "present"
+				f := strings.Fields(val)
+				p := len(f) > 0 && f[0] == "present"
 				n.SubnetEnvPresent = &p
+				if p && len(f) > 1 {
+					if sec, err := strconv.ParseInt(f[1], 10, 64); err == nil {
+						n.SubnetEnvWritten = time.Unix(sec, 0)
+					}
+				}
 			case "@cert":
 				flushCert()
 				cert = strings.TrimSpace(val)
@@ -191,8 +205,10 @@ func ParseDoctorNode(out []byte) DoctorNode {
 				n.Restarts, _ = strconv.Atoi(v)
 			case "ActiveEnterTimestamp":
 				n.ActiveSince = parseSystemdTime(v)
+			case "ExecMainStartTimestamp":
+				n.StartedAt = parseSystemdTime(v)
 			}
-		case "@journal":
+		case "@keylines", "@journal":
 			if strings.TrimSpace(line) != "" {
 				n.Journal = append(n.Journal, line)
 			}

@@ -4,10 +4,11 @@ import (
 	"bytes"
 	_ "embed"
 	"encoding/json"
-	"github.com/k3strap/k3strap/k3s"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
+
+	"github.com/k3strap/k3strap/k3s"
 )
 
 // EvidenceScript prints what diagnosing a K3s server needs, in one SSH command (run as root,
@@ -22,9 +23,12 @@ var EvidenceScript = k3s.ShellVars() + evidenceScript
 //go:embed evidence.sh
 var evidenceScript string
 
-// EvidenceArgs are EvidenceScript's arguments: the K3s unit (k3s or k3s-agent) and the node
-// name.
-func EvidenceArgs(service, node string) []string { return []string{service, node} }
+// EvidenceArgs are EvidenceScript's arguments: the K3s unit (k3s or k3s-agent), the node name
+// and the journal line fragments a diagnosis needs from before the tail (k3s.JournalKeyLines,
+// newline-separated).
+func EvidenceArgs(service, node string) []string {
+	return []string{service, node, strings.Join(k3s.JournalKeyLines(), "\n")}
+}
 
 // Evidence is what EvidenceScript printed, parsed.
 type Evidence struct {
