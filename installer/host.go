@@ -138,3 +138,26 @@ func (hs *hostState) systemctl(ctx context.Context, verb string) (time.Time, err
 	_, err := hs.sh(ctx, "systemctl "+verb, systemctlScript, "", verb, k3s.Unit(string(hs.host.Role)))
 	return at, err
 }
+
+// startCommand (re)starts the unit without waiting for it to become ready (the supervisor
+// watches): systemd `--no-block`, OpenRC's rc-service in the background; with enable, the unit
+// is enabled right after the start is queued (see enableCommand).
+func (hs *hostState) startCommand(verb string, enable bool) remote.Cmd {
+	openrc := hs.facts.InitSystem == "openrc"
+	if !openrc && !enable {
+		return remote.Command("systemctl", verb, "--no-block", hs.plan.Service).AsRoot()
+	}
+	label, flag := verb+" "+hs.plan.Service, ""
+	if enable {
+		flag = "enable"
+		if !openrc {
+			label = verb + " and enable " + hs.plan.Service
+		}
+	}
+	return remote.Script(label, startScript, hs.plan.Service, verb, flag, hs.facts.InitSystem).AsRoot()
+}
+
+// enableCommand enables the unit of hs (left running or stopped as it is).
+func (hs *hostState) enableCommand() remote.Cmd {
+	return remote.Script("enable "+hs.plan.Service, enableScript, hs.plan.Service, hs.facts.InitSystem).AsRoot()
+}
