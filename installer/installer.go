@@ -15,6 +15,7 @@ import (
 	"github.com/k3strap/k3strap/events"
 	"github.com/k3strap/k3strap/installer/remote"
 	"github.com/k3strap/k3strap/inventory"
+	"github.com/k3strap/k3strap/k3s"
 	"github.com/k3strap/k3strap/preflight"
 )
 
@@ -84,7 +85,7 @@ func (o *Options) defaults() {
 		}
 	}
 	if o.StallGrace <= 0 {
-		o.StallGrace = 60 * time.Second
+		o.StallGrace = k3s.StallGrace
 	}
 	if o.Timeout <= 0 {
 		o.Timeout = 10 * time.Minute

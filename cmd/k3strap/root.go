@@ -19,6 +19,7 @@ import (
 	"github.com/k3strap/k3strap/frontend"
 	"github.com/k3strap/k3strap/installer"
 	"github.com/k3strap/k3strap/inventory"
+	"github.com/k3strap/k3strap/k3s"
 	"github.com/k3strap/k3strap/preflight"
 )
 
@@ -238,7 +239,7 @@ func (rf *runFlags) register(cmd *cobra.Command, apply bool) {
 	if apply {
 		f.StringVar(&rf.kubeconfigOut, "kubeconfig-out", "", "where to write the kubeconfig (default ./<cluster name>.kubeconfig)")
 		f.StringVar(&rf.apiAddress, "api-address", "", "address clients use for the API server (default: the first server's address)")
-		f.DurationVar(&rf.stallGrace, "stall-grace", 60*time.Second, "how long the uninitialized taint may stay before the stall is diagnosed")
+		f.DurationVar(&rf.stallGrace, "stall-grace", k3s.StallGrace, "how long the uninitialized taint may stay before the stall is diagnosed")
 		f.DurationVar(&rf.timeout, "timeout", 10*time.Minute, "bring-up timeout of a server or agent")
 		f.DurationVar(&rf.pollInterval, "poll-interval", 400*time.Millisecond, "how often the bring-up supervisor looks")
 		f.BoolVar(&rf.dryRun, "dry-run", false, "connect, gather facts, run preflight and show what would change (diffs included); change nothing")
@@ -355,7 +356,7 @@ func registerDay2(cmd *cobra.Command, rf *runFlags, watches bool) {
 	f.BoolVar(&rf.dryRun, "dry-run", false, "connect and show what would be done; change nothing")
 	if watches {
 		f.DurationVar(&rf.timeout, "timeout", 10*time.Minute, "how long a node may take to be Ready again")
-		f.DurationVar(&rf.stallGrace, "stall-grace", 60*time.Second, "how long the uninitialized taint may stay before the stall is diagnosed")
+		f.DurationVar(&rf.stallGrace, "stall-grace", k3s.StallGrace, "how long the uninitialized taint may stay before the stall is diagnosed")
 	}
 }
 
