@@ -20,30 +20,37 @@ import (
 )
 
 // superviseStep starts following the first server's bring-up from the (re)start the
-// first-server step made (service active, API ready, node registered, uninitialized taint
-// gone, PodCIDR, subnet.env, Ready), diagnosing a stall (F1, crash loop, timeout) with
-// evidence. It returns as soon as other nodes may join — the API answers, the node exists and
-// its uninitialized taint is gone — and the supervisor keeps watching in the background: the
-// bring-up step waits for the rest. A diagnosed failure at any time stops the whole run with
-// the diagnosis (joins in flight are cancelled; hosts not started yet stay uploaded only).
-// When the first server's K3s version changes (upgrade), it waits for the whole bring-up
-// instead: servers are upgraded strictly one at a time.
+// first-server step made (API ready, service active, node registered and Ready, uninitialized
+// taint gone, PodCIDR, subnet.env), diagnosing a stall (F1, crash loop, timeout) with
+// evidence. It returns as soon as agents may join, and the supervisor keeps watching in the
+// background: the bring-up step waits for the rest. Agents may join once the API answers when
+// K3s's embedded cloud controller runs on the first server (it removes the uninitialized taint
+// by itself, and an agent needs nothing else of the server to register); otherwise — the
+// taint's removal depends on an external cloud controller or F1 may be at hand — and for
+// joining servers (an etcd member added to a server that then fails would cost quorum) the
+// gate is the strict one: the API answers, the node exists and its uninitialized taint is gone
+// (docs/k3s.md "Join gates"). A diagnosed failure at any time stops the whole run with the
+// diagnosis (joins in flight are cancelled; hosts not started yet stay uploaded only). When
+// the first server's K3s version changes (upgrade), it waits for the whole bring-up instead:
+// servers are upgraded strictly one at a time.
 //
-// Reads: s.boot.firstResult; the first server's plan and facts. Writes: s.boot.bringUp (the
-// supervisor keeps running in the background).
+// Reads: s.boot.firstResult; the first server's plan, facts and cloud settings.
+// Writes: s.boot.bringUp (the supervisor keeps running in the background; its gates open the
+// joins).
 type superviseStep struct{}
 
 func (superviseStep) Phase() events.Phase { return events.PhaseSupervise }
 
 func (superviseStep) Summary() string {
-	return "watch the first server come up; continue once the API answers and its uninitialized taint is gone (F1 gate)"
+	return "watch the first server come up; agents may join once the API answers (its uninitialized taint gone too when the embedded cloud controller is off), servers once the taint is gone"
 }
 
 func (superviseStep) Run(ctx context.Context, s *session) error {
 	hs := s.first
-	bu := &bringUp{gate: make(chan struct{}), done: make(chan struct{})}
+	bu := &bringUp{gate: make(chan struct{}), agentGate: make(chan struct{}), done: make(chan struct{})}
 	s.boot.bringUp = bu
-	sup := &supervisor{s: s, hs: hs, em: s.in.emitter(events.PhaseSupervise), gate: bu.gate}
+	sup := &supervisor{s: s, hs: hs, em: s.in.emitter(events.PhaseSupervise), gate: bu.gate, agentGate: bu.agentGate,
+		earlyAgents: !s.in.cluster.CloudSettings(hs.host).DisableCloudController}
 	res := s.boot.firstResult
 	s.background.Add(1)
 	go func() {
@@ -60,11 +67,23 @@ func (superviseStep) Run(ctx context.Context, s *session) error {
 		// uncordoned before any other server or agent is touched.
 		return s.firstUp(ctx)
 	}
+	return s.waitGate(ctx, bu.agentGate)
+}
+
+// waitGate waits until gate (one of s.boot.bringUp's) opens, or the supervisor ends first (then the
+// first server's bring-up result decides), or ctx ends.
+func (s *session) waitGate(ctx context.Context, gate chan struct{}) error {
+	bu := s.boot.bringUp
+	if bu == nil {
+		return nil
+	}
 	select {
-	case <-bu.gate:
+	case <-gate:
 		return nil
 	case <-bu.done:
 		return s.firstUp(ctx)
+	case <-ctx.Done():
+		return ctx.Err()
 	}
 }
 
@@ -76,9 +95,10 @@ func (superviseStep) Preview(ctx context.Context, s *session) error {
 
 // bringUp is the first server's supervisor running in the background.
 type bringUp struct {
-	// gate is closed when other nodes may join; done when the supervisor finished, with err.
-	gate, done chan struct{}
-	err        error
+	// gate is closed when servers may join (and agents, whatever agentGate says); agentGate
+	// when agents may join; done when the supervisor finished, with err.
+	gate, agentGate, done chan struct{}
+	err                   error
 	// finished says firstUp completed the first server's result (read and written by the
 	// steps' goroutine only).
 	finished bool
@@ -125,8 +145,12 @@ type supervisor struct {
 	// reported if it turns out not to be up.
 	quick   bool
 	pending []events.MilestoneInfo
-	// gate, when set, is closed once other nodes may join (joinable); then set to nil.
+	// gate, when set, is closed once servers may join (joinable); then set to nil.
 	gate chan struct{}
+	// agentGate, when set, is closed once agents may join: with gate, or as soon as the API
+	// answers when earlyAgents (the embedded cloud controller removes the taint); then nil.
+	agentGate   chan struct{}
+	earlyAgents bool
 }
 
 func (sup *supervisor) flannelOff() bool {
@@ -321,6 +345,10 @@ func (sup *supervisor) evaluate(ctx context.Context, st *probeState) (bool, erro
 		close(sup.gate)
 		sup.gate = nil
 	}
+	if sup.agentGate != nil && (sup.gate == nil || (sup.earlyAgents && sup.apiReady())) {
+		close(sup.agentGate)
+		sup.agentGate = nil
+	}
 	if len(sup.reached) == len(k3s.Milestones()) {
 		return true, nil
 	}
@@ -337,6 +365,12 @@ func (sup *supervisor) joinable() bool {
 		}
 	}
 	return true
+}
+
+// apiReady reports whether the first server's API answered in this bring-up.
+func (sup *supervisor) apiReady() bool {
+	_, ok := sup.reached[k3s.MilestoneAPIReady]
+	return ok
 }
 
 // fresh reports whether the probe's state belongs to the start this run made: the unit's
