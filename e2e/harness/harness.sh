@@ -560,12 +560,34 @@ cmd_kill() {   # hard crash: SIGKILL PID 1 of the host; its pid namespace dies w
 }
 cmd_start() { local i=$1; create "$i"; start_one "$i"; }
 cmd_reset() {
-  local i=$1 d t0=$EPOCHREALTIME; d=$(hdir "$i")
+  local i=$1 d t0=$EPOCHREALTIME cut; d=$(hdir "$i")
   cmd_kill "$i"; debug "h$i: killed"
   umount "$d/root" 2>/dev/null || umount -l "$d/root"
   rm -rf "$d/upper" "$d/work" "$d/rancher"
-  create "$i"; start_one "$i"
+  cut=$(net_drop "$i")
+  create "$i"
+  [ "$cut" = 1 ] && cmd_cut "$i"
+  [ -s "$SD/state/loss.h$i" ] || [ -s "$SD/state/rate.h$i" ] && link_rules "$i"
+  start_one "$i"
   log "h$i reset in $(ms_since "$t0") ms"
+}
+# net_drop removes host i's network namespace and cable(s), so that create makes new ones: a
+# reset host starts from a clean network as after a reboot, not with what a K3s left there
+# (flannel.1 holding UDP 8472, cni0, iptables rules, ipsets, sysctls). Prints 1 when the
+# cable was cut (reset keeps that, and loss and rate, as before).
+link_is_down() {   # link_is_down CMD...: the link `ip -o link show` CMD prints exists, administratively down
+  local l; l=$("$@" 2>/dev/null) && [ -n "$l" ] && ! grep -q '[<,]UP[,>]' <<< "$l"
+}
+net_drop() {
+  local i=$1 n pv cut=0; n=$(hns "$i"); pv=$(pubveth "$i")
+  if link_is_down ip -o link show "$pv"; then cut=1; fi
+  if [ "$(topology)" = bastion ]; then
+    if link_is_down ip -n "$PRIVNS" -o link show "$(privveth "$i")"; then cut=1; fi
+    ip -n "$PRIVNS" link del "$(privveth "$i")" 2>/dev/null || true
+  fi
+  ip link del "$pv" 2>/dev/null || true
+  if ns_exists "$n"; then ip netns del "$n"; fi
+  echo "$cut"
 }
 
 cmd_cut() {

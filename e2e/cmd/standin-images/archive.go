@@ -9,6 +9,7 @@ import (
 	"io"
 	"os"
 	"path"
+	"slices"
 	"strings"
 	"time"
 
@@ -38,9 +39,6 @@ const (
 // writes and containerd imports), zstd-compressed when out ends in .tar.zst like K3s's own
 // k3s-airgap-images-<arch>.tar.zst. It refuses a program that is not statically linked.
 func writeArchive(out string) error {
-	if !strings.HasSuffix(out, ".tar") && !strings.HasSuffix(out, ".tar.zst") {
-		return fmt.Errorf("%s: name the archive .tar or .tar.zst (K3s imports by extension)", out)
-	}
 	self, err := os.Executable()
 	if err != nil {
 		return err
@@ -51,6 +49,14 @@ func writeArchive(out string) error {
 	}
 	if err := requireStatic(self); err != nil {
 		return err
+	}
+	return writeArchiveOf(bin, out)
+}
+
+// writeArchiveOf writes the archive at out with bin as the program of every image.
+func writeArchiveOf(bin []byte, out string) error {
+	if !strings.HasSuffix(out, ".tar") && !strings.HasSuffix(out, ".tar.zst") {
+		return fmt.Errorf("%s: name the archive .tar or .tar.zst (K3s imports by extension)", out)
 	}
 	refs, err := buildImages(bin)
 	if err != nil {
@@ -71,7 +77,12 @@ func writeArchive(out string) error {
 		}
 		w = zw
 	}
-	if err := tarball.MultiRefWrite(refs, w); err != nil {
+	var docker bytes.Buffer
+	if err := tarball.MultiRefWrite(refs, &docker); err != nil {
+		f.Close()
+		return fmt.Errorf("writing %s: %w", out, err)
+	}
+	if err := sortTar(&docker, w); err != nil {
 		f.Close()
 		return fmt.Errorf("writing %s: %w", out, err)
 	}
@@ -85,6 +96,49 @@ func writeArchive(out string) error {
 		return err
 	}
 	return os.Rename(tmp, out)
+}
+
+// sortTar copies the tar in to w with its entries in name order and manifest.json last: the
+// docker-archive writer emits images in map order, and the archive must not change from run
+// to run.
+func sortTar(in io.Reader, w io.Writer) error {
+	type entry struct {
+		hdr  *tar.Header
+		body []byte
+	}
+	var entries []entry
+	tr := tar.NewReader(in)
+	for {
+		h, err := tr.Next()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			return err
+		}
+		b, err := io.ReadAll(tr)
+		if err != nil {
+			return err
+		}
+		entries = append(entries, entry{h, b})
+	}
+	key := func(e entry) string {
+		if e.hdr.Name == "manifest.json" {
+			return "\xff"
+		}
+		return e.hdr.Name
+	}
+	slices.SortFunc(entries, func(a, b entry) int { return strings.Compare(key(a), key(b)) })
+	tw := tar.NewWriter(w)
+	for _, e := range entries {
+		if err := tw.WriteHeader(e.hdr); err != nil {
+			return err
+		}
+		if _, err := tw.Write(e.body); err != nil {
+			return err
+		}
+	}
+	return tw.Close()
 }
 
 // requireStatic fails unless the ELF file p has no program interpreter: the images have no
@@ -157,9 +211,14 @@ func buildImages(bin []byte) (map[name.Reference]v1.Image, error) {
 
 // labels are the image's OCI labels: what it is, and that it is a stand-in.
 func (im standinImage) labels() map[string]string {
+	title, desc := "k3strap test stand-in for "+im.Ref,
+		"NOT "+im.Component+": a k3strap end-to-end test stand-in that behaves like it only where k3strap and Kubernetes look. See "+noteFile+"."
+	if im.Workload {
+		title, desc = "k3strap test workload "+im.Ref, "A k3strap end-to-end test workload: "+im.Component+". No real image has this name. See "+noteFile+"."
+	}
 	return map[string]string{
-		"org.opencontainers.image.title":       "k3strap test stand-in for " + im.Ref,
-		"org.opencontainers.image.description": "NOT " + im.Component + ": a k3strap end-to-end test stand-in that behaves like it only where k3strap and Kubernetes look. See " + noteFile + ".",
+		"org.opencontainers.image.title":       title,
+		"org.opencontainers.image.description": desc,
 		"org.opencontainers.image.vendor":      "k3strap (test stand-in)",
 		"org.opencontainers.image.ref.name":    im.Ref,
 		labelStandin:                           "true",
@@ -169,17 +228,21 @@ func (im standinImage) labels() map[string]string {
 
 // note is the text of the image's noteFile.
 func (im standinImage) note() string {
-	return fmt.Sprintf(`THIS IMAGE IS A k3strap TEST STAND-IN, NOT THE REAL COMPONENT.
+	head := "THIS IMAGE IS A k3strap TEST STAND-IN, NOT THE REAL COMPONENT."
+	if im.Workload {
+		head = "THIS IMAGE IS A k3strap TEST WORKLOAD; NO REAL IMAGE HAS THIS NAME."
+	}
+	return fmt.Sprintf(`%s
 
-reference:   %s
+reference:     %s
 stands in for: %s
-named by:    K3s v1.36.3+k3s1, %s
+named by:      %s
 
-It holds one static Go program (%s, k3strap's e2e/cmd/standin-images) that plays this image
-only as far as k3strap's end-to-end tests and Kubernetes look (probes, ports, discovery).
-It exists because the test machines cannot pull container images. Never run it in a real
-cluster: it is not %s.
-`, im.Ref, im.Component, im.Source, binaryPath, im.Component)
+It holds one static Go program (%s, k3strap's e2e/cmd/standin-images) that plays this
+image only as far as k3strap's end-to-end tests and Kubernetes look (probes, ports, discovery,
+DNS). It exists because the test machines cannot pull container images. Never run it in a
+real cluster.
+`, head, im.Ref, im.Component, im.Source, binaryPath)
 }
 
 // sharedLayer is the layer of every image: the program at binaryPath, the applet links to it,

@@ -154,9 +154,20 @@ func corednsMain(args []string) int {
 	defer stop()
 	srv := &dnsServer{zone: cf.Zones[0], hostsFile: cf.HostsFile, lookup: apiLookup{api}, log: logger}
 	go srv.syncLoop(ctx, api)
+	addr := fmt.Sprintf(":%d", cf.Port)
+	pc, err := net.ListenPacket("udp", addr)
+	if err != nil {
+		logger.Print(err)
+		return 1
+	}
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		logger.Print(err)
+		return 1
+	}
 	errc := make(chan error, 5)
-	go func() { errc <- srv.serveUDP(ctx, fmt.Sprintf(":%d", cf.Port)) }()
-	go func() { errc <- srv.serveTCP(ctx, fmt.Sprintf(":%d", cf.Port)) }()
+	go func() { errc <- srv.serveUDP(ctx, pc) }()
+	go func() { errc <- srv.serveTCP(ctx, ln) }()
 	if cf.Health != "" {
 		go func() { errc <- serveHTTP(ctx, cf.Health, "/health", func() bool { return true }) }()
 	}
@@ -228,11 +239,8 @@ type dnsServer struct {
 	log       *log.Logger
 }
 
-func (s *dnsServer) serveUDP(ctx context.Context, addr string) error {
-	pc, err := net.ListenPacket("udp", addr)
-	if err != nil {
-		return err
-	}
+// serveUDP answers the queries arriving on pc until ctx ends (then it closes pc).
+func (s *dnsServer) serveUDP(ctx context.Context, pc net.PacketConn) error {
 	go func() { <-ctx.Done(); pc.Close() }()
 	buf := make([]byte, 65535)
 	for {
@@ -254,11 +262,8 @@ func (s *dnsServer) serveUDP(ctx context.Context, addr string) error {
 	}
 }
 
-func (s *dnsServer) serveTCP(ctx context.Context, addr string) error {
-	ln, err := net.Listen("tcp", addr)
-	if err != nil {
-		return err
-	}
+// serveTCP answers the connections arriving on ln until ctx ends (then it closes ln).
+func (s *dnsServer) serveTCP(ctx context.Context, ln net.Listener) error {
 	go func() { <-ctx.Done(); ln.Close() }()
 	for {
 		c, err := ln.Accept()

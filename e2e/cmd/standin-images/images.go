@@ -5,9 +5,12 @@ package main
 type standinImage struct {
 	// Ref is the image reference, fully qualified as containerd stores it.
 	Ref string
-	// Component names the real thing this image stands in for.
+	// Component names the real thing this image stands in for; for a test workload (no real
+	// image of that name exists), what it is.
 	Component string
-	// Source says where K3s names Ref (read on a running v1.36.3+k3s1 server).
+	// Workload marks a test workload rather than a stand-in for a real image.
+	Workload bool
+	// Source says where Ref is named (for K3s's images: read on a running v1.36.3+k3s1 server).
 	Source string
 	// Entrypoint is the image's ENTRYPOINT: a path in the image whose base name is the applet.
 	Entrypoint []string
@@ -29,14 +32,14 @@ var standinImages = []standinImage{
 	{
 		Ref:        "docker.io/rancher/mirrored-pause:3.10.2",
 		Component:  "the Kubernetes pause container (pod sandbox)",
-		Source:     "agent/etc/containerd/config.toml pinned_images.sandbox",
+		Source:     "K3s v1.36.3+k3s1, agent/etc/containerd/config.toml pinned_images.sandbox",
 		Entrypoint: []string{"/pause"},
 		User:       "65535:65535",
 	},
 	{
 		Ref:        "docker.io/rancher/mirrored-coredns-coredns:1.14.6",
 		Component:  "CoreDNS",
-		Source:     "server/manifests/coredns.yaml",
+		Source:     "K3s v1.36.3+k3s1, server/manifests/coredns.yaml",
 		Entrypoint: []string{"/coredns"},
 		User:       "65532:65532",
 		Ports:      []string{"53/tcp", "53/udp"},
@@ -44,21 +47,22 @@ var standinImages = []standinImage{
 	{
 		Ref:        "docker.io/rancher/local-path-provisioner:v0.0.36",
 		Component:  "Rancher local-path-provisioner",
-		Source:     "server/manifests/local-storage.yaml",
+		Source:     "K3s v1.36.3+k3s1, server/manifests/local-storage.yaml",
 		Entrypoint: []string{"local-path-provisioner"},
 	},
 	{
 		Ref:        "docker.io/rancher/mirrored-metrics-server:v0.9.0",
 		Component:  "Kubernetes metrics-server",
-		Source:     "server/manifests/metrics-server/metrics-server-deployment.yaml",
+		Source:     "K3s v1.36.3+k3s1, server/manifests/metrics-server/metrics-server-deployment.yaml",
 		Entrypoint: []string{"/metrics-server"},
 		User:       "65534:65534",
 		Ports:      []string{"10250/tcp"},
 	},
 	{
 		Ref:        NetprobeRef,
-		Component:  "no real component: a test workload (HTTP identity, fetch and resolve on demand)",
-		Source:     "k3strap e2e tests",
+		Component:  "netprobe, a test workload (HTTP identity, fetch and resolve on demand)",
+		Workload:   true,
+		Source:     "k3strap e2e tests (README.md, netprobe)",
 		Entrypoint: []string{"/netprobe"},
 		User:       "65532:65532",
 		Ports:      []string{"8080/tcp"},
