@@ -71,7 +71,9 @@ func writeArchiveOf(bin []byte, out string) error {
 	var w io.Writer = f
 	var zw *zstd.Encoder
 	if strings.HasSuffix(out, ".tar.zst") {
-		if zw, err = zstd.NewWriter(f, zstd.WithEncoderLevel(zstd.SpeedBetterCompression)); err != nil {
+		// A 4 MiB window, as the zstd CLI uses: K3s's decoder refuses windows over 32 MiB
+		// (rancher/wharfie pkg/tarfile MaxDecoderMemory).
+		if zw, err = zstd.NewWriter(f, zstd.WithEncoderLevel(zstd.SpeedBetterCompression), zstd.WithWindowSize(4<<20)); err != nil {
 			f.Close()
 			return err
 		}
