@@ -191,7 +191,6 @@ func buildImages(bin []byte) (map[name.Reference]v1.Image, error) {
 		cf.Author = "k3strap e2e (test stand-in)"
 		cf.Config = v1.Config{
 			Entrypoint: im.Entrypoint,
-			Cmd:        im.Cmd,
 			User:       im.User,
 			Env:        []string{imagePath},
 			WorkingDir: "/",

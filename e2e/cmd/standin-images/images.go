@@ -14,8 +14,6 @@ type standinImage struct {
 	Source string
 	// Entrypoint is the image's ENTRYPOINT: a path in the image whose base name is the applet.
 	Entrypoint []string
-	// Cmd is the image's CMD (arguments when the pod gives none).
-	Cmd []string
 	// User is the image's USER, as in the real image.
 	User string
 	// Ports are the image's EXPOSE entries ("53/udp").

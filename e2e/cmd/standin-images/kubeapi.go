@@ -85,7 +85,7 @@ func (k *kubeAPI) get(ctx context.Context, p string, q url.Values, out any) erro
 }
 
 // The few fields of the API objects the stand-ins read (k8s.io/api core/v1 Service and
-// discovery/v1 EndpointSlice); the full types would triple the program.
+// discovery/v1 EndpointSlice); the full k8s.io/api types would add megabytes to every image.
 type (
 	serviceList struct {
 		Items []service `json:"items"`

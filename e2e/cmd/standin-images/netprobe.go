@@ -81,32 +81,14 @@ func netprobeMain(args []string) int {
 func netprobeHandler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, r *http.Request) { fmt.Fprint(w, "ok") })
-	mux.HandleFunc("/fetch", func(w http.ResponseWriter, r *http.Request) {
-		u := r.URL.Query().Get("url")
-		if u == "" {
-			http.Error(w, "fetch needs ?url=", http.StatusBadRequest)
-			return
-		}
+	mux.HandleFunc("/fetch", probeEndpoint("url", func(r *http.Request, u string) (any, bool) {
 		res := fetch(r.Context(), u, queryTimeout(r))
-		code := http.StatusOK
-		if res.Error != "" {
-			code = http.StatusBadGateway
-		}
-		writeJSON(w, code, res)
-	})
-	mux.HandleFunc("/resolve", func(w http.ResponseWriter, r *http.Request) {
-		n := r.URL.Query().Get("name")
-		if n == "" {
-			http.Error(w, "resolve needs ?name=", http.StatusBadRequest)
-			return
-		}
+		return res, res.Error == ""
+	}))
+	mux.HandleFunc("/resolve", probeEndpoint("name", func(r *http.Request, n string) (any, bool) {
 		res := resolve(r.Context(), n, queryTimeout(r))
-		code := http.StatusOK
-		if res.Error != "" {
-			code = http.StatusBadGateway
-		}
-		writeJSON(w, code, res)
-	})
+		return res, res.Error == ""
+	}))
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path != "/" {
 			http.NotFound(w, r)
@@ -115,6 +97,24 @@ func netprobeHandler() http.Handler {
 		writeJSON(w, http.StatusOK, identity(r.RemoteAddr))
 	})
 	return mux
+}
+
+// probeEndpoint answers with run's outcome for the query parameter param: 200 when it worked,
+// 502 when it did not, 400 without the parameter.
+func probeEndpoint(param string, run func(r *http.Request, arg string) (outcome any, ok bool)) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		arg := r.URL.Query().Get(param)
+		if arg == "" {
+			http.Error(w, r.URL.Path+" needs ?"+param+"=", http.StatusBadRequest)
+			return
+		}
+		res, ok := run(r, arg)
+		code := http.StatusOK
+		if !ok {
+			code = http.StatusBadGateway
+		}
+		writeJSON(w, code, res)
+	}
 }
 
 func queryTimeout(r *http.Request) time.Duration {
