@@ -284,13 +284,17 @@ EOF
   fi
 }
 
+# host_mac i NET: the MAC of host i's interface on net 0 (public) or 1 (private), the same at
+# every create: a reset gives the host new cables (net_drop), and peers and the machine still
+# hold the old MAC for its address in their neighbour tables for a while.
+host_mac() { printf '02:6b:%02x:%02x:%02x:%02x' "$INST" "$2" $(($1 / 256)) $(($1 % 256)); }
 host_net() {   # netns + cable(s) for host i
   local i=$1 n; n=$(hns "$i")
   ns_exists "$n" && return 0
   ip netns add "$n"
   ip -n "$n" link set lo up
   if [ "$(topology)" = flat ] || [ "$i" = 0 ]; then
-    ip link add "$(pubveth "$i")" type veth peer name eth0 netns "$n"
+    ip link add "$(pubveth "$i")" type veth peer name eth0 address "$(host_mac "$i" 0)" netns "$n"
     ip link set "$(pubveth "$i")" master "$BR" up
     ip -n "$n" addr add "$PUB.$((10 + i))/24" dev eth0
     ip -n "$n" link set eth0 up
@@ -299,7 +303,7 @@ host_net() {   # netns + cable(s) for host i
   if [ "$(topology)" = bastion ]; then
     local dev=eth0 a="$PRIV.$((10 + i))"
     [ "$i" = 0 ] && { dev=eth1; a="$PRIV.1"; }
-    ip link add "$(privveth "$i")" netns "$PRIVNS" type veth peer name "$dev" netns "$n"
+    ip link add "$(privveth "$i")" netns "$PRIVNS" type veth peer name "$dev" address "$(host_mac "$i" 1)" netns "$n"
     ip -n "$PRIVNS" link set "$(privveth "$i")" master "$PRIVBR" up
     ip -n "$n" addr add "$a/24" dev "$dev"
     ip -n "$n" link set "$dev" up
