@@ -10,6 +10,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"regexp"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -60,18 +61,6 @@ type Diagnosis struct {
 	Fixes []string
 }
 
-// Journal line fragments K3s v1.36.3 prints (fixtures/real-k3s-v1.36.3/log-lines-*.txt).
-const (
-	lineWaitingTaint     = "waiting for removal of node.cloudprovider.kubernetes.io/uninitialized taint"
-	lineShutdownTaint    = "network policy controller failed to wait for node.cloudprovider.kubernetes.io/uninitialized taint"
-	lineRunningKubelet   = "Running kubelet "
-	lineRunningCCM       = "Running cloud-controller-manager"
-	lineSkippingCCM      = "Skipping a cloud provider controller"
-	lineWaitingCRD       = "Waiting for CRD"
-	lineWaitingUntaint   = "Waiting for untainted node"
-	lineCriticalMismatch = "critical configuration value mismatch"
-)
-
 // NodeArgs returns the K3s arguments recorded in the node's k3s.io/node-args annotation
 // (a JSON array: ["server", "--flag", "value", ...]) as flag name -> values. Boolean flags
 // recorded without a value get "true". nil when the annotation is missing or malformed.
@@ -115,6 +104,14 @@ func (ev Evidence) args() map[string][]string {
 	return ev.ConfigArgs
 }
 
+// argsSource says where args() read the node's K3s arguments.
+func (ev Evidence) argsSource() string {
+	if NodeArgs(ev.Node) != nil {
+		return "node " + ev.NodeName + " annotation k3s.io/node-args"
+	}
+	return "the K3s config files on the host"
+}
+
 func lastValue(m map[string][]string, k string) (string, bool) {
 	v := m[k]
 	if len(v) == 0 {
@@ -129,7 +126,7 @@ func lastValue(m map[string][]string, k string) (string, bool) {
 func (ev Evidence) kubeletCloudProvider() (value, source string) {
 	for i := len(ev.Journal) - 1; i >= 0; i-- {
 		l := ev.Journal[i]
-		if j := strings.Index(l, lineRunningKubelet); j >= 0 {
+		if j := strings.Index(l, k3s.LineRunningKubelet); j >= 0 {
 			for _, f := range strings.Fields(l[j:]) {
 				if v, ok := strings.CutPrefix(f, "--cloud-provider="); ok {
 					return v, "journal: " + trimLine(l)
@@ -139,7 +136,7 @@ func (ev Evidence) kubeletCloudProvider() (value, source string) {
 		}
 	}
 	if v, ok := k3s.ArgValue(ev.args()["kubelet-arg"], "cloud-provider"); ok {
-		return v, "kubelet-arg cloud-provider=" + v
+		return v, "kubelet-arg cloud-provider=" + v + ", " + ev.argsSource()
 	}
 	if !ev.embeddedCCMDisabled() {
 		return "external", "K3s sets it while its embedded cloud controller runs"
@@ -152,12 +149,12 @@ func (ev Evidence) embeddedCCMDisabled() bool {
 		return v == "true"
 	}
 	for _, l := range ev.Journal {
-		if strings.Contains(l, lineRunningCCM) {
+		if strings.Contains(l, k3s.LineRunningCCM) {
 			return false
 		}
 	}
 	for _, l := range ev.Journal {
-		if strings.Contains(l, lineSkippingCCM) {
+		if strings.Contains(l, k3s.LineSkippingCCM) {
 			return true
 		}
 	}
@@ -243,14 +240,18 @@ func UninitializedStall(ev Evidence) Diagnosis {
 	ccmOff := ev.embeddedCCMDisabled()
 	ccmPods, ccmRunning := ev.cloudControllerPods()
 	pending := PendingOn(ev.Pods, taint)
-	waits, lastWait := ev.journalMatches(lineWaitingTaint)
-	shutdowns, lastShutdown := ev.journalMatches(lineShutdownTaint)
+	waits, lastWait := ev.journalMatches(k3s.LineWaitingTaint)
+	shutdowns, lastShutdown := ev.journalMatches(k3s.LineShutdownTaint)
 
 	var evidence []string
 	evidence = append(evidence, fmt.Sprintf("node %s has taint %s=%s:%s for %s", ev.NodeName, taint.Key, taint.Value, taint.Effect, ev.TaintAge.Round(time.Second)))
 	evidence = append(evidence, fmt.Sprintf("kubelet cloud-provider=%q (%s)", cp, cpSource))
 	if ccmOff {
-		evidence = append(evidence, "K3s's embedded cloud controller is disabled (disable-cloud-controller: true)")
+		src := "journal: " + k3s.LineSkippingCCM
+		if _, ok := lastValue(ev.args(), "disable-cloud-controller"); ok {
+			src = ev.argsSource()
+		}
+		evidence = append(evidence, "K3s's embedded cloud controller is disabled (disable-cloud-controller: true, "+src+")")
 	} else {
 		evidence = append(evidence, "K3s's embedded cloud controller is enabled")
 	}
@@ -300,7 +301,7 @@ func UninitializedStall(ev Evidence) Diagnosis {
 			},
 		}
 	}
-	if n, last := ev.journalMatches(lineWaitingCRD); n > 0 && !ccmOff {
+	if n, last := ev.journalMatches(k3s.LineWaitingCRD); n > 0 && !ccmOff {
 		evidence = append(evidence, fmt.Sprintf("journal, %d times: %s", n, last))
 		return Diagnosis{
 			ID:    "manifest-deployer-stall",
@@ -373,7 +374,7 @@ func ServiceFailing(ev Evidence, unit string) Diagnosis {
 		Evidence: evidence,
 		Fixes:    []string{fmt.Sprintf("read `journalctl -u %s` on the host, fix the cause in the inventory, and re-run `k3strap apply`", unit)},
 	}
-	if n, last := ev.journalMatches(lineCriticalMismatch); n > 0 {
+	if n, last := ev.journalMatches(k3s.LineCriticalMismatch); n > 0 {
 		d.ID = "critical-config-mismatch"
 		d.Title = "this server's critical settings differ from the cluster's"
 		d.Message = "K3s refuses to join a server whose critical settings (cluster-cidr, service-cidr, disable, flannel-backend, ...) differ from the first server's."
@@ -385,9 +386,6 @@ func ServiceFailing(ev Evidence, unit string) Diagnosis {
 	return d
 }
 
-// lineMainExited is systemd's line for a unit whose main process ended.
-const lineMainExited = "Main process exited"
-
 // Journal line patterns of a K3s exit (never written after initialisation).
 var (
 	// fatalRE matches the lines that say why K3s exits: logrus level=fatal, K3s's "Shutdown
@@ -396,6 +394,8 @@ var (
 	fatalRE = regexp.MustCompile(`level=fatal|Shutdown request received|\bE\d{4} \d\d:\d\d:\d\d\.\d+\s+\d+ \S+\] "Failed to start`)
 	// errorRE matches error lines (logrus level=error/fatal, klog E/F lines).
 	errorRE = regexp.MustCompile(`level=(?:error|fatal)|\b[EF]\d{4} \d\d:\d\d:\d\d\.\d+\s`)
+	// imagePullRE matches the kubelet's and containerd's image pull errors.
+	imagePullRE = regexp.MustCompile(`(?i)pull(ing)? image|ErrImagePull|ImagePullBackOff|failed to resolve reference|PullImage`)
 	// prefixRE matches journald's short prefix "Nov 24 05:12:42 host unit[pid]: ".
 	prefixRE = regexp.MustCompile(`^[A-Z][a-z]{2} +\d+ \d\d:\d\d:\d\d \S+ \S+: `)
 	// klogHeaderRE matches klog's "E1124 05:12:42.539502     189 file.go:1] ".
@@ -404,7 +404,10 @@ var (
 	logrusMsgRE = regexp.MustCompile(`msg="((?:[^"\\]|\\.)*)"`)
 )
 
-func isErrorLine(l string) bool { return errorRE.MatchString(l) }
+// isErrorLine reports whether l is an error line that can explain a K3s exit. Errors about
+// pulling container images are workload noise (the kubelet retries them forever; they never
+// stop K3s) and are left out.
+func isErrorLine(l string) bool { return errorRE.MatchString(l) && !imagePullRE.MatchString(l) }
 
 // FatalLines returns the lines of journal (oldest first) that say why K3s exited: for each
 // systemd "Main process exited" line, the last fatal line (level=fatal, "Shutdown request
@@ -417,7 +420,7 @@ func FatalLines(journal []string) []string {
 	last := ""
 	for _, l := range journal {
 		switch {
-		case strings.Contains(l, lineMainExited):
+		case strings.Contains(l, k3s.LineMainExited):
 			if last != "" {
 				add(last)
 			}
@@ -500,6 +503,7 @@ func orNone(s string) string {
 }
 
 func journalTail(lines []string, n int) []string {
+	lines = slices.DeleteFunc(slices.Clone(lines), imagePullRE.MatchString)
 	if len(lines) > n {
 		lines = lines[len(lines)-n:]
 	}
@@ -514,7 +518,7 @@ func journalTail(lines []string, n int) []string {
 // node (printed only with the embedded cloud controller).
 func WaitingForUntaintedNode(journal []string) bool {
 	for _, l := range journal {
-		if strings.Contains(l, lineWaitingUntaint) {
+		if strings.Contains(l, k3s.LineWaitingUntaint) {
 			return true
 		}
 	}

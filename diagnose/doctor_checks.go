@@ -10,6 +10,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 
+	"github.com/k3strap/k3strap/facts"
 	"github.com/k3strap/k3strap/k3s"
 )
 
@@ -40,8 +41,22 @@ func nameOr(a, b string) string {
 	return b
 }
 
-// checkCrashLoop: a K3s unit that is not active (crash loop, failed start), or that restarted;
-// the evidence leads with the fatal journal line (ServiceFailing).
+// slowStart is how long a K3s unit may stay activating without a restart before doctor says so:
+// an agent sends READY only once its network is up, which K3s users see take minutes
+// (docs/k3s.md "Readiness of the unit").
+const slowStart = 10 * time.Minute
+
+// crashLooping reports whether systemd shows the unit failing: failed, waiting to restart, or
+// not active after restarts. A unit activating with no restart is starting (K3s has not sent
+// READY yet), not failing (docs/k3s.md "Readiness of the unit").
+func crashLooping(f *facts.DoctorNode) bool {
+	return f.ActiveState == "failed" || f.SubState == "auto-restart" || (f.ActiveState != "active" && f.Restarts > 0) ||
+		(f.ActiveState != "active" && f.ActiveState != "activating")
+}
+
+// checkCrashLoop: a K3s unit that does not stay up (crash loop, failed start) or that
+// restarted, with the fatal journal lines as evidence (ServiceFailing); a unit activating for
+// longer than slowStart without a restart is a slow start.
 func checkCrashLoop(in *Input) []Finding {
 	var out []Finding
 	for i := range in.Nodes {
@@ -53,19 +68,35 @@ func checkCrashLoop(in *Input) []Finding {
 		name := nameOr(ne.Node, ne.Host)
 		ev := Evidence{NodeName: name, Journal: f.Journal, ServiceState: f.ActiveState}
 		// F1's shutdown is reported by checkF1 with its cause.
-		if n, _ := ev.journalMatches(lineShutdownTaint); n > 0 {
+		if n, _ := ev.journalMatches(k3s.LineShutdownTaint); n > 0 {
 			continue
 		}
+		state := EvidenceLine{Text: fmt.Sprintf("unit %s is %s/%s, systemd restarted it %s", f.Unit, f.ActiveState, f.SubState, plural(f.Restarts, "time", "times")),
+			Source: hostSrc(ne, "systemctl show "+f.Unit)}
 		switch {
-		case f.ActiveState != "active":
+		case crashLooping(f):
 			d := ServiceFailing(ev, f.Unit)
 			fd := fromDiagnosis(d, SeverityError, name, ne)
 			fd.ID = "crash-loop"
 			if d.ID == "critical-config-mismatch" {
 				fd.ID = d.ID
 			}
-			fd.Evidence = append(fd.Evidence, EvidenceLine{Text: fmt.Sprintf("unit %s is %s/%s, systemd restarted it %d times", f.Unit, f.ActiveState, f.SubState, f.Restarts),
-				Source: hostSrc(ne, "systemctl show "+f.Unit)})
+			fd.Evidence = append(fd.Evidence, state)
+			out = append(out, fd)
+		case f.ActiveState == "activating":
+			if f.StartedAt.IsZero() || in.Now.Sub(f.StartedAt) < slowStart {
+				continue
+			}
+			since := in.Now.Sub(f.StartedAt).Round(time.Second)
+			fd := Finding{ID: "slow-start", Severity: SeverityWarning, Node: name,
+				Title: fmt.Sprintf("%s has been starting for %s", f.Unit, since),
+				Message: fmt.Sprintf("systemd still waits for %s to say it is ready, %s after it started, without a restart. K3s says so once its "+
+					"network is up; that normally takes seconds to a few minutes.", f.Unit, since),
+				Evidence: []EvidenceLine{state, {Text: "main process started " + f.StartedAt.UTC().Format(time.RFC3339), Source: hostSrc(ne, "systemctl show "+f.Unit)}},
+				Fixes:    []string{"read `journalctl -u " + f.Unit + "` for what K3s waits for (the API server through its tunnel, the node's PodCIDR, flannel)"}}
+			for _, l := range FatalLines(f.Journal) {
+				fd.Evidence = append(fd.Evidence, EvidenceLine{Text: trimLine(l), Source: hostSrc(ne, "journalctl -u "+f.Unit)})
+			}
 			out = append(out, fd)
 		case f.Restarts > 0:
 			fatal := FatalLines(f.Journal)
@@ -101,10 +132,23 @@ func checkF1(in *Input) []Finding {
 		if t.TimeAdded != nil {
 			age = in.Now.Sub(t.TimeAdded.Time)
 		}
+		ne := in.evidenceOf(n.Name)
 		if age < in.TaintGrace {
+			// Too young to judge: say it is there and since when, so the user knows what to
+			// look at again (the embedded cloud controller removes it within seconds).
+			since := n.CreationTimestamp.Time
+			if t.TimeAdded != nil {
+				since = t.TimeAdded.Time
+			}
+			out = append(out, Finding{ID: "uninitialized-taint", Severity: SeverityInfo, Node: n.Name,
+				Title: fmt.Sprintf("%s still carries the uninitialized taint", n.Name),
+				Message: fmt.Sprintf("%s has carried %s since %s (%s ago); a cloud controller removes it within seconds of registration. "+
+					"It is judged after %s (--stall-grace): run doctor again after %s if it is still there.",
+					n.Name, k3s.TaintUninitialized, since.UTC().Format(time.RFC3339), age.Round(time.Second), in.TaintGrace,
+					since.Add(in.TaintGrace).UTC().Format(time.RFC3339)),
+				Evidence: []EvidenceLine{{Text: fmt.Sprintf("taint %s=%s:%s", t.Key, t.Value, t.Effect), Source: nodeSrc(n.Name)}}})
 			continue
 		}
-		ne := in.evidenceOf(n.Name)
 		ev := Evidence{NodeName: n.Name, Node: n, Pods: in.View.Pods, ExternalCloudController: in.ExternalCloudController, TaintAge: age}
 		if ne != nil {
 			ev.Journal, ev.ConfigArgs, ev.ServiceState = ne.Facts.Journal, configArgs(ne.Facts), ne.Facts.ActiveState
@@ -123,7 +167,7 @@ func checkF1(in *Input) []Finding {
 			if WaitingForUntaintedNode(ne.Facts.Journal) {
 				f.Evidence = append(f.Evidence, EvidenceLine{Text: "K3s waits for an untainted node (the embedded cloud controller's own wait)", Source: hostSrc(ne, "journalctl -u "+unitOf(ne))})
 			}
-			shutdowns, _ := ev.journalMatches(lineShutdownTaint)
+			shutdowns, _ := ev.journalMatches(k3s.LineShutdownTaint)
 			f.Evidence = append(f.Evidence, EvidenceLine{Text: fmt.Sprintf("systemd restarted %s %s; the journal shows %s on this taint", unitOf(ne),
 				plural(ne.Facts.Restarts, "time", "times"), plural(shutdowns, "shutdown", "shutdowns")), Source: hostSrc(ne, "systemctl show "+unitOf(ne))})
 		}
@@ -147,7 +191,10 @@ func (in *Input) ViewHostNode() string {
 const subnetEnvMsg = "open /run/flannel/subnet.env"
 
 // checkPodNetwork: flannel on, but a node has no pod network: subnet.env missing or
-// unparsable, PodCIDR unset, or pods stuck creating their sandbox for want of subnet.env.
+// unparsable, PodCIDR unset, or pods stuck creating their sandbox for want of subnet.env. It
+// judges the present: a pod's sandbox event older than the node's current network (subnet.env's
+// modification) or than the unit's last start is history, and while the same run read a valid
+// subnet.env on the host no event contradicts it.
 func checkPodNetwork(in *Input) []Finding {
 	if !in.flannelOn() {
 		return nil
@@ -157,12 +204,20 @@ func checkPodNetwork(in *Input) []Finding {
 		n := &in.View.Nodes[i]
 		var ev []EvidenceLine
 		ne := in.evidenceOf(n.Name)
+		var since time.Time // events before this are history
+		networkOK := false
 		if ne != nil && ne.Facts.SubnetEnvPresent != nil {
 			src := hostSrc(ne, "/run/flannel/subnet.env")
 			if !*ne.Facts.SubnetEnvPresent {
 				ev = append(ev, EvidenceLine{Text: "/run/flannel/subnet.env does not exist", Source: src})
 			} else if _, err := ParseSubnetEnv(ne.Facts.SubnetEnv); err != nil {
 				ev = append(ev, EvidenceLine{Text: "subnet.env does not parse: " + err.Error(), Source: src})
+			} else {
+				networkOK = true
+				since = ne.Facts.SubnetEnvWritten
+			}
+			if ne.Facts.StartedAt.After(since) {
+				since = ne.Facts.StartedAt
 			}
 		}
 		if n.Spec.PodCIDR == "" {
@@ -170,10 +225,10 @@ func checkPodNetwork(in *Input) []Finding {
 		}
 		var stuck []string
 		for _, p := range podsOn(in.View.Pods, n.Name) {
-			if p.Spec.HostNetwork || running(p) {
+			if p.Spec.HostNetwork || running(p) || (networkOK && since.IsZero()) {
 				continue
 			}
-			msgs := append([]string{podReason(p)}, in.podEvents(p.Namespace, p.Name)...)
+			msgs := append([]string{podReason(p)}, in.podEventsSince(p.Namespace, p.Name, since)...)
 			for _, m := range msgs {
 				if strings.Contains(m, subnetEnvMsg) {
 					stuck = append(stuck, p.Namespace+"/"+p.Name)

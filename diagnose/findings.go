@@ -308,6 +308,32 @@ func podReason(p corev1.Pod) string {
 }
 
 // podEvents returns the messages of the events about pod ns/name (Warning first, newest last).
+// podEventsSince is podEvents without the events last seen before since (zero: all).
+func (in *Input) podEventsSince(ns, name string, since time.Time) []string {
+	var out []string
+	for _, e := range in.View.Events {
+		if e.InvolvedObject.Kind == "Pod" && e.InvolvedObject.Namespace == ns && e.InvolvedObject.Name == name &&
+			(since.IsZero() || !eventLastSeen(e).Before(since)) {
+			out = append(out, strings.TrimSpace(fmt.Sprintf("%s %s: %s", e.Type, e.Reason, e.Message)))
+		}
+	}
+	return out
+}
+
+// eventLastSeen is when an event last happened: its series' last observation, lastTimestamp,
+// eventTime or firstTimestamp, whichever is set first in that order (zero when none is).
+func eventLastSeen(e corev1.Event) time.Time {
+	switch {
+	case e.Series != nil && !e.Series.LastObservedTime.IsZero():
+		return e.Series.LastObservedTime.Time
+	case !e.LastTimestamp.IsZero():
+		return e.LastTimestamp.Time
+	case !e.EventTime.IsZero():
+		return e.EventTime.Time
+	}
+	return e.FirstTimestamp.Time
+}
+
 func (in *Input) podEvents(ns, name string) []string {
 	var out []string
 	for _, e := range in.View.Events {
@@ -355,7 +381,17 @@ func fromDiagnosis(d Diagnosis, sev Severity, node string, ne *NodeEvidence) Fin
 		case strings.HasPrefix(e, "Pending"), strings.HasPrefix(e, "cloud controller pods"), strings.HasPrefix(e, "no cloud controller"):
 			src = "kubectl get pods -A"
 		case strings.HasPrefix(e, "kubelet cloud-provider"), strings.HasPrefix(e, "K3s's embedded"):
-			src = "node " + node + " k3s.io/node-args, config files, journal"
+			// The text says where the setting was read (Evidence.argsSource, a journal line).
+			switch {
+			case strings.Contains(e, "(journal: ") || strings.Contains(e, ", journal: "):
+				if ne != nil {
+					src = hostSrc(ne, "journalctl -u "+unitOf(ne))
+				}
+			case strings.Contains(e, "k3s.io/node-args"):
+				src = "kubectl get node " + node + " (annotation k3s.io/node-args)"
+			case ne != nil:
+				src = hostSrc(ne, "/etc/rancher/k3s/config.yaml and config.yaml.d")
+			}
 		}
 		f.Evidence = append(f.Evidence, EvidenceLine{Text: e, Source: src})
 	}

@@ -29,7 +29,12 @@ import (
 // keys left out), /run/flannel/subnet.env, the first certificate of every K3s certificate file
 // (server/tls/*.crt, server/tls/*/*.crt, agent/*.crt; PEM, parsed locally — no openssl needed),
 // free disk of /var/lib/rancher and memory. ParseDoctorNode reads it.
+//
+// Its one argument (DoctorNodeArgs) holds the journal lines to look for, one per line: the lines
+// of the journal older than the tail that contain one of them are printed first ("@keylines"),
+// so that a diagnosis still sees the kubelet's command line of a long-running unit.
 var DoctorNodeScript = `PATH=$PATH:/usr/local/bin:/usr/sbin:/sbin
+keys=$1
 echo "@host $(hostname 2>/dev/null)"
 echo "@addrs $(hostname -I 2>/dev/null || hostname -i 2>/dev/null)"
 echo "@clock $(date +%s.%N)"
@@ -42,6 +47,9 @@ echo "@unit $svc"
 if [ -n "$svc" ]; then
   echo "@unitstate"
   systemctl show "$svc" -p ActiveState -p SubState -p NRestarts -p ActiveEnterTimestamp -p ExecMainStartTimestamp 2>/dev/null
+  echo "@keylines"
+  journalctl -u "$svc" -n 20000 -o short --no-pager 2>/dev/null | grep -v '^-- ' |
+    awk -v n=300 '{ if (NR > n) print b[NR % n]; b[NR % n] = $0 }' | grep -F -e "$keys" | tail -n 40
   echo "@journal"
   journalctl -u "$svc" -n 300 -o short --no-pager 2>/dev/null | grep -v '^-- '
 fi
@@ -49,7 +57,7 @@ echo "@config"
 for f in /etc/rancher/k3s/config.yaml /etc/rancher/k3s/config.yaml.d/*.yaml /etc/rancher/k3s/config.yaml.d/*.yml; do
   [ -r "$f" ] && { echo "@file $f"; grep -v -i -E '^[[:space:]]*"?(` + secretKeyPattern() + `)"?[[:space:]]*:' "$f"; }
 done
-if [ -r /run/flannel/subnet.env ]; then echo "@subnet present"; cat /run/flannel/subnet.env; else echo "@subnet missing"; fi
+if [ -r /run/flannel/subnet.env ]; then echo "@subnet present $(stat -c %Y /run/flannel/subnet.env 2>/dev/null)"; cat /run/flannel/subnet.env; else echo "@subnet missing"; fi
 for f in /var/lib/rancher/k3s/server/tls/*.crt /var/lib/rancher/k3s/server/tls/*/*.crt /var/lib/rancher/k3s/agent/*.crt; do
   [ -r "$f" ] && { echo "@cert $f"; sed -n '/-BEGIN CERTIFICATE-/,/-END CERTIFICATE-/{p;/-END CERTIFICATE-/q}' "$f"; }
 done
@@ -57,6 +65,10 @@ d=/var/lib/rancher; [ -d "$d" ] || d=/
 echo "@disk $(df -Pk "$d" 2>/dev/null | awk 'NR==2{print $2, $4, $5, $6}')"
 echo "@mem $(awk '/^MemTotal:/{t=$2} /^MemAvailable:/{a=$2} END{print t, a}' /proc/meminfo 2>/dev/null)"
 echo "@end"`
+
+// DoctorNodeArgs are DoctorNodeScript's arguments: the journal line fragments a diagnosis needs
+// from before the tail (k3s.JournalKeyLines), newline-separated in one argument.
+func DoctorNodeArgs() []string { return []string{strings.Join(k3s.JournalKeyLines(), "\n")} }
 
 // secretKeyPattern is the alternation of K3s's secret config keys and any key naming a
 // password, for grep -E.
@@ -99,22 +111,26 @@ type DoctorNode struct {
 	VersionLine string `json:"versionLine,omitempty"`
 	// Unit is k3s or k3s-agent ("" when no unit exists).
 	Unit string `json:"unit,omitempty"`
-	// ActiveState and SubState are systemd's; Restarts is NRestarts; ActiveSince the last
-	// start (zero when unknown).
+	// ActiveState and SubState are systemd's; Restarts is NRestarts; ActiveSince when the unit
+	// last became active (zero when unknown or not active); StartedAt when its main process last
+	// started (ExecMainStartTimestamp: set while activating too; zero when unknown).
 	ActiveState string    `json:"activeState,omitempty"`
 	SubState    string    `json:"subState,omitempty"`
 	Restarts    int       `json:"restarts"`
 	ActiveSince time.Time `json:"activeSince,omitempty"`
-	// Journal is the unit's journal tail, oldest first (journald's short prefix kept).
+	StartedAt   time.Time `json:"startedAt,omitempty"`
+	// Journal is the unit's journal, oldest first (journald's short prefix kept): the lines with
+	// a k3s.JournalKeyLines fragment from before the tail, then the tail (300 lines).
 	Journal []string `json:"journal,omitempty"`
 	// ConfigFiles are the K3s config files in the order K3s reads them (path → text, secret
 	// keys left out); ConfigPaths their order.
 	ConfigPaths []string          `json:"configPaths,omitempty"`
 	ConfigFiles map[string]string `json:"configFiles,omitempty"`
 	// SubnetEnv is /run/flannel/subnet.env's text; SubnetEnvPresent whether it exists (nil:
-	// not reported).
-	SubnetEnvPresent *bool  `json:"subnetEnvPresent,omitempty"`
-	SubnetEnv        string `json:"subnetEnv,omitempty"`
+	// not reported); SubnetEnvWritten its modification time (zero when unknown).
+	SubnetEnvPresent *bool     `json:"subnetEnvPresent,omitempty"`
+	SubnetEnv        string    `json:"subnetEnv,omitempty"`
+	SubnetEnvWritten time.Time `json:"subnetEnvWritten,omitempty"`
 	// Certs are the K3s certificates found.
 	Certs []Cert `json:"certs,omitempty"`
 	// DiskTotalKiB, DiskFreeKiB and DiskUsedPercent describe the filesystem of DiskPath
@@ -164,7 +180,7 @@ func ParseDoctorNode(out []byte) DoctorNode {
 				n.Version = k3s.FindRelease(val)
 			case "@unit":
 				n.Unit = strings.TrimSpace(val)
-			case "@unitstate", "@journal", "@config":
+			case "@unitstate", "@keylines", "@journal", "@config":
 			case "@file":
 				file = strings.TrimSpace(val)
 				n.ConfigPaths = append(n.ConfigPaths, file)
@@ -172,8 +188,14 @@ func ParseDoctorNode(out []byte) DoctorNode {
 					n.ConfigFiles = map[string]string{}
 				}
 			case "@subnet":
-				p := strings.TrimSpace(val) == "present"
+				f := strings.Fields(val)
+				p := len(f) > 0 && f[0] == "present"
 				n.SubnetEnvPresent = &p
+				if p && len(f) > 1 {
+					if sec, err := strconv.ParseInt(f[1], 10, 64); err == nil {
+						n.SubnetEnvWritten = time.Unix(sec, 0)
+					}
+				}
 			case "@cert":
 				flushCert()
 				cert = strings.TrimSpace(val)
@@ -215,8 +237,10 @@ func ParseDoctorNode(out []byte) DoctorNode {
 				n.Restarts, _ = strconv.Atoi(v)
 			case "ActiveEnterTimestamp":
 				n.ActiveSince = parseSystemdTime(v)
+			case "ExecMainStartTimestamp":
+				n.StartedAt = parseSystemdTime(v)
 			}
-		case "@journal":
+		case "@keylines", "@journal":
 			if strings.TrimSpace(line) != "" {
 				n.Journal = append(n.Journal, line)
 			}

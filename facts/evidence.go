@@ -6,6 +6,8 @@ import (
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
+
+	"github.com/k3strap/k3strap/k3s"
 )
 
 // EvidenceScript prints what diagnosing a K3s server needs, in one SSH command (run as root,
@@ -13,10 +15,14 @@ import (
 // (through the host's own `k3s kubectl`), the K3s config files (config.yaml and its drop-ins,
 // lexical order; secret keys never printed), whether /run/flannel/subnet.env exists and the
 // service state. ParseEvidence reads its output. It is the facts script's companion: facts
-// describe a host before anything is installed, evidence a K3s that runs (or fails to).
-const EvidenceScript = `svc=$1 node=$2
+// describe a host before anything is installed, evidence a K3s that runs (or fails to). Before
+// the tail, the older journal lines holding one of the key fragments (third argument) are
+// printed, so the kubelet's command line is evidence even after hundreds of later lines.
+const EvidenceScript = `svc=$1 node=$2 keys=$3
 k3s=/usr/local/bin/k3s
 echo "@journal"
+journalctl -u "$svc" -n 20000 -o cat --no-pager 2>/dev/null |
+  awk -v n=400 '{ if (NR > n) print b[NR % n]; b[NR % n] = $0 }' | grep -F -e "$keys" | tail -n 40
 journalctl -u "$svc" -n 400 -o cat --no-pager 2>/dev/null || tail -n 400 "/var/log/$svc.log" 2>/dev/null
 echo "@pods"
 "$k3s" kubectl get pods -A -o json 2>/dev/null | tr -d '\n'; echo
@@ -30,9 +36,12 @@ echo "@subnet $(test -e /run/flannel/subnet.env && echo present || echo missing)
 echo "@service $(systemctl is-active "$svc" 2>/dev/null)"
 echo "@end"`
 
-// EvidenceArgs are EvidenceScript's arguments: the K3s unit (k3s or k3s-agent) and the node
-// name.
-func EvidenceArgs(service, node string) []string { return []string{service, node} }
+// EvidenceArgs are EvidenceScript's arguments: the K3s unit (k3s or k3s-agent), the node name
+// and the journal line fragments a diagnosis needs from before the tail (k3s.JournalKeyLines,
+// newline-separated).
+func EvidenceArgs(service, node string) []string {
+	return []string{service, node, strings.Join(k3s.JournalKeyLines(), "\n")}
+}
 
 // Evidence is what EvidenceScript printed, parsed.
 type Evidence struct {

@@ -26,7 +26,10 @@ type changes struct {
 	enable bool
 	// verb is "start" or "restart" when the service must be (re)started, else "".
 	verb string
-	why  []string
+	// activating says the unit runs but has not told systemd it is ready (docs/k3s.md
+	// "Readiness of the unit"): it is neither started again nor counted as a change.
+	activating bool
+	why        []string
 }
 
 func (c changes) any() bool { return len(c.uploads) > 0 || c.install || c.enable || c.verb != "" }
@@ -70,7 +73,11 @@ func (s *session) changesFor(hs *hostState) changes {
 	if ch.install {
 		ch.enable = true
 	}
-	active := f.K3s.ServiceActive == "active" && f.K3s.Service == p.Service
+	// A unit that is activating runs: K3s tells systemd READY only once its network is up (an
+	// agent well after its node is Ready), so starting it again would change nothing but the
+	// report.
+	ch.activating = f.K3s.ServiceActive == "activating" && f.K3s.Service == p.Service
+	active := (f.K3s.ServiceActive == "active" || ch.activating) && f.K3s.Service == p.Service
 	switch {
 	case !active:
 		ch.verb = "start"
@@ -102,6 +109,9 @@ type convergeResult struct {
 	// verb is how the service was brought up: "start" or "restart".
 	verb    string
 	started time.Time // when the service was (re)started; zero when left running
+	// activating names the unit when it was left running while still activating (not READY
+	// yet); "" otherwise.
+	activating string
 }
 
 func (r convergeResult) changed() bool {
@@ -117,7 +127,11 @@ func (r convergeResult) status() events.Status {
 
 func (r convergeResult) describe() string {
 	if !r.changed() {
-		return "files, unit and service already match the inventory"
+		msg := "files, unit and service already match the inventory"
+		if r.activating != "" {
+			msg += "; " + r.activating + " is still activating: K3s tells systemd it is ready only once its network is up, which for an agent can take minutes after its node is Ready (nothing to do)"
+		}
+		return msg
 	}
 	var parts []string
 	if r.upgradedFrom != "" {
@@ -151,6 +165,9 @@ func (s *session) converge(ctx context.Context, hs *hostState) (convergeResult, 
 	}
 	var res convergeResult
 	p := hs.plan
+	if ch.activating && !ch.install && ch.verb == "" {
+		res.activating = p.Service
+	}
 	for _, file := range ch.uploads {
 		if err := s.retry(ctx, hs, "upload "+file.Path, func(ctx context.Context) error { return s.upload(ctx, hs, file) }); err != nil {
 			return res, s.hostFailure(hs, "upload", KindInstall, err)

@@ -85,7 +85,7 @@ func (s *session) doctorGather(ctx context.Context, hs *hostState) {
 		return
 	}
 	sent := time.Now()
-	res, err := hs.c().Run(ctx, remote.Script("gather doctor evidence", facts.DoctorNodeScript).AsRoot())
+	res, err := hs.c().Run(ctx, remote.Script("gather doctor evidence", facts.DoctorNodeScript, facts.DoctorNodeArgs()...).AsRoot())
 	received := time.Now()
 	if err == nil && res.ExitCode != 0 && len(res.Stdout) == 0 {
 		err = &remote.CommandError{Host: hs.host.Name, Command: "doctor evidence", ExitCode: res.ExitCode, Stderr: strings.TrimSpace(string(res.Stderr))}

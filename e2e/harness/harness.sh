@@ -23,7 +23,8 @@
 #   harness.sh stop i | start i      graceful poweroff | boot again (filesystem kept)
 #   harness.sh kill i                hard crash (SIGKILL to the host's PID 1)
 #   harness.sh reset i               wipe host i's filesystem back to the base (keeps SSH host keys
-#                                    and machine-id) and boot it again
+#                                    and machine-id), give it a fresh network namespace (same
+#                                    address; loss/rate kept) and boot it again
 #   harness.sh cut i | heal i        unplug | replug host i's network cable(s)
 #   harness.sh loss i PCT            host i loses PCT % of its packets, each direction (nftables
 #                                    numgen random in the host's namespace; 0 ends it)
@@ -285,7 +286,7 @@ EOF
 }
 
 # host_mac i NET: the MAC of host i's interface on net 0 (public) or 1 (private), the same at
-# every create: a reset gives the host new cables (net_drop), and peers and the machine still
+# every create: a reset gives the host new cables (net_reset), and peers and the machine still
 # hold the old MAC for its address in their neighbour tables for a while.
 host_mac() { printf '02:6b:%02x:%02x:%02x:%02x' "$INST" "$2" $(($1 / 256)) $(($1 % 256)); }
 host_net() {   # netns + cable(s) for host i
@@ -563,35 +564,27 @@ cmd_kill() {   # hard crash: SIGKILL PID 1 of the host; its pid namespace dies w
   rm -f "$d/pid"
 }
 cmd_start() { local i=$1; create "$i"; start_one "$i"; }
+net_reset() {   # host i gets a fresh network namespace: the kernel state a killed host leaves
+  # there (a K3s's flannel.1 VXLAN device holding UDP 8472, cni0, veths, iptables and nft rules,
+  # conntrack) is not on its disk and would outlive a reset. Loss and rate rules are re-applied.
+  local i=$1
+  # ip netns add is not safe in parallel (resets of several hosts run at once): serialise.
+  exec 6>"$SD/.net.lock"; flock 6
+  ip netns del "$(hns "$i")" 2>/dev/null || true
+  ip link del "$(pubveth "$i")" 2>/dev/null || true
+  if [ "$(topology)" = bastion ]; then ip -n "$PRIVNS" link del "$(privveth "$i")" 2>/dev/null || true; fi
+  host_net "$i"
+  if [ -f "$SD/state/loss.h$i" ] || [ -f "$SD/state/rate.h$i" ]; then link_rules "$i"; fi
+  flock -u 6; exec 6>&-
+}
 cmd_reset() {
-  local i=$1 d t0=$EPOCHREALTIME cut; d=$(hdir "$i")
+  local i=$1 d t0=$EPOCHREALTIME; d=$(hdir "$i")
   cmd_kill "$i"; debug "h$i: killed"
   umount "$d/root" 2>/dev/null || umount -l "$d/root"
   rm -rf "$d/upper" "$d/work" "$d/rancher"
-  cut=$(net_drop "$i")
-  create "$i"
-  [ "$cut" = 1 ] && cmd_cut "$i"
-  [ -s "$SD/state/loss.h$i" ] || [ -s "$SD/state/rate.h$i" ] && link_rules "$i"
-  start_one "$i"
+  net_reset "$i"
+  create "$i"; start_one "$i"
   log "h$i reset in $(ms_since "$t0") ms"
-}
-# net_drop removes host i's network namespace and cable(s), so that create makes new ones: a
-# reset host starts from a clean network as after a reboot, not with what a K3s left there
-# (flannel.1 holding UDP 8472, cni0, iptables rules, ipsets, sysctls). Prints 1 when the
-# cable was cut (reset keeps that, and loss and rate, as before).
-link_is_down() {   # link_is_down CMD...: the link `ip -o link show` CMD prints exists, administratively down
-  local l; l=$("$@" 2>/dev/null) && [ -n "$l" ] && ! grep -q '[<,]UP[,>]' <<< "$l"
-}
-net_drop() {
-  local i=$1 n pv cut=0; n=$(hns "$i"); pv=$(pubveth "$i")
-  if link_is_down ip -o link show "$pv"; then cut=1; fi
-  if [ "$(topology)" = bastion ]; then
-    if link_is_down ip -n "$PRIVNS" -o link show "$(privveth "$i")"; then cut=1; fi
-    ip -n "$PRIVNS" link del "$(privveth "$i")" 2>/dev/null || true
-  fi
-  ip link del "$pv" 2>/dev/null || true
-  if ns_exists "$n"; then ip netns del "$n"; fi
-  echo "$cut"
 }
 
 cmd_cut() {
