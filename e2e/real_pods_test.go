@@ -24,26 +24,6 @@ import (
 	"github.com/k3strap/k3strap/events"
 )
 
-// realServerAgent is the real lane's 1 server + 1 agent, nothing declared on the nodes.
-const realServerAgent = `apiVersion: k3strap.io/v1alpha1
-kind: Cluster
-metadata:
-  name: real-pods
-spec:
-  k3s:
-{{template "k3s-real" .}}
-    config:
-{{template "k3s-real-config" .}}
-{{template "ssh-root" .}}
-  hosts:
-    - name: cp1
-      address: {{(index .Hosts 0).Address}}
-      role: server
-    - name: a1
-      address: {{(index .Hosts 1).Address}}
-      role: agent
-`
-
 // netprobePort is the port netprobe serves HTTP on.
 const netprobePort = 8080
 
@@ -247,7 +227,7 @@ func TestRealPods(t *testing.T) {
 	if st, err := os.Stat(c.bin.standinImages); err == nil {
 		t.Logf("stand-in images archive: %d bytes, built in %.1f s", st.Size(), c.bin.standinSeconds)
 	}
-	c.writeInventory(realServerAgent, nil)
+	c.writeInventory(simVsRealServer, nil) // its real-lane half: 1 server + 1 agent
 	r := c.k3strap(5*time.Minute, "apply")
 	defer r.dump(t)
 	if r.code != 0 {
