@@ -16,9 +16,9 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-
 	"k8s.io/klog/v2"
 
+	"github.com/k3strap/k3strap/checkid"
 	"github.com/k3strap/k3strap/k3s"
 )
 
@@ -273,7 +273,7 @@ func UninitializedStall(ev Evidence) Diagnosis {
 	switch {
 	case cp == "external" && ccmOff && !ccmRunning && !ev.ExternalCloudController:
 		return Diagnosis{
-			ID:    "F1-cloud-controller",
+			ID:    checkid.F1CloudController,
 			Title: "F1: no cloud controller will ever initialise this node",
 			Message: fmt.Sprintf("The kubelet on %s runs with cloud-provider=external, so the node registered with the %s taint, "+
 				"but K3s's embedded cloud controller is disabled and no external cloud controller runs: nothing will remove the taint. "+
@@ -290,13 +290,13 @@ func UninitializedStall(ev Evidence) Diagnosis {
 		}
 	case cp == "external" && ccmOff && (ev.ExternalCloudController || len(ccmPods) > 0) && !ccmRunning:
 		return Diagnosis{
-			ID:    "external-cloud-controller-missing",
+			ID:    checkid.ExternalCloudControllerMissing,
 			Title: "the external cloud controller is not running",
 			Message: fmt.Sprintf("K3s's embedded cloud controller is disabled and the kubelet on %s runs with cloud-provider=external, "+
 				"so the external cloud controller must initialise the node — but none is running yet.", ev.NodeName),
 			Evidence: evidence,
 			Fixes: []string{
-				"check the external cloud controller's pods (`kubectl -n kube-system get pods`) — they must tolerate " + k3s.TaintUninitialized + " and node-role.kubernetes.io/control-plane",
+				"check the external cloud controller's pods (`kubectl -n kube-system get pods`) — they must tolerate " + k3s.TaintUninitialized + " and " + k3s.TaintControlPlane,
 				"check that its manifest (spec.k3s.externalCloudController.manifest) was applied: it is placed in /var/lib/rancher/k3s/server/manifests/ on the first server",
 			},
 		}
@@ -304,7 +304,7 @@ func UninitializedStall(ev Evidence) Diagnosis {
 	if n, last := ev.journalMatches(k3s.LineWaitingCRD); n > 0 && !ccmOff {
 		evidence = append(evidence, fmt.Sprintf("journal, %d times: %s", n, last))
 		return Diagnosis{
-			ID:    "manifest-deployer-stall",
+			ID:    checkid.ManifestDeployerStall,
 			Title: "K3s is waiting for its own CRDs; the cloud controller has not run yet",
 			Message: "The embedded cloud controller is enabled, so this is not F1: K3s is still waiting for a CRD of its packaged " +
 				"manifests (seen after a crash during the first start left a half-created CRD). The taint usually clears within " +
@@ -322,7 +322,7 @@ func UninitializedStall(ev Evidence) Diagnosis {
 	}
 	msg += ". The journal tail below shows what K3s is doing."
 	return Diagnosis{
-		ID:       "uninitialized-stall-unknown",
+		ID:       checkid.UninitializedStallUnknown,
 		Title:    "the node stays uninitialized",
 		Message:  msg,
 		Evidence: append(evidence, journalTail(ev.Journal, 15)...),
@@ -368,14 +368,14 @@ func ServiceFailing(ev Evidence, unit string) Diagnosis {
 			unit, journalMessage(fatal[len(fatal)-1]))
 	}
 	d := Diagnosis{
-		ID:       "service-failing",
+		ID:       checkid.ServiceFailing,
 		Title:    fmt.Sprintf("%s does not stay up (state %q)", unit, ev.ServiceState),
 		Message:  msg,
 		Evidence: evidence,
 		Fixes:    []string{fmt.Sprintf("read `journalctl -u %s` on the host, fix the cause in the inventory, and re-run `k3strap apply`", unit)},
 	}
 	if n, last := ev.journalMatches(k3s.LineCriticalMismatch); n > 0 {
-		d.ID = "critical-config-mismatch"
+		d.ID = checkid.CriticalConfigMismatch
 		d.Title = "this server's critical settings differ from the cluster's"
 		d.Message = "K3s refuses to join a server whose critical settings (cluster-cidr, service-cidr, disable, flannel-backend, ...) differ from the first server's."
 		if !shown[last] {
@@ -479,7 +479,7 @@ func Timeout(ev Evidence, lastMilestone string, after time.Duration) Diagnosis {
 	evidence = append(evidence, fmt.Sprintf("subnet.env present: %v; service: %s", ev.SubnetEnvPresent, ev.ServiceState))
 	evidence = append(evidence, journalTail(ev.Journal, 15)...)
 	d := Diagnosis{
-		ID:       "bring-up-timeout",
+		ID:       checkid.BringUpTimeout,
 		Title:    fmt.Sprintf("the server did not come up within %s", after.Round(time.Second)),
 		Message:  "Bring-up stopped at \"" + lastMilestone + "\".",
 		Evidence: evidence,
@@ -487,7 +487,7 @@ func Timeout(ev Evidence, lastMilestone string, after time.Duration) Diagnosis {
 	}
 	if ev.Node != nil && ev.Node.Spec.PodCIDR == "" {
 		if v, ok := k3s.ArgValue(ev.args()["kube-controller-manager-arg"], "allocate-node-cidrs"); ok && v == "false" {
-			d.ID = "no-podcidr"
+			d.ID = checkid.NoPodCIDR
 			d.Message += " No PodCIDR is assigned because kube-controller-manager runs with allocate-node-cidrs=false, so flannel never writes subnet.env."
 			d.Fixes = append([]string{"remove kube-controller-manager-arg allocate-node-cidrs=false, or bring a CNI that assigns pod addresses itself (cni.type: none)"}, d.Fixes...)
 		}

@@ -10,6 +10,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/k3strap/k3strap/facts"
+	"github.com/k3strap/k3strap/k3s"
 )
 
 // doctorInput is a one-node cluster from the real captures: node (a fixture) gathered from host
@@ -158,8 +159,8 @@ func TestDoctorCertsSkewEtcdDiskClock(t *testing.T) {
 	second := in.View.Nodes[0].DeepCopy()
 	second.Name = "vm2"
 	second.Status.NodeInfo.KubeletVersion = "v1.35.1+k3s1"
-	in.View.Nodes[0].Labels[etcdRole] = "true"
-	second.Labels[etcdRole] = "true"
+	in.View.Nodes[0].Labels[k3s.LabelEtcd] = "true"
+	second.Labels[k3s.LabelEtcd] = "true"
 	second.Status.Conditions = []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionUnknown, Reason: "NodeStatusUnknown", Message: "Kubelet stopped posting node status."}}
 	in.View.Nodes = append(in.View.Nodes, *second)
 	fs := Findings(in)

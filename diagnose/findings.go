@@ -9,6 +9,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/k3strap/k3strap/facts"
+	"github.com/k3strap/k3strap/k3s"
 )
 
 // `k3strap doctor` (docs/doctor.md): findings over a cluster that already runs, whoever
@@ -112,7 +113,7 @@ type Input struct {
 	RancherFixed, RancherKnown bool
 	// TaintGrace is how long the uninitialized taint may stay (default 60 s); CertWarn how
 	// close to expiry a certificate is reported (default 90 days); ClockSkewMax the tolerated
-	// skew (default 5 s).
+	// skew (default k3s.ClockSkewWarn, preflight's threshold).
 	TaintGrace, CertWarn, ClockSkewMax time.Duration
 }
 
@@ -127,7 +128,7 @@ func (in *Input) defaults() {
 		in.CertWarn = 90 * 24 * time.Hour
 	}
 	if in.ClockSkewMax <= 0 {
-		in.ClockSkewMax = 5 * time.Second
+		in.ClockSkewMax = k3s.ClockSkewWarn
 	}
 }
 
@@ -308,12 +309,14 @@ func podReason(p corev1.Pod) string {
 }
 
 // podEvents returns the messages of the events about pod ns/name (Warning first, newest last).
-// podEventsSince is podEvents without the events last seen before since (zero: all).
+// podEventsSince is podEvents without the events last seen at or before since (zero: all).
+// Event times and file times have one-second resolution here: an event in the same second as
+// since is taken as before it.
 func (in *Input) podEventsSince(ns, name string, since time.Time) []string {
 	var out []string
 	for _, e := range in.View.Events {
 		if e.InvolvedObject.Kind == "Pod" && e.InvolvedObject.Namespace == ns && e.InvolvedObject.Name == name &&
-			(since.IsZero() || !eventLastSeen(e).Before(since)) {
+			(since.IsZero() || eventLastSeen(e).Truncate(time.Second).After(since)) {
 			out = append(out, strings.TrimSpace(fmt.Sprintf("%s %s: %s", e.Type, e.Reason, e.Message)))
 		}
 	}

@@ -142,7 +142,7 @@ func TestRealDoctorHandInstalled(t *testing.T) {
 	}
 	for key, f := range f1 {
 		if f.ID == "crash-loop" || f.ID == "no-pod-network" {
-			t.Errorf("F1 cluster: %s: %s", key, f.Message)
+			t.Errorf("F1 cluster: %s: %s; evidence %+v", key, f.Message, f.Evidence)
 		}
 	}
 
@@ -158,7 +158,7 @@ func TestRealDoctorHandInstalled(t *testing.T) {
 		t.Errorf("doctor on the repaired cluster exited %d, want 0; findings %v", r2.code, keys(r2.findings()))
 	}
 	for _, e := range r2.ofType(events.DoctorFindingType) {
-		t.Logf("repaired cluster: %s %s@%s: %s", e.Doctor.Severity, e.Doctor.ID, e.Doctor.Node, e.Doctor.Message)
+		t.Logf("repaired cluster: %s %s@%s: %s; evidence %+v", e.Doctor.Severity, e.Doctor.ID, e.Doctor.Node, e.Doctor.Message, e.Doctor.Evidence)
 	}
 }
 

@@ -3,6 +3,7 @@ package facts
 import (
 	"bytes"
 	"crypto/x509"
+	_ "embed"
 	"encoding/json"
 	"encoding/pem"
 	"strconv"
@@ -23,48 +24,17 @@ import (
 // (k3s.SecretKeys), certificate files are printed but never key files, and the caller masks
 // every text again with k3s.Mask.
 
-// DoctorNodeScript prints what doctor needs from one node: hostname and addresses, the clock,
-// the K3s binary's version, which unit runs (k3s or k3s-agent) with its state, restart count
-// and last start, the unit's journal tail (300 lines), the K3s config file and drop-ins (secret
-// keys left out), /run/flannel/subnet.env, the first certificate of every K3s certificate file
-// (server/tls/*.crt, server/tls/*/*.crt, agent/*.crt; PEM, parsed locally — no openssl needed),
-// free disk of /var/lib/rancher and memory. ParseDoctorNode reads it.
-//
-// Its one argument (DoctorNodeArgs) holds the journal lines to look for, one per line: the lines
-// of the journal older than the tail that contain one of them are printed first ("@keylines"),
-// so that a diagnosis still sees the kubelet's command line of a long-running unit.
-var DoctorNodeScript = `PATH=$PATH:/usr/local/bin:/usr/sbin:/sbin
-keys=$1
-echo "@host $(hostname 2>/dev/null)"
-echo "@addrs $(hostname -I 2>/dev/null || hostname -i 2>/dev/null)"
-echo "@clock $(date +%s.%N)"
-echo "@version $(/usr/local/bin/k3s --version 2>/dev/null | head -n 1)"
-svc=
-for u in k3s k3s-agent; do
-  if [ -n "$(systemctl show -p FragmentPath --value "$u" 2>/dev/null)" ]; then svc=$u; break; fi
-done
-echo "@unit $svc"
-if [ -n "$svc" ]; then
-  echo "@unitstate"
-  systemctl show "$svc" -p ActiveState -p SubState -p NRestarts -p ActiveEnterTimestamp -p ExecMainStartTimestamp 2>/dev/null
-  echo "@keylines"
-  journalctl -u "$svc" -n 20000 -o short --no-pager 2>/dev/null | grep -v '^-- ' |
-    awk -v n=300 '{ if (NR > n) print b[NR % n]; b[NR % n] = $0 }' | grep -F -e "$keys" | tail -n 40
-  echo "@journal"
-  journalctl -u "$svc" -n 300 -o short --no-pager 2>/dev/null | grep -v '^-- '
-fi
-echo "@config"
-for f in /etc/rancher/k3s/config.yaml /etc/rancher/k3s/config.yaml.d/*.yaml /etc/rancher/k3s/config.yaml.d/*.yml; do
-  [ -r "$f" ] && { echo "@file $f"; grep -v -i -E '^[[:space:]]*"?(` + secretKeyPattern() + `)"?[[:space:]]*:' "$f"; }
-done
-if [ -r /run/flannel/subnet.env ]; then echo "@subnet present $(stat -c %Y /run/flannel/subnet.env 2>/dev/null)"; cat /run/flannel/subnet.env; else echo "@subnet missing"; fi
-for f in /var/lib/rancher/k3s/server/tls/*.crt /var/lib/rancher/k3s/server/tls/*/*.crt /var/lib/rancher/k3s/agent/*.crt; do
-  [ -r "$f" ] && { echo "@cert $f"; sed -n '/-BEGIN CERTIFICATE-/,/-END CERTIFICATE-/{p;/-END CERTIFICATE-/q}' "$f"; }
-done
-d=/var/lib/rancher; [ -d "$d" ] || d=/
-echo "@disk $(df -Pk "$d" 2>/dev/null | awk 'NR==2{print $2, $4, $5, $6}')"
-echo "@mem $(awk '/^MemTotal:/{t=$2} /^MemAvailable:/{a=$2} END{print t, a}' /proc/meminfo 2>/dev/null)"
-echo "@end"`
+// DoctorNodeScript prints what doctor needs from one node (doctor-node.sh, the host paths of
+// k3s.ShellVars and the secret key pattern before it): hostname and addresses, the clock, the
+// K3s binary's version, which unit runs (k3s or k3s-agent) with its state, restart count and
+// last start, the unit's journal tail (300 lines), the K3s config file and drop-ins (secret
+// keys left out), flannel's subnet.env, the first certificate of every K3s certificate file
+// (PEM, parsed locally — no openssl needed), free disk of K3s's data filesystem and memory.
+// ParseDoctorNode reads it.
+var DoctorNodeScript = k3s.ShellVars() + "SECRET_KEYS='" + secretKeyPattern() + "'\n" + doctorNodeScript
+
+//go:embed doctor-node.sh
+var doctorNodeScript string
 
 // DoctorNodeArgs are DoctorNodeScript's arguments: the journal line fragments a diagnosis needs
 // from before the tail (k3s.JournalKeyLines), newline-separated in one argument.
@@ -76,15 +46,13 @@ func secretKeyPattern() string {
 	return strings.Join(append(k3s.SecretKeys(), "[a-z0-9-]*password[a-z0-9-]*"), "|")
 }
 
-// DoctorClusterScript prints the cluster's view through the server's own `k3s kubectl`: nodes,
-// pods, events, DaemonSets, Deployments, Jobs and HelmCharts of every namespace, each as one
-// JSON line. ParseClusterView reads it.
-const DoctorClusterScript = `k=/usr/local/bin/k3s
-for r in nodes pods events daemonsets deployments jobs helmcharts.helm.cattle.io; do
-  echo "@$r"
-  "$k" kubectl get "$r" -A -o json 2>&1 | tr -d '\n'; echo
-done
-echo "@end"`
+// DoctorClusterScript prints the cluster's view through the server's own `k3s kubectl`
+// (doctor-cluster.sh): nodes, pods, events, DaemonSets, Deployments, Jobs and HelmCharts of
+// every namespace, each as one JSON line. ParseClusterView reads it.
+var DoctorClusterScript = k3s.ShellVars() + doctorClusterScript
+
+//go:embed doctor-cluster.sh
+var doctorClusterScript string
 
 // Cert is one certificate file's first certificate.
 type Cert struct {
@@ -105,7 +73,7 @@ type DoctorNode struct {
 	Addresses []string `json:"addresses,omitempty"`
 	// RemoteClock is the host's clock when the script ran.
 	RemoteClock time.Time `json:"remoteClock"`
-	// Version is the K3s release of /usr/local/bin/k3s ("" when absent); VersionLine the
+	// Version is the K3s release of k3s.PathBinary ("" when absent); VersionLine the
 	// whole first line of `k3s --version`.
 	Version     string `json:"version,omitempty"`
 	VersionLine string `json:"versionLine,omitempty"`

@@ -4,6 +4,7 @@ import (
 	"testing"
 
 	"github.com/k3strap/k3strap/facts"
+	"github.com/k3strap/k3strap/installer/plan"
 	"github.com/k3strap/k3strap/inventory"
 )
 
@@ -24,7 +25,7 @@ func TestChangesForActivatingUnit(t *testing.T) {
 	} {
 		hs := &hostState{
 			host:  &inventory.Host{Name: "a1"},
-			plan:  &HostPlan{Service: "k3s-agent", Airgap: true},
+			plan:  &plan.HostPlan{Service: "k3s-agent", Airgap: true},
 			facts: &facts.Host{K3s: facts.K3sInstall{Service: "k3s-agent", ServiceEnabled: "enabled", ServiceActive: tc.state}},
 		}
 		ch := s.changesFor(hs)

@@ -7,6 +7,7 @@ import (
 
 	"github.com/k3strap/k3strap/events"
 	"github.com/k3strap/k3strap/inventory"
+	"github.com/k3strap/k3strap/k3s"
 )
 
 // joinServersStep brings the further servers up one at a time (etcd quorum): each converged
@@ -69,7 +70,7 @@ func (s *session) joinToken(ctx context.Context) error {
 	if s.token != "" {
 		return nil
 	}
-	b, err := s.first.c().ReadFile(ctx, PathServerToken)
+	b, err := s.first.c().ReadFile(ctx, k3s.PathServerToken)
 	if err != nil {
 		return s.hostFailure(s.first, "token", KindInstall, fmt.Errorf("reading the join token: %w", err))
 	}
