@@ -911,7 +911,7 @@ func checkImagePull(in *Input) []Finding {
 				plural(len(stuck), "pod waits", "pods wait"), n.Name, orList(refs, "their images"), strings.Join(stuck, ", ")),
 			Evidence: ev,
 			Fixes: []string{
-				"on an airgap host: put the release's k3s-airgap-images-<arch>.tar.zst in "+k3s.DirImages+"/ (spec.k3s.airgap.<arch>.images) and restart K3s there",
+				"on an airgap host: put the release's k3s-airgap-images-<arch>.tar.zst in " + k3s.DirImages + "/ (spec.k3s.airgap.<arch>.images) and restart K3s there",
 				"otherwise: let the node reach the registry, or configure a mirror (spec.registries, /etc/rancher/k3s/registries.yaml)",
 			}}
 		out = append(out, f)
