@@ -322,7 +322,7 @@ func TestHostNetworkStandIns(t *testing.T) {
 	}
 	want := map[string][]string{
 		// firewalld rejects every K3s port on cp1 and the pods' traffic
-		"NodePaths cp1": {"firewall-cmd --permanent --zone=public --add-port=6443/tcp", "firewall-cmd --reload", "reject with icmpx admin-prohibited"},
+		"NodePaths cp1":    {"firewall-cmd --permanent --zone=public --add-port=6443/tcp", "firewall-cmd --reload", "reject with icmpx admin-prohibited"},
 		"HostFirewall cp1": {"firewall-cmd --permanent --zone=trusted --add-source=10.42.0.0/16", "firewall-cmd --permanent --zone=trusted --add-source=10.43.0.0/16"},
 		// ufw's default deny on a1
 		"NodePaths a1":        {"ufw allow proto udp from", "to any port 8472", "policy drop of iptables-nft table filter chain INPUT"},

@@ -18,9 +18,10 @@ import (
 // anything is installed, every node's paths to every other on the ports K3s will need
 // (netcheck.PlanProbes over preflight.NetCluster) are tested with short-lived listeners and
 // connects or datagrams, all hosts at once, one SSH command each; the overlay port is also
-// probed with full-size don't-fragment datagrams. It reads the facts (addresses, routes,
-// interpreters, held ports) and writes s.paths, which preflight's NodePaths and PathMTU judge.
-// It never fails: what it finds are findings.
+// probed with full-size don't-fragment datagrams. It never fails: what it finds are findings.
+//
+// Reads: hostState.facts (addresses, routes, probe interpreters, held ports), plan, client;
+// the inventory. Writes: s.pre.paths (preflight's NodePaths and PathMTU judge it).
 type pathsStep struct{}
 
 func (pathsStep) Phase() events.Phase { return events.PhasePaths }
@@ -62,7 +63,7 @@ func (pathsStep) Run(ctx context.Context, s *session) error {
 		hosts = append(hosts, ph)
 	}
 	rep := netcheck.RunPaths(ctx, nc, hosts, netcheck.PathOptions{ConnectTimeout: pathConnectTimeout})
-	s.paths = rep
+	s.pre.paths = rep
 	failed := rep.Failed()
 	for _, line := range pathMatrix(nc, rep) {
 		em.Step(line.host, "paths", line.status, line.text)
