@@ -515,6 +515,20 @@ func (n *Network) fail(section string, err error) {
 	n.Errors = append(n.Errors, fmt.Sprintf("%s: %v", section, err))
 }
 
+// decode unmarshals the JSON of section s into v; false when the section is empty (the tool
+// printed nothing) or not JSON (recorded as an error of what).
+func (n *Network) decode(s *section, what string, v any) bool {
+	text := strings.TrimSpace(sectionText(s))
+	if text == "" {
+		return false
+	}
+	if err := json.Unmarshal([]byte(text), v); err != nil {
+		n.fail(what, err)
+		return false
+	}
+	return true
+}
+
 func parseNetAddr(p *parser, h *Host, s *section) error {
 	n := p.net(h)
 	switch s.arg {
@@ -629,16 +643,11 @@ func parseNetRoute(p *parser, h *Host, s *section) error {
 	if s.name == "net-route6" {
 		fam = 6
 	}
-	text := strings.TrimSpace(sectionText(s))
-	if text == "" {
-		return nil
-	}
 	var rs []struct {
 		Dst, Gateway, Dev, Prefsrc string
 		Metric                     int
 	}
-	if err := json.Unmarshal([]byte(text), &rs); err != nil {
-		n.fail(s.name, err)
+	if !n.decode(s, s.name, &rs) {
 		return nil
 	}
 	for _, r := range rs {
@@ -649,13 +658,8 @@ func parseNetRoute(p *parser, h *Host, s *section) error {
 
 func parseNetFDB(p *parser, h *Host, s *section) error {
 	n := p.net(h)
-	text := strings.TrimSpace(sectionText(s))
-	if text == "" {
-		return nil
-	}
 	var es []struct{ Mac, Dst string }
-	if err := json.Unmarshal([]byte(text), &es); err != nil {
-		n.fail("bridge fdb", err)
+	if !n.decode(s, "bridge fdb", &es) {
 		return nil
 	}
 	for _, e := range es {
@@ -668,17 +672,12 @@ func parseNetFDB(p *parser, h *Host, s *section) error {
 
 func parseNetNeigh(p *parser, h *Host, s *section) error {
 	n := p.net(h)
-	text := strings.TrimSpace(sectionText(s))
-	if text == "" {
-		return nil
-	}
 	var es []struct {
 		Dst    string   `json:"dst"`
 		Lladdr string   `json:"lladdr"`
 		State  []string `json:"state"`
 	}
-	if err := json.Unmarshal([]byte(text), &es); err != nil {
-		n.fail("ip neigh", err)
+	if !n.decode(s, "ip neigh", &es) {
 		return nil
 	}
 	for _, e := range es {

@@ -95,36 +95,28 @@ func nodePortDrops(c *Cluster) []*drop {
 			dr.d.Uncertain = d.Uncertain
 		}
 	}
-	for _, p := range append(slices.Clone(c.Ports), c.Extra...) {
-		for i := range c.Nodes {
-			from := &c.Nodes[i]
-			if !p.From.Has(from.Server) {
-				continue
-			}
-			for _, j := range targetsOf(c, p, i) {
-				to := &c.Nodes[j]
-				src, dst := srcAddr(from, p), to.ProbeAddr(p)
-				if !src.IsValid() || !dst.IsValid() {
-					continue
-				}
-				pk := firewall.Packet{Family: family(dst), Proto: p.Proto, Src: src, Dst: dst, DPort: p.Port}
-				if to.Net != nil && to.Net.Ruleset != nil {
-					in := pk
-					in.Hook, in.Iif = "input", ifaceFor(to, dst, true)
-					if d := to.Net.Ruleset.Evaluate(in); d.Outcome == firewall.Dropped {
-						add(to.Name, false, d, p, from.Name)
-					}
-				}
-				if from.Net != nil && from.Net.Ruleset != nil {
-					o := pk
-					o.Hook, o.Oif = "output", ifaceFor(from, dst, false)
-					if d := from.Net.Ruleset.Evaluate(o); d.Outcome == firewall.Dropped {
-						add(from.Name, true, d, p, to.Name)
-					}
-				}
+	c.eachPath(func(p k3s.NodePort, i, j int) {
+		from, to := &c.Nodes[i], &c.Nodes[j]
+		src, dst := srcAddr(from, p), to.ProbeAddr(p)
+		if !src.IsValid() || !dst.IsValid() {
+			return
+		}
+		pk := firewall.Packet{Family: family(dst), Proto: p.Proto, Src: src, Dst: dst, DPort: p.Port}
+		if to.Net != nil && to.Net.Ruleset != nil {
+			in := pk
+			in.Hook, in.Iif = "input", ifaceFor(to, dst, true)
+			if d := to.Net.Ruleset.Evaluate(in); d.Outcome == firewall.Dropped {
+				add(to.Name, false, d, p, from.Name)
 			}
 		}
-	}
+		if from.Net != nil && from.Net.Ruleset != nil {
+			o := pk
+			o.Hook, o.Oif = "output", ifaceFor(from, dst, false)
+			if d := from.Net.Ruleset.Evaluate(o); d.Outcome == firewall.Dropped {
+				add(from.Name, true, d, p, to.Name)
+			}
+		}
+	})
 	return out
 }
 

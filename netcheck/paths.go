@@ -47,26 +47,34 @@ func PlanProbes(c *Cluster) []Probe {
 	var out []Probe
 	seen := map[string]bool{}
 	n := len(c.Nodes)
+	c.eachPath(func(p k3s.NodePort, i, j int) {
+		from, to := &c.Nodes[i], &c.Nodes[j]
+		key := fmt.Sprintf("%s>%s %s/%d", from.Name, to.Name, p.Proto, p.Port)
+		if seen[key] {
+			return
+		}
+		seen[key] = true
+		d := (j - i + n) % n
+		mtu := p.Overlay && (n <= mtuAllPairs || d == 1 || d == 2 || d == n/2)
+		out = append(out, Probe{From: from.Name, To: to.Name, Addr: to.ProbeAddr(p), Port: p, MTU: mtu})
+	})
+	return out
+}
+
+// eachPath calls fn for each port of c.Ports and c.Extra and each ordered pair of nodes (by
+// index) whose roles match the port's From and To, beyond peerLimit agents for the sample
+// targetsOf picks: the paths the path check probes and the firewall judgement evaluates.
+func (c *Cluster) eachPath(fn func(p k3s.NodePort, from, to int)) {
 	for _, p := range append(slices.Clone(c.Ports), c.Extra...) {
 		for i := range c.Nodes {
-			from := &c.Nodes[i]
-			if !p.From.Has(from.Server) {
+			if !p.From.Has(c.Nodes[i].Server) {
 				continue
 			}
 			for _, j := range targetsOf(c, p, i) {
-				to := &c.Nodes[j]
-				key := fmt.Sprintf("%s>%s %s/%d", from.Name, to.Name, p.Proto, p.Port)
-				if seen[key] {
-					continue
-				}
-				seen[key] = true
-				d := (j - i + n) % n
-				mtu := p.Overlay && (n <= mtuAllPairs || d == 1 || d == 2 || d == n/2)
-				out = append(out, Probe{From: from.Name, To: to.Name, Addr: to.ProbeAddr(p), Port: p, MTU: mtu})
+				fn(p, i, j)
 			}
 		}
 	}
-	return out
 }
 
 // targetsOf returns the indexes of the nodes node i probes on port p (see peerLimit).
