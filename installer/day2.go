@@ -41,6 +41,15 @@ type BackupRequest struct {
 	To string
 }
 
+// snapshotName is the name K3s gives the snapshot before -<node>-<unix time>: Name, else
+// K3s's default "on-demand" (docs.k3s.io "etcd-snapshot").
+func (b BackupRequest) snapshotName() string {
+	if b.Name == "" {
+		return "on-demand"
+	}
+	return b.Name
+}
+
 // Snapshot is one etcd snapshot on the first server.
 type Snapshot struct {
 	Name, Location, Size, Created string
