@@ -175,29 +175,37 @@ func (s *session) serviceActive(ctx context.Context, hs *hostState) bool {
 	return err == nil && strings.TrimSpace(string(res.Stdout)) == "active"
 }
 
-// systemctl runs `systemctl VERB unit` for hs's K3s unit and returns when it did.
+// systemctl stops hs's K3s unit (verb "stop": returns once it stopped) or starts it (verb
+// "start") and returns when it did so. A start does not wait for systemd's READY, as apply's
+// starts (startCommand) do not: a K3s agent sends READY only after a fresh node heartbeat,
+// which can come minutes after its node is Ready; callers wait for the node instead.
 func (s *session) systemctl(ctx context.Context, hs *hostState, verb string) (time.Time, error) {
 	at := time.Now()
+	if verb == "start" && hs.plan != nil {
+		if hs.c() == nil {
+			return at, fmt.Errorf("unreachable: %s", errText(hs.connErr))
+		}
+		_, err := hs.c().Check(ctx, startCommand(hs, "start", false))
+		return at, err
+	}
 	_, err := s.sh(ctx, hs, "systemctl "+verb, `systemctl "$1" "$2"`, "", verb, ServiceName(hs.host.Role))
 	return at, err
 }
 
-// restartAndWait restarts hs's K3s (or runs between stop and start: mid, e.g. certificate
-// rotate) and waits for its node as bring-up does: Ready from a heartbeat of this start,
-// labels, taints and (servers of an HA cluster) etcd membership.
+// restartAndWait stops hs's K3s, runs mid when given (e.g. certificate rotate, which needs K3s
+// stopped), starts it and waits for its node as bring-up does: Ready from a heartbeat of this
+// start, labels, taints and (servers of an HA cluster) etcd membership. The stop is waited for
+// before the start, so that no heartbeat of the old process passes for one of the new.
 func (s *session) restartAndWait(ctx context.Context, hs *hostState, what string, mid func() error) error {
 	em := s.in.emitter(s.current)
 	em.Step(hs.host.Name, what, events.StatusRunning, "")
 	var at time.Time
-	var err error
-	if mid != nil {
-		if _, err = s.systemctl(ctx, hs, "stop"); err == nil {
-			if err = mid(); err == nil {
-				at, err = s.systemctl(ctx, hs, "start")
-			}
-		}
-	} else {
-		at, err = s.systemctl(ctx, hs, "restart")
+	_, err := s.systemctl(ctx, hs, "stop")
+	if err == nil && mid != nil {
+		err = mid()
+	}
+	if err == nil {
+		at, err = s.systemctl(ctx, hs, "start")
 	}
 	if err != nil {
 		return s.hostFailure(hs, what, KindInstall, err)
