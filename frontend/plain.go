@@ -77,7 +77,14 @@ func PlainLines(e events.Event) []string {
 	var out []string
 	for _, l := range plainLines(e) {
 		prefix, rest := splitPrefix(l, e)
-		for i, part := range strings.Split(Sanitize(rest), "\n") {
+		// A step's "STEP: STATUS" is k3strap's own label, not text from a host: masked with the
+		// message, a step named like a secret key ("token") would read as `token: <secret>`
+		// and hide the whole line. The message is masked on its own, as the TUI does.
+		label := ""
+		if l := e.Step + ": " + string(e.Status); e.Type == events.HostStep && strings.HasPrefix(rest, l) {
+			label, rest = stripControl(l), rest[len(l):]
+		}
+		for i, part := range strings.Split(label+Sanitize(rest), "\n") {
 			if i > 0 {
 				part = "    " + part
 			}
@@ -117,8 +124,14 @@ var (
 // Sanitize removes terminal escape sequences and control characters other than newline and tab
 // from s (remote output must not steer the user's terminal) and masks secrets (k3s.Mask).
 func Sanitize(s string) string {
+	return k3s.Mask(stripControl(s))
+}
+
+// stripControl removes terminal escape sequences and control characters other than newline
+// and tab from s.
+func stripControl(s string) string {
 	s = ansiRE.ReplaceAllString(s, "")
-	s = strings.Map(func(r rune) rune {
+	return strings.Map(func(r rune) rune {
 		if r == '\n' || r == '\t' {
 			return r
 		}
@@ -127,7 +140,6 @@ func Sanitize(s string) string {
 		}
 		return r
 	}, s)
-	return k3s.Mask(s)
 }
 
 func plainLines(e events.Event) []string {
