@@ -111,7 +111,8 @@ func newRealClusterTopology(t testing.TB, n int, topology string) *testCluster {
 }
 
 // realParts are the inventory pieces of the real lane: {{template "k3s-real" .}} is the
-// release and airgap artifacts under spec.k3s (the official install.sh as airgapInstallScript)
+// release and airgap artifacts under spec.k3s (the official install.sh as airgapInstallScript;
+// Extra.images adds an images archive, Extra.checksums replaces the release's checksums file)
 // and {{template "k3s-real-config" .}} the config keys every real-lane cluster needs on these
 // machines: no Traefik (the test binary embeds no Traefik chart) and the kubelet allowed on
 // cgroup v1.
@@ -120,8 +121,11 @@ const realParts = `{{define "k3s-real"}}    version: {{.Real.Version}}
     airgap:
       amd64:
         binary: {{.Real.Binary}}
-{{- if .Real.Checksums}}
-        checksums: {{.Real.Checksums}}
+{{- with or .Extra.checksums .Real.Checksums}}
+        checksums: {{.}}
+{{- end}}
+{{- with .Extra.images}}
+        images: {{.}}
 {{- end}}
     airgapInstallScript: {{.Real.InstallSh}}{{end}}{{define "k3s-real-config"}}      disable:
         - traefik
