@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/k3strap/k3strap/events"
+	"github.com/k3strap/k3strap/k3s"
 )
 
 // restoreCheckStep finds the snapshot on the first server and starts (or resumes) the restore.
@@ -41,7 +42,7 @@ func (restoreCheckStep) Run(ctx context.Context, s *session) error {
 	if err != nil {
 		return err
 	}
-	out, err := s.sh(ctx, s.first, "snapshot check", `[ -f "$1" ] && sha256sum "$1" | cut -d' ' -f1 || echo missing`, "", p)
+	out, err := s.sh(ctx, s.first, "snapshot check", sha256Script, "", p, "or-missing")
 	if err != nil {
 		return s.hostFailure(s.first, "snapshot", KindInstall, err)
 	}
@@ -54,7 +55,7 @@ func (restoreCheckStep) Run(ctx context.Context, s *session) error {
 			if err := s.first.c().WriteFile(ctx, p, 0o600, bytes.NewReader(local), int64(len(local)), nil); err != nil {
 				return s.hostFailure(s.first, "upload snapshot", KindInstall, err)
 			}
-			if got, err := s.sh(ctx, s.first, "sha256sum", `sha256sum "$1" | cut -d' ' -f1`, "", p); err != nil || strings.TrimSpace(got) != want {
+			if got, err := s.sh(ctx, s.first, "sha256sum", sha256Script, "", p); err != nil || strings.TrimSpace(got) != want {
 				return s.hostFailure(s.first, "upload snapshot", KindInstall, fmt.Errorf("%s: the uploaded copy's checksum differs (%v); re-run", p, err))
 			}
 			s.in.emitter(events.PhaseRestoreCheck).Step(s.first.host.Name, "upload", events.StatusChanged, fmt.Sprintf("copied %s to %s (sha256 checked)", d.snapshot, p))
@@ -77,7 +78,7 @@ func (restoreCheckStep) Run(ctx context.Context, s *session) error {
 		}
 	}
 	d.restorePath = p
-	kv, err := s.readKV(ctx, s.first, PathRestoreState)
+	kv, err := s.readKV(ctx, s.first, k3s.PathRestoreState)
 	if err != nil {
 		return s.hostFailure(s.first, "restore state", KindInstall, err)
 	}
@@ -92,7 +93,7 @@ func (restoreCheckStep) Run(ctx context.Context, s *session) error {
 		return err
 	}
 	d.restoreID = id
-	if err := s.writeKV(ctx, s.first, PathRestoreState, map[string]string{"id": id, "snapshot": p}); err != nil {
+	if err := s.writeKV(ctx, s.first, k3s.PathRestoreState, map[string]string{"id": id, "snapshot": p}); err != nil {
 		return s.hostFailure(s.first, "restore state", KindInstall, err)
 	}
 	em.Step(s.first.host.Name, "snapshot", events.StatusOK, "restoring "+p)
@@ -111,7 +112,7 @@ func (st restoreCheckStep) Preview(ctx context.Context, s *session) error {
 		}
 		snap = p
 	}
-	em.Info(s.first.host.Name, fmt.Sprintf("would restore %s: stop K3s on every server, --cluster-reset on %s, move the other servers' %s aside and rejoin them one at a time, restart the agents", snap, s.first.host.Name, PathDB))
+	em.Info(s.first.host.Name, fmt.Sprintf("would restore %s: stop K3s on every server, --cluster-reset on %s, move the other servers' %s aside and rejoin them one at a time, restart the agents", snap, s.first.host.Name, k3s.DirDB))
 	return ctx.Err()
 }
 
@@ -128,11 +129,6 @@ func (s *session) snapshotOnFirst(ctx context.Context, given string) (string, er
 	return s.resolveSnapshotName(ctx, given)
 }
 
-// snapshotListScript prints the names of the files in the snapshot directory $1, one a line
-// (nothing when it does not exist). A listing of the directory, not `k3s etcd-snapshot ls`:
-// that asks the running K3s, and a resumed restore finds the servers stopped.
-const snapshotListScript = `[ -d "$1" ] && ls -1A -- "$1" || true`
-
 // resolveSnapshotName turns the name given to `restore --snapshot` into the path of a snapshot
 // in the first server's snapshot directory: the file of that name when there is one, else the
 // newest snapshot that `backup --name NAME` (k3s etcd-snapshot save --name NAME) saved — K3s
@@ -140,7 +136,7 @@ const snapshotListScript = `[ -d "$1" ] && ls -1A -- "$1" || true`
 // others of that name there are; none is a Failure listing what the directory holds.
 func (s *session) resolveSnapshotName(ctx context.Context, name string) (string, error) {
 	dir := s.snapshotDir()
-	out, err := s.sh(ctx, s.first, "list snapshots", snapshotListScript, "", dir)
+	out, err := s.sh(ctx, s.first, "list snapshots", snapshotDirScript, "", dir)
 	if err != nil {
 		return "", s.hostFailure(s.first, "snapshot", KindInstall, err)
 	}
@@ -236,7 +232,7 @@ func pickSnapshot(name string, files, nodes []string) snapshotMatch {
 
 // rejoined reports whether hs already rejoined after this restore.
 func (s *session) rejoined(ctx context.Context, hs *hostState) bool {
-	kv, err := s.readKV(ctx, hs, PathRestoreDone)
+	kv, err := s.readKV(ctx, hs, k3s.PathRestoreDone)
 	return err == nil && kv["id"] == s.d2().restoreID
 }
 

@@ -7,8 +7,32 @@ import (
 	"github.com/k3strap/k3strap/inventory"
 )
 
-// Process exit codes of k3strap (the README's table). Only this file knows the numbers: the
-// installer reports what kind of outcome a run had (installer.Kind).
+// exitMeaning is one row of k3strap's exit codes (the README's table): the process exit code,
+// the installer's kind of outcome it stands for, and the words front-ends show beside it (the
+// summary event carries them: events.SummaryInfo.ExitMeaning).
+type exitMeaning struct {
+	code    int
+	kind    installer.Kind
+	meaning string
+}
+
+// exitTable is the only place k3strap's exit codes are numbered and named: the installer
+// reports what kind of outcome a run had (installer.Kind), front-ends show what the summary
+// event says.
+var exitTable = []exitMeaning{
+	{exitOK, installer.KindOK, "success"},
+	{exitError, installer.KindError, "unexpected error"},
+	{exitInvalid, installer.KindInvalid, "invalid inventory or usage"},
+	{exitPreflight, installer.KindPreflight, "preflight failed"},
+	{exitInstall, installer.KindInstall, "install failed"},
+	{exitBringUp, installer.KindBringUp, "bring-up failed"},
+	{exitDrift, installer.KindDrift, "drift found"},
+	{exitWarnings, installer.KindFindingsWarning, "doctor found warnings"},
+	{exitFindings, installer.KindFindingsError, "doctor found errors"},
+	{exitCancelled, installer.KindCancelled, "cancelled"},
+}
+
+// Process exit codes of k3strap, in exitTable's order.
 const (
 	exitOK        = 0
 	exitError     = 1   // unexpected error
@@ -22,31 +46,26 @@ const (
 	exitCancelled = 130 // cancelled (Ctrl-C)
 )
 
+// exitOf returns the row of exitTable for a command's error (success for nil).
+func exitOf(err error) exitMeaning {
+	kind := installer.KindOf(err)
+	if err != nil && (errors.As(err, new(inventory.ErrorList)) || errors.As(err, new(usageError))) {
+		kind = installer.KindInvalid
+	}
+	for _, e := range exitTable {
+		if e.kind == kind {
+			return e
+		}
+	}
+	return exitMeaning{exitError, installer.KindError, "unexpected error"}
+}
+
 // exitCode returns the process exit code for a command's error (0 for nil).
-func exitCode(err error) int {
-	if err == nil {
-		return exitOK
-	}
-	if errors.As(err, new(inventory.ErrorList)) || errors.As(err, new(usageError)) {
-		return exitInvalid
-	}
-	switch installer.KindOf(err) {
-	case installer.KindInvalid:
-		return exitInvalid
-	case installer.KindPreflight:
-		return exitPreflight
-	case installer.KindInstall:
-		return exitInstall
-	case installer.KindBringUp:
-		return exitBringUp
-	case installer.KindDrift:
-		return exitDrift
-	case installer.KindCancelled:
-		return exitCancelled
-	case installer.KindFindingsWarning:
-		return exitWarnings
-	case installer.KindFindingsError:
-		return exitFindings
-	}
-	return exitError
+func exitCode(err error) int { return exitOf(err).code }
+
+// exitSummary is the installer's Options.Exit: the code and meaning a run's summary event
+// carries.
+func exitSummary(err error) (int, string) {
+	e := exitOf(err)
+	return e.code, e.meaning
 }
