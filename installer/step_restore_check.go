@@ -19,6 +19,9 @@ import (
 )
 
 // restoreCheckStep finds the snapshot on the first server and starts (or resumes) the restore.
+//
+// Reads: s.day2.snapshot; the first server's restore state. Writes: s.day2.restorePath, restoreID,
+// resetDone.
 type restoreCheckStep struct{}
 
 func (restoreCheckStep) Phase() events.Phase { return events.PhaseRestoreCheck }
@@ -42,7 +45,7 @@ func (restoreCheckStep) Run(ctx context.Context, s *session) error {
 	if err != nil {
 		return err
 	}
-	out, err := s.sh(ctx, s.first, "snapshot check", sha256Script, "", p, "or-missing")
+	out, err := s.first.sh(ctx, "snapshot check", sha256Script, "", p, "or-missing")
 	if err != nil {
 		return s.hostFailure(s.first, "snapshot", KindInstall, err)
 	}
@@ -55,7 +58,7 @@ func (restoreCheckStep) Run(ctx context.Context, s *session) error {
 			if err := s.first.c().WriteFile(ctx, p, 0o600, bytes.NewReader(local), int64(len(local)), nil); err != nil {
 				return s.hostFailure(s.first, "upload snapshot", KindInstall, err)
 			}
-			if got, err := s.sh(ctx, s.first, "sha256sum", sha256Script, "", p); err != nil || strings.TrimSpace(got) != want {
+			if got, err := s.first.sh(ctx, "sha256sum", sha256Script, "", p); err != nil || strings.TrimSpace(got) != want {
 				return s.hostFailure(s.first, "upload snapshot", KindInstall, fmt.Errorf("%s: the uploaded copy's checksum differs (%v); re-run", p, err))
 			}
 			s.in.emitter(events.PhaseRestoreCheck).Step(s.first.host.Name, "upload", events.StatusChanged, fmt.Sprintf("copied %s to %s (sha256 checked)", d.snapshot, p))
@@ -136,7 +139,7 @@ func (s *session) snapshotOnFirst(ctx context.Context, given string) (string, er
 // others of that name there are; none is a Failure listing what the directory holds.
 func (s *session) resolveSnapshotName(ctx context.Context, name string) (string, error) {
 	dir := s.snapshotDir()
-	out, err := s.sh(ctx, s.first, "list snapshots", snapshotDirScript, "", dir)
+	out, err := s.first.sh(ctx, "list snapshots", snapshotDirScript, "", dir)
 	if err != nil {
 		return "", s.hostFailure(s.first, "snapshot", KindInstall, err)
 	}
