@@ -2,6 +2,7 @@ package main
 
 import (
 	"errors"
+	"fmt"
 
 	"github.com/k3strap/k3strap/installer"
 	"github.com/k3strap/k3strap/inventory"
@@ -49,4 +50,32 @@ func exitCode(err error) int {
 		return exitFindings
 	}
 	return exitError
+}
+
+// exitMeaning returns what an exit code means (the README's table), for the events of a fleet
+// run and `k3strap fleet status`.
+func exitMeaning(code int) string {
+	switch code {
+	case exitOK:
+		return "success"
+	case exitError:
+		return "unexpected error"
+	case exitInvalid:
+		return "invalid inventory or command line"
+	case exitPreflight:
+		return "preflight failed"
+	case exitInstall:
+		return "a host step failed"
+	case exitBringUp:
+		return "the first server did not come up"
+	case exitDrift:
+		return "node taints or labels differ from the inventory"
+	case exitWarnings:
+		return "doctor found warnings"
+	case exitFindings:
+		return "doctor found errors"
+	case exitCancelled:
+		return "cancelled"
+	}
+	return fmt.Sprintf("exit code %d", code)
 }
