@@ -325,9 +325,7 @@ func (a *app) fleetStatusCmd() *cobra.Command {
 			}
 			rep := fleet.Status(f, read, fleet.Held)
 			if a.output == "json" {
-				enc := json.NewEncoder(a.stdout)
-				enc.SetIndent("", "  ")
-				return enc.Encode(rep)
+				return json.NewEncoder(a.stdout).Encode(rep)
 			}
 			return rep.WriteText(a.stdout, time.Now())
 		},
