@@ -91,6 +91,32 @@ func (f *Fleet) Select(sel Selection) ([]*Site, error) {
 	return out, nil
 }
 
+// Plan is what a run covers: the selected sites in their waves.
+type Plan struct {
+	Waves []Wave
+	// Shard is the part of the fleet the plan covers (zero: all of it).
+	Shard Shard
+}
+
+// Sites counts the plan's sites.
+func (p Plan) Sites() int {
+	n := 0
+	for _, w := range p.Waves {
+		n += len(w.Sites)
+	}
+	return n
+}
+
+// Plan selects the sites of a run (Select) and orders them into waves (PlanWaves); changes
+// says the command changes the sites (apply, upgrade).
+func (f *Fleet) Plan(sel Selection, changes bool) (Plan, error) {
+	sites, err := f.Select(sel)
+	if err != nil {
+		return Plan{}, err
+	}
+	return Plan{Waves: f.PlanWaves(sites, changes), Shard: sel.Shard}, nil
+}
+
 // PlanWaves orders sites into the rollout's waves:
 //  1. order: by the value of rollout.orderBy (sites without the label last), ties in fleet
 //     order;

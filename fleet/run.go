@@ -33,8 +33,6 @@ type RunOptions struct {
 	Record bool
 	// Rerun runs done sites again although their inventory did not change.
 	Rerun bool
-	// Selection narrows the run (--shard, --site).
-	Selection Selection
 	// StatePath is the state file (default StatePath of the fleet file and shard).
 	StatePath string
 	// Confirm is asked before every wave after the first when rollout.pause is set (nil: no
@@ -44,10 +42,9 @@ type RunOptions struct {
 	Run SiteRunner
 	// Sink receives every event: the sites' (stamped with their site) and the fleet's.
 	Sink events.Sink
-	// ExitCode maps an error to the process exit code (the command layer's table) and
-	// ExitMeaning a code to its meaning.
-	ExitCode    func(error) int
-	ExitMeaning func(int) string
+	// Exit maps a site's or the run's error to the process exit code and its meaning (the
+	// command layer's table); nil: 0 "success" and 1 for any error.
+	Exit func(error) (code int, meaning string)
 	// Now is the clock (nil: time.Now).
 	Now func() time.Time
 }
@@ -59,6 +56,7 @@ type runner struct {
 	em    events.Emitter
 	j     *Journal
 	waves []Wave
+	shard Shard
 
 	mu      sync.Mutex
 	results map[string]*events.SiteResult
@@ -69,8 +67,8 @@ type runner struct {
 	stopped         string // why the rollout stopped ("" while it goes on)
 }
 
-// Run runs opts.Command over the fleet's selected sites under the rollout policy: it plans
-// the waves (PlanWaves), takes the state file's lock (TakeLock), runs wave after wave with
+// Run runs opts.Command over the sites of plan (Fleet.Plan) under the rollout policy: it
+// takes the state file's lock (TakeLock), runs wave after wave with
 // rollout.concurrency sites at once — a done site whose digest did not change is checked
 // (`check`) instead of run again, and run if the check fails — records every site's
 // transitions in the state file, emits each site's result and the fleet's summary, and stops
@@ -82,31 +80,28 @@ type runner struct {
 // code wrapped in a *RolloutError (errors.As finds the site's *installer.Failure, so the exit
 // code is the site's), a *installer.Failure of KindCancelled when cancelled, of KindInstall when
 // another run holds the lock.
-func Run(ctx context.Context, f *Fleet, opts RunOptions) error {
+func Run(ctx context.Context, f *Fleet, plan Plan, opts RunOptions) error {
 	if opts.Now == nil {
 		opts.Now = time.Now
 	}
-	if opts.ExitCode == nil {
-		opts.ExitCode = func(err error) int { return map[bool]int{true: 0, false: 1}[err == nil] }
-	}
-	if opts.ExitMeaning == nil {
-		opts.ExitMeaning = func(int) string { return "" }
+	if opts.Exit == nil {
+		opts.Exit = func(err error) (int, string) {
+			if err == nil {
+				return 0, "success"
+			}
+			return 1, "error"
+		}
 	}
 	start := opts.Now()
 	r := &runner{f: f, opts: opts, em: events.Emitter{Sink: opts.Sink, Phase: events.PhaseFleet, Now: opts.Now},
-		results: map[string]*events.SiteResult{}, errs: map[string]error{}}
-	sites, err := f.Select(opts.Selection)
-	if err != nil {
-		return err
-	}
-	r.waves = f.PlanWaves(sites, opts.Changes)
-	r.maxFail = f.Spec.Rollout.MaxFailedSites.Of(len(sites), false)
+		waves: plan.Waves, shard: plan.Shard, results: map[string]*events.SiteResult{}, errs: map[string]error{}}
+	r.maxFail = f.Spec.Rollout.MaxFailedSites.Of(plan.Sites(), false)
 	for _, w := range r.waves {
 		for _, s := range w.Sites {
 			r.results[s.Name] = &events.SiteResult{Site: s.Name, Wave: w.Number, Status: events.SitePending}
 		}
 	}
-	err = r.run(ctx, start)
+	err := r.run(ctx, start)
 	r.summary(start, err)
 	return err
 }
@@ -115,7 +110,7 @@ func Run(ctx context.Context, f *Fleet, opts RunOptions) error {
 func (r *runner) run(ctx context.Context, start time.Time) error {
 	path := r.opts.StatePath
 	if path == "" {
-		path = StatePath(r.f.Source, r.opts.Selection.Shard)
+		path = StatePath(r.f.Source, r.shard)
 	}
 	lk, err := TakeLock(path, r.opts.Command, start)
 	if err != nil {
@@ -132,7 +127,7 @@ func (r *runner) run(ctx context.Context, start time.Time) error {
 		return f
 	}
 	defer lk.Unlock()
-	if r.j, err = OpenJournal(path, r.f, r.opts.Selection.Shard, r.opts.Now); err != nil {
+	if r.j, err = OpenJournal(path, r.f, r.shard, r.opts.Now); err != nil {
 		return err
 	}
 	r.em.Started(r.describe())
@@ -160,7 +155,7 @@ func (r *runner) run(ctx context.Context, start time.Time) error {
 // describe is the run's opening line.
 func (r *runner) describe() string {
 	what := fmt.Sprintf("%s on %d site(s) of fleet %s", r.opts.Command, len(r.results), r.f.Metadata.Name)
-	if sh := r.opts.Selection.Shard; sh.N > 0 {
+	if sh := r.shard; sh.N > 0 {
 		what += " (shard " + sh.String() + ")"
 	}
 	pol := r.f.Spec.Rollout
@@ -321,8 +316,8 @@ func (r *runner) setResult(res events.SiteResult, err error) {
 // finishRecord turns a site's outcome into its result and records it.
 func (r *runner) finishRecord(s *Site, w Wave, action string, start time.Time, err error) events.SiteResult {
 	end := r.opts.Now()
-	code := r.opts.ExitCode(err)
-	res := events.SiteResult{Site: s.Name, Wave: w.Number, Action: action, ExitCode: code, Exit: r.opts.ExitMeaning(code), Seconds: end.Sub(start).Seconds()}
+	code, meaning := r.opts.Exit(err)
+	res := events.SiteResult{Site: s.Name, Wave: w.Number, Action: action, ExitCode: code, Exit: meaning, Seconds: end.Sub(start).Seconds()}
 	switch kind := installer.KindOf(err); {
 	case err == nil && action == "check" && r.opts.Changes:
 		res.Status, res.Message = events.SiteChecked, "done earlier with this inventory; checked"
@@ -420,7 +415,7 @@ func (r *runner) outcome(ctx context.Context) error {
 	var site string
 	for _, w := range r.waves {
 		for _, s := range w.Sites {
-			if err := r.errs[s.Name]; err != nil && (worst == nil || r.opts.ExitCode(err) > r.opts.ExitCode(worst)) {
+			if err := r.errs[s.Name]; err != nil && (worst == nil || r.code(err) > r.code(worst)) {
 				worst, site = err, s.Name
 			}
 		}
@@ -469,7 +464,7 @@ func (e *RolloutError) Unwrap() error { return e.Err }
 
 // summary emits the fleet's summary: every site of the run in wave order.
 func (r *runner) summary(start time.Time, err error) {
-	sum := events.SummaryInfo{Command: r.opts.Command, OK: err == nil, ExitCode: r.opts.ExitCode(err), Waves: len(r.waves),
+	sum := events.SummaryInfo{Command: r.opts.Command, OK: err == nil, ExitCode: r.code(err), Waves: len(r.waves),
 		Seconds: r.opts.Now().Sub(start).Seconds()}
 	var failed []string
 	for _, w := range r.waves {
@@ -487,9 +482,9 @@ func (r *runner) summary(start time.Time, err error) {
 	}
 	switch {
 	case err != nil && r.opts.Changes:
-		sum.Next = append(sum.Next, fmt.Sprintf("k3strap %s -f %s%s   # continues: done sites are checked, not run again", r.opts.Command, file, shardFlag(r.opts.Selection.Shard)))
+		sum.Next = append(sum.Next, fmt.Sprintf("k3strap %s -f %s%s   # continues: done sites are checked, not run again", r.opts.Command, file, shardFlag(r.shard)))
 	case err != nil:
-		sum.Next = append(sum.Next, fmt.Sprintf("k3strap %s -f %s%s   # again once the causes are fixed", r.opts.Command, file, shardFlag(r.opts.Selection.Shard)))
+		sum.Next = append(sum.Next, fmt.Sprintf("k3strap %s -f %s%s   # again once the causes are fixed", r.opts.Command, file, shardFlag(r.shard)))
 	}
 	sum.Next = append(sum.Next, "k3strap fleet status -f "+file)
 	r.em.Summary(sum)
@@ -513,4 +508,10 @@ func doctorVerdict(err error) string {
 		return "errors"
 	}
 	return "failed"
+}
+
+// code is the exit code of err.
+func (r *runner) code(err error) int {
+	c, _ := r.opts.Exit(err)
+	return c
 }

@@ -88,11 +88,15 @@ func runFleet(t *testing.T, ctx context.Context, f *Fleet, fk *fake, dir, comman
 	t.Helper()
 	rec := &events.Recorder{}
 	opts := RunOptions{Command: command, Changes: command == "apply", Record: true, StatePath: filepath.Join(dir, "state.json"),
-		Run: fk.run, Sink: rec, ExitCode: exitCodes, ExitMeaning: func(c int) string { return fmt.Sprintf("meaning %d", c) }}
+		Run: fk.run, Sink: rec, Exit: func(err error) (int, string) { c := exitCodes(err); return c, fmt.Sprintf("meaning %d", c) }}
 	if tweak != nil {
 		tweak(&opts)
 	}
-	return Run(ctx, f, opts), rec
+	plan, err := f.Plan(Selection{}, opts.Changes)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return Run(ctx, f, plan, opts), rec
 }
 
 func stateOf(t *testing.T, dir string) *State {

@@ -32,17 +32,24 @@ func SiteResultText(r events.SiteResult) string {
 	}
 	switch r.Status {
 	case events.SiteFailed, events.SiteCancelled, events.SiteWarnings:
-		fmt.Fprintf(&b, ": exit %d", r.ExitCode)
-		if r.Exit != "" {
-			fmt.Fprintf(&b, " (%s)", r.Exit)
-		}
-		where := strings.TrimSpace(r.Host + " " + r.Phase)
-		if where != "" {
-			fmt.Fprintf(&b, " at %s", where)
-		}
-		if r.Message != "" {
-			fmt.Fprintf(&b, ": %s", r.Message)
-		}
+		b.WriteString(": " + SiteFailureText(r))
+	}
+	return b.String()
+}
+
+// SiteFailureText says what ended a site that did not succeed: the exit code with its meaning,
+// the host and step, and the message.
+func SiteFailureText(r events.SiteResult) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "exit %d", r.ExitCode)
+	if r.Exit != "" {
+		fmt.Fprintf(&b, " (%s)", r.Exit)
+	}
+	if where := strings.TrimSpace(r.Host + " " + r.Phase); where != "" {
+		fmt.Fprintf(&b, " at %s", where)
+	}
+	if r.Message != "" {
+		fmt.Fprintf(&b, ": %s", r.Message)
 	}
 	return b.String()
 }

@@ -52,9 +52,9 @@ func exitCode(err error) int {
 	return exitError
 }
 
-// exitMeaning returns what an exit code means (the README's table), for the events of a fleet
+// exitMeaningOf returns what an exit code means (the README's table), for the events of a fleet
 // run and `k3strap fleet status`.
-func exitMeaning(code int) string {
+func exitMeaningOf(code int) string {
 	switch code {
 	case exitOK:
 		return "success"

@@ -16,6 +16,7 @@ import (
 
 	"github.com/k3strap/k3strap/events"
 	"github.com/k3strap/k3strap/fleet"
+	"github.com/k3strap/k3strap/frontend/tui"
 	"github.com/k3strap/k3strap/installer"
 	"github.com/k3strap/k3strap/inventory"
 	"github.com/k3strap/k3strap/preflight"
@@ -147,15 +148,13 @@ func (a *app) runFleet(cmd *cobra.Command, path string, ff *fleetFlags) error {
 		}
 	}
 	opts := fleet.RunOptions{
-		Command:     name,
-		Changes:     changesSites(name) && !dryRun,
-		Record:      !dryRun,
-		Rerun:       ff.rerun,
-		Selection:   sel,
-		StatePath:   ff.state,
-		Run:         a.siteRunner(cmd, rf),
-		ExitCode:    exitCode,
-		ExitMeaning: exitMeaning,
+		Command:   name,
+		Changes:   changesSites(name) && !dryRun,
+		Record:    !dryRun,
+		Rerun:     ff.rerun,
+		StatePath: ff.state,
+		Run:       a.siteRunner(cmd, rf),
+		Exit:      func(err error) (int, string) { c := exitCode(err); return c, exitMeaningOf(c) },
 	}
 	if opts.Changes && f.Spec.Rollout.Pause && !(ff.yes != nil && *ff.yes) {
 		opts.Confirm = a.confirmWave
@@ -163,13 +162,17 @@ func (a *app) runFleet(cmd *cobra.Command, path string, ff *fleetFlags) error {
 			return usageError{errors.New("rollout.pause asks before each wave, and stdin is not a terminal: pass --yes to roll out without asking")}
 		}
 	}
-	a.fleetView = a.fleetDashboard(f, &opts)
+	plan, err := f.Plan(sel, opts.Changes)
+	if err != nil {
+		return usageError{err}
+	}
+	a.fleetView = a.fleetDashboard(f, plan, &opts)
 	sink, err := a.sink()
 	if err != nil {
 		return err
 	}
 	opts.Sink = sink
-	return fleet.Run(cmd.Context(), f, opts)
+	return fleet.Run(cmd.Context(), f, plan, opts)
 }
 
 // confirmWave asks on the terminal before a wave (rollout.pause).
@@ -334,7 +337,26 @@ func (a *app) fleetStatusCmd() *cobra.Command {
 	return cmd
 }
 
-// fleetDashboard returns the fleet's terminal view for --output auto (nil: plain lines).
-func (a *app) fleetDashboard(f *fleet.Fleet, opts *fleet.RunOptions) func(plain events.Sink) events.Sink {
-	return nil
+// fleetDashboard returns the fleet's terminal view for --output auto (ui.go's autoSink calls
+// it when the dashboard fits the terminal): the waves of plan, q/ctrl+c cancelling the run, and
+// the questions of rollout.pause asked on it.
+func (a *app) fleetDashboard(f *fleet.Fleet, plan fleet.Plan, opts *fleet.RunOptions) func(plain events.Sink) events.Sink {
+	return func(plain events.Sink) events.Sink {
+		fo := tui.FleetOptions{Fleet: f.Metadata.Name, Command: opts.Command, Verbose: a.verbose, Cancel: a.cancel, Fallback: plain}
+		for _, w := range plan.Waves {
+			fo.Waves = append(fo.Waves, tui.FleetWave{Number: w.Number, Canary: w.Canary, Sites: w.Names()})
+		}
+		s := tui.StartFleet(a.terminal(), fo)
+		if opts.Confirm != nil {
+			opts.Confirm = func(ctx context.Context, next fleet.Wave, of int) (bool, error) {
+				return s.Ask(ctx, fmt.Sprintf("start wave %d of %d (%d %s)?", next.Number, of, len(next.Sites), map[bool]string{true: "site", false: "sites"}[len(next.Sites) == 1]))
+			}
+		}
+		a.closers = append(a.closers, func() {
+			if err := s.Finish(nil); err != nil {
+				fmt.Fprintln(a.stderr, "terminal UI:", err, "(use --output plain)")
+			}
+		})
+		return s
+	}
 }

@@ -204,13 +204,15 @@ type DoneMsg struct{ Err error }
 // maxBatch bounds how many queued events one message carries (one render per batch).
 const maxBatch = 256
 
-// next waits for the next events on src: a batch of what is queued, or DoneMsg when src is
-// closed.
-func (d *Dashboard) next() tea.Cmd {
-	if d.src == nil {
+// next waits for the next events on src (nextBatch).
+func (d *Dashboard) next() tea.Cmd { return nextBatch(d.src, d.res) }
+
+// nextBatch waits for the next events on src: a batch of what is queued, or DoneMsg (with
+// res's error) when src is closed. Nil for a nil src.
+func nextBatch(src <-chan events.Event, res func() error) tea.Cmd {
+	if src == nil {
 		return nil
 	}
-	src, res := d.src, d.res
 	return func() tea.Msg {
 		e, ok := <-src
 		if !ok {
