@@ -248,13 +248,19 @@ func (f *Fleet) fleetLocated(errs inventory.ErrorList, c *inventory.Cluster) inv
 		}
 	}
 	for _, e := range errs {
-		fp, ok := fleetPath[e.Path]
-		if !ok || c.Overridden[e.Path] != f.where(fp) {
-			continue
+		// The field, or the group field it lies in (spec.k3s.airgap.amd64.binary is in
+		// spec.k3s.airgap): its fleet path with the rest of the site path appended.
+		for p := e.Path; p != ""; p = p[:max(lastSep(p), 0)] {
+			fp, ok := fleetPath[p]
+			if !ok || c.Overridden[p] != f.where(fp) {
+				continue
+			}
+			pos := f.positionOf(fp + e.Path[len(p):])
+			e.File, e.Line, e.Column = f.Source, pos.Line, pos.Column
+			e.Message = strings.TrimSuffix(e.Message, " (set by "+f.where(fp)+")")
+			e.Fix = strings.ReplaceAll(e.Fix, "relative to the inventory file's directory", "relative to the fleet file's directory")
+			break
 		}
-		pos := f.positionOf(fp)
-		e.File, e.Line, e.Column = f.Source, pos.Line, pos.Column
-		e.Message = strings.TrimSuffix(e.Message, " (set by "+f.where(fp)+")")
 	}
 	return errs
 }

@@ -289,3 +289,29 @@ func TestDigest(t *testing.T) {
 		t.Error("a new default version changed the digest of a site that pins its own")
 	}
 }
+
+// TestExampleFleet: examples/fleet loads (apart from the artifacts `make` builds, which it
+// reports once, at the fleet defaults' lines) and plans its waves by region.
+func TestExampleFleet(t *testing.T) {
+	const path = "../examples/fleet/fleet.yaml"
+	f, err := Load(path, LoadOptions{SkipFileChecks: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := wavesText(f.PlanWaves(f.Sites, true)); got != "[canary:store-eu-berlin] [store-eu-lyon] [store-us-austin]" {
+		t.Errorf("waves %s", got)
+	}
+	if _, err := os.Stat("../.artifacts/k3s"); err == nil {
+		return // built: nothing is missing
+	}
+	_, err = Load(path, LoadOptions{})
+	var il inventory.ErrorList
+	if !errors.As(err, &il) || len(il) != 3 {
+		t.Fatalf("want the 3 missing artifacts, once each: %v", err)
+	}
+	for _, e := range il {
+		if e.File != path || e.Line == 0 || !strings.Contains(e.Message, "does not exist (in 3 site inventories") || !strings.Contains(e.Fix, "fleet file's directory") {
+			t.Errorf("problem not located at the fleet's default: %v", e)
+		}
+	}
+}

@@ -456,3 +456,35 @@ func containsAll(s string, subs ...string) bool {
 	}
 	return true
 }
+
+// TestJournalUpdateIsWritten: when Update returns, the file holds the change, even when many
+// updates run at once and share writes; the file is whole JSON at every moment.
+func TestJournalUpdateIsWritten(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "state.json")
+	f := testFleet(1, Rollout{}, nil)
+	j, err := OpenJournal(path, f, Shard{}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	for i := range 40 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			name := fmt.Sprintf("s%d", i)
+			if err := j.Update(name, func(s *SiteState) { s.Wave = i + 1 }); err != nil {
+				t.Error(err)
+				return
+			}
+			st, err := ReadState(path)
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			if got := st.Sites[name]; got == nil || got.Wave != i+1 {
+				t.Errorf("%s: Update returned before the file held it: %+v", name, got)
+			}
+		}()
+	}
+	wg.Wait()
+}

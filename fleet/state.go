@@ -137,8 +137,13 @@ type Journal struct {
 	path string
 	now  func() time.Time
 
-	mu sync.Mutex
-	st *State
+	// mu guards st and gen, the number of changes made to st.
+	mu  sync.Mutex
+	st  *State
+	gen uint64
+	// wmu serializes writes; written is the gen the file holds.
+	wmu     sync.Mutex
+	written uint64
 }
 
 // OpenJournal reads the state file at path (a new state when it does not exist) for fleet f
@@ -178,12 +183,13 @@ func (j *Journal) Site(name string) SiteState {
 	return SiteState{}
 }
 
-// Update changes site's state with change and writes the file atomically (a temporary file
-// in the same directory, synced, renamed over the state file): a reader — or the next run
-// after a crash — sees the state before or after the change, never half of it.
+// Update changes site's state with change and returns once the file holds the change, written
+// atomically (a temporary file in the same directory, synced, renamed over the state file): a
+// reader — or the next run after a crash — sees the state before or after the change, never
+// half of it. Concurrent updates share writes: an update that waited for another's write
+// finds its change already in the file when that write took it along.
 func (j *Journal) Update(name string, change func(s *SiteState)) error {
 	j.mu.Lock()
-	defer j.mu.Unlock()
 	s := j.st.Sites[name]
 	if s == nil {
 		s = &SiteState{}
@@ -191,13 +197,26 @@ func (j *Journal) Update(name string, change func(s *SiteState)) error {
 	}
 	change(s)
 	j.st.Updated = j.now().UTC()
+	j.gen++
+	mine := j.gen
+	j.mu.Unlock()
+
+	j.wmu.Lock()
+	defer j.wmu.Unlock()
+	if j.written >= mine {
+		return nil
+	}
+	j.mu.Lock()
 	b, err := json.MarshalIndent(j.st, "", "  ")
+	gen := j.gen
+	j.mu.Unlock()
 	if err != nil {
 		return err
 	}
 	if err := renameio.WriteFile(j.path, append(b, '\n'), 0o644); err != nil {
 		return fmt.Errorf("writing the state file: %w", err)
 	}
+	j.written = gen
 	return nil
 }
 
