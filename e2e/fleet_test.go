@@ -311,6 +311,26 @@ func TestFleetRollout(t *testing.T) {
 			t.Errorf("%s ran in %d shards, want exactly 1", s.name, count[s.name])
 		}
 	}
+	// check and doctor run every site at once and record their outcome: check the nodes as
+	// seen, doctor its verdict; their exit code is the highest of the sites'.
+	for _, cmd := range []string{"check", "doctor"} {
+		cr := c.k3strap(4*time.Minute, cmd, "--output", "json", "--ssh-config", "none")
+		defer cr.dump(t)
+		res := siteResults(cr)
+		highest := 0
+		for _, s := range testSites {
+			if _, ok := res[s.name]; !ok {
+				t.Errorf("%s: no result for %s", cmd, s.name)
+			}
+			highest = max(highest, res[s.name].ExitCode)
+		}
+		if cr.code != highest || (cmd == "check" && cr.code != 0) {
+			t.Errorf("%s exited %d, the sites' highest exit code is %d", cmd, cr.code, highest)
+		}
+		if n := len(cr.ofType(events.WaveType)); n != 0 {
+			t.Errorf("%s ran in waves (%d wave events)", cmd, n)
+		}
+	}
 	// status merges the three state files: every site once.
 	js := c.k3strap(time.Minute, "fleet", "status", "--output", "json")
 	var rep fleet.Report
@@ -324,7 +344,11 @@ func TestFleetRollout(t *testing.T) {
 		if s.Shard == "" {
 			t.Errorf("%s: the newest rollout is not a shard's: %+v", s.Site, s)
 		}
+		if s.Verdict == "" || s.Check == nil || s.Check.Status != events.SiteDone {
+			t.Errorf("%s: doctor verdict %q, check %+v", s.Site, s.Verdict, s.Check)
+		}
 	}
+	t.Logf("doctor verdicts: %v", rep.Totals.Verdicts)
 }
 
 // TestFleetStops: on fresh hosts —

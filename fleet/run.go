@@ -487,7 +487,7 @@ func (r *runner) summary(start time.Time, err error) {
 		sum.Next = append(sum.Next, fmt.Sprintf("k3strap %s -f %s%s   # again once the causes are fixed", r.opts.Command, file, shardFlag(r.shard)))
 	}
 	sum.Next = append(sum.Next, "k3strap fleet status -f "+file)
-	r.em.Summary(sum)
+	r.em.WithPhase(events.CommandPhase(r.opts.Command)).Summary(sum)
 }
 
 func shardFlag(sh Shard) string {

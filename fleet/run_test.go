@@ -488,3 +488,27 @@ func TestJournalUpdateIsWritten(t *testing.T) {
 	}
 	wg.Wait()
 }
+
+// TestRunPause: with rollout.pause, the run asks before every wave after the first; no stops
+// it there (cancelled: exit 130), and the next run continues.
+func TestRunPause(t *testing.T) {
+	dir := t.TempDir()
+	f := testFleet(3, Rollout{Canary: intp(1), Batch: "1", Pause: true}, nil)
+	fk := newFake()
+	var asked []int
+	err, _ := runFleet(t, context.Background(), f, fk, dir, "apply", func(o *RunOptions) {
+		o.Confirm = func(_ context.Context, w Wave, of int) (bool, error) {
+			asked = append(asked, w.Number)
+			return w.Number < 3, nil
+		}
+	})
+	if installer.KindOf(err) != installer.KindCancelled || fmt.Sprint(asked) != "[2 3]" || fmt.Sprint(fk.ran()) != "[s1:apply s2:apply]" {
+		t.Errorf("error %v, asked before %v, ran %v", err, asked, fk.ran())
+	}
+	fk = newFake()
+	if err, _ := runFleet(t, context.Background(), f, fk, dir, "apply", func(o *RunOptions) {
+		o.Confirm = func(context.Context, Wave, int) (bool, error) { return true, nil }
+	}); err != nil || fmt.Sprint(fk.ran()) != "[s1:check s2:check s3:apply]" {
+		t.Errorf("continued run: %v, ran %v", err, fk.ran())
+	}
+}

@@ -59,7 +59,8 @@ func SiteFailureText(r events.SiteResult) string {
 const maxSummarySites = 50
 
 // fleetSummaryLines renders a fleet's summary: the verdict, the totals by status, the sites
-// that did not end done or checked (at most maxSummarySites), and what to run next.
+// that failed, were cancelled or have warnings (at most maxSummarySites; pending sites are
+// only counted), and what to run next.
 func fleetSummaryLines(prefix string, s *events.SummaryInfo) []string {
 	verdict := "OK"
 	if !s.OK {
@@ -69,7 +70,8 @@ func fleetSummaryLines(prefix string, s *events.SummaryInfo) []string {
 	var notDone []events.SiteResult
 	for _, r := range s.Sites {
 		count[r.Status]++
-		if r.Status != events.SiteDone && r.Status != events.SiteChecked {
+		switch r.Status {
+		case events.SiteFailed, events.SiteCancelled, events.SiteWarnings:
 			notDone = append(notDone, r)
 		}
 	}
