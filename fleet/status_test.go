@@ -20,8 +20,8 @@ func TestStatusMerges(t *testing.T) {
 		return &Record{Command: "apply", Status: st, Started: at, Finished: at.Add(time.Minute), Digest: digest, ExitCode: map[bool]int{true: 0, false: 5}[st == events.SiteDone], Exit: "x"}
 	}
 	old := &State{Version: StateVersion, Fleet: "test", Sites: map[string]*SiteState{
-		"s1": {Rollout: rec(events.SiteFailed, t1, "sha256:1")},
-		"s2": {Rollout: rec(events.SiteDone, t1, "sha256:old")},
+		"s1":   {Rollout: rec(events.SiteFailed, t1, "sha256:1")},
+		"s2":   {Rollout: rec(events.SiteDone, t1, "sha256:old")},
 		"gone": {Rollout: rec(events.SiteDone, t1, "sha256:g")},
 	}}
 	shard1 := &State{Version: StateVersion, Fleet: "test", Shard: "1/2", Sites: map[string]*SiteState{
