@@ -10,7 +10,6 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
-	"text/template"
 	"time"
 )
 
@@ -70,33 +69,6 @@ const (
 	fleetConcurrency = 10
 )
 
-const benchSiteInv = `apiVersion: k3strap.io/v1alpha1
-kind: Cluster
-metadata:
-  name: {{.Name}}
-spec:
-  k3s:
-    version: v1.36.3+k3s1
-    install: airgap
-    airgap:
-      amd64:
-        binary: {{.Artifacts}}/k3s
-        checksums: {{.Artifacts}}/sha256sum-amd64.txt
-    config:
-      kubelet-arg: [fail-cgroupv1=false]
-  ssh:
-    user: root
-    keyPath: {{.Key}}
-    knownHosts: {{.KnownHosts}}
-    connectTimeout: 20s
-  hosts:
-{{- range $i, $a := .Addrs}}
-    - name: {{if eq $i 0}}cp1{{else}}a{{$i}}{{end}}
-      address: {{$a}}
-      role: {{if eq $i 0}}server{{else}}agent{{end}}
-{{- end}}
-`
-
 // fleet writes n complete site inventories of per hosts each (each valid on its own, so the
 // floor can run it) and a fleet file naming them; it returns the fleet file and the sites.
 func (r *scaleRig) fleet(b *testing.B, n, per int) (string, []string) {
@@ -105,24 +77,15 @@ func (r *scaleRig) fleet(b *testing.B, n, per int) (string, []string) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		b.Fatal(err)
 	}
-	tp := template.Must(template.New("site").Parse(benchSiteInv))
+	access := &siteAccess{Artifacts: r.bin.artifacts, Key: r.key, KnownHosts: filepath.Join(r.dir, "known_hosts")}
 	var sites []string
 	for s := 0; s < n; s++ {
-		d := struct {
-			Name, Artifacts, Key, KnownHosts string
-			Addrs                            []string
-		}{Name: fmt.Sprintf("site-%03d", s+1), Artifacts: r.bin.artifacts, Key: r.key, KnownHosts: filepath.Join(r.dir, "known_hosts")}
+		d := siteInvData{Name: fmt.Sprintf("site-%03d", s+1), Full: access}
 		for h := 1; h <= per; h++ {
 			d.Addrs = append(d.Addrs, scaleAddr(s*per+h))
 		}
-		var buf bytes.Buffer
-		if err := tp.Execute(&buf, d); err != nil {
-			b.Fatal(err)
-		}
 		p := filepath.Join(dir, d.Name+".yaml")
-		if err := os.WriteFile(p, buf.Bytes(), 0o644); err != nil {
-			b.Fatal(err)
-		}
+		writeSiteInv(b, p, d)
 		sites = append(sites, p)
 	}
 	fleet := fmt.Sprintf(`apiVersion: k3strap.io/v1alpha1

@@ -61,12 +61,23 @@ spec:
     siteTimeout: 4m
 `
 
+// fleetSiteInv is a site inventory: a server and agents at .Addrs, the F1 configuration with
+// .F1; with .Full the K3s release, artifacts and SSH settings too (a site valid on its own,
+// without fleet defaults).
 const fleetSiteInv = `apiVersion: k3strap.io/v1alpha1
 kind: Cluster
 metadata:
   name: {{.Name}}
 spec:
   k3s:
+{{- with .Full}}
+    version: v1.36.3+k3s1
+    install: airgap
+    airgap:
+      amd64:
+        binary: {{.Artifacts}}/k3s
+        checksums: {{.Artifacts}}/sha256sum-amd64.txt
+{{- end}}
     config:
       kubelet-arg:
         - fail-cgroupv1=false   # the harness machine boots with cgroup v1
@@ -74,13 +85,43 @@ spec:
         - cloud-provider=external
       disable-cloud-controller: true   # F1: the uninitialized taint would never go
 {{- end}}
+{{- with .Full}}
+  ssh:
+    user: root
+    keyPath: {{.Key}}
+    knownHosts: {{.KnownHosts}}
+    connectTimeout: 20s
+{{- end}}
   hosts:
-{{- range $i, $h := .Hosts}}
+{{- range $i, $a := .Addrs}}
     - name: {{if eq $i 0}}cp1{{else}}a{{$i}}{{end}}
-      address: {{$h.Address}}
+      address: {{$a}}
       role: {{if eq $i 0}}server{{else}}agent{{end}}
 {{- end}}
 `
+
+// siteInvData fills fleetSiteInv.
+type siteInvData struct {
+	Name  string
+	F1    bool
+	Addrs []string
+	Full  *siteAccess
+}
+
+// siteAccess is what a site inventory needs without fleet defaults.
+type siteAccess struct{ Artifacts, Key, KnownHosts string }
+
+// writeSiteInv renders fleetSiteInv with d into path.
+func writeSiteInv(t testing.TB, path string, d siteInvData) {
+	t.Helper()
+	var buf bytes.Buffer
+	if err := template.Must(template.New("site").Parse(fleetSiteInv)).Execute(&buf, d); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, buf.Bytes(), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
 
 // writeFleet writes the fleet file and the site inventories (sites in f1 get the F1
 // configuration) and points the cluster's inventory at the fleet file.
@@ -96,21 +137,11 @@ func (c *testCluster) writeFleet(f1 ...string) string {
 		c.t.Fatal(err)
 	}
 	for _, s := range testSites {
-		d := struct {
-			Name  string
-			F1    bool
-			Hosts []any
-		}{Name: s.name, F1: slices.Contains(f1, s.name)}
+		d := siteInvData{Name: s.name, F1: slices.Contains(f1, s.name)}
 		for _, i := range s.hosts {
-			d.Hosts = append(d.Hosts, c.hosts[i])
+			d.Addrs = append(d.Addrs, c.hosts[i].Address)
 		}
-		var buf bytes.Buffer
-		if err := template.Must(template.New("site").Parse(fleetSiteInv)).Execute(&buf, d); err != nil {
-			c.t.Fatal(err)
-		}
-		if err := os.WriteFile(filepath.Join(c.dir, "sites", s.name+".yaml"), buf.Bytes(), 0o644); err != nil {
-			c.t.Fatal(err)
-		}
+		writeSiteInv(c.t, filepath.Join(c.dir, "sites", s.name+".yaml"), d)
 	}
 	return fleetPath
 }

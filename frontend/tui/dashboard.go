@@ -116,6 +116,7 @@ type failure struct {
 // Dashboard is the bubbletea model of a run's live view. It is driven by events (see
 // Session) and keys; it renders within the window size it is given.
 type Dashboard struct {
+	runView
 	opts   DashboardOptions
 	st     styles
 	width  int
@@ -128,7 +129,6 @@ type Dashboard struct {
 	byName map[string]*hostRow
 
 	phase      events.Phase
-	started    time.Time
 	uploads    []*upload
 	uploaded   int
 	findings   []finding
@@ -139,7 +139,6 @@ type Dashboard struct {
 	failures   []failure
 	warnings   []string
 	changes    []change // apply --dry-run: what would change
-	log        []string
 	summary    *events.SummaryInfo
 
 	cancelling bool
@@ -156,10 +155,7 @@ type Dashboard struct {
 // result for the run's error (nil allowed), shows the final frame and quits. A nil src makes a
 // dashboard driven only by EventMsg and DoneMsg (tests).
 func NewDashboard(opts DashboardOptions, src <-chan events.Event, result func() error) *Dashboard {
-	if opts.LogLines <= 0 {
-		opts.LogLines = 500
-	}
-	d := &Dashboard{opts: opts, st: newStyles(), width: MinWidth, height: MinHeight, byName: map[string]*hostRow{}, src: src, res: result}
+	d := &Dashboard{runView: newRunView(opts.LogLines, opts.Verbose, opts.Now), opts: opts, st: newStyles(), width: MinWidth, height: MinHeight, byName: map[string]*hostRow{}, src: src, res: result}
 	d.spin = spinner.New(spinner.WithSpinner(spinner.MiniDot), spinner.WithStyle(d.st.accent))
 	d.bar = progress.New(progress.WithFillCharacters('█', '░'), progress.WithoutPercentage(), progress.WithColors(lipgloss.Green))
 	for _, h := range opts.Hosts {
@@ -186,13 +182,6 @@ func (d *Dashboard) host(name string) *hostRow {
 		return r
 	}
 	return d.addHost(HostInfo{Name: name})
-}
-
-func (d *Dashboard) now() time.Time {
-	if d.opts.Now != nil {
-		return d.opts.Now()
-	}
-	return time.Now()
 }
 
 // EventMsg carries events into the dashboard.
@@ -296,21 +285,9 @@ func (d *Dashboard) key(k tea.KeyPressMsg) tea.Cmd {
 	return nil
 }
 
-func (d *Dashboard) addLog(lines ...string) {
-	d.log = append(d.log, lines...)
-	if over := len(d.log) - d.opts.LogLines; over > 0 {
-		d.log = append(d.log[:0:0], d.log[over:]...)
-	}
-}
-
 // apply folds one event into the state.
 func (d *Dashboard) apply(e events.Event) {
-	if d.started.IsZero() && !e.Time.IsZero() {
-		d.started = e.Time
-	}
-	if frontend.Keep(e, d.opts.Verbose, false) && !(e.Type == events.UploadProgress && e.Upload != nil && !e.Upload.Done && !d.opts.Verbose) {
-		d.addLog(frontend.PlainLines(e)...)
-	}
+	d.observe(e)
 	r := d.host(e.Host)
 	if r != nil && e.Type != events.Debug && e.Type != events.Info && e.Type != events.Warning {
 		r.touched, r.idle = true, false
@@ -597,16 +574,6 @@ func shrink(s section, n int, st styles) section {
 	return out
 }
 
-func (d *Dashboard) elapsed() float64 {
-	if d.summary != nil {
-		return d.summary.Seconds
-	}
-	if d.started.IsZero() {
-		return 0
-	}
-	return max(0, d.now().Sub(d.started).Seconds())
-}
-
 func (d *Dashboard) header() section {
 	st := d.st
 	title := "k3strap"
@@ -633,7 +600,7 @@ func (d *Dashboard) header() section {
 	default:
 		right = d.spinner() + " starting"
 	}
-	right += st.dim.Render(fmt.Sprintf("  %.1fs", d.elapsed()))
+	right += st.dim.Render(fmt.Sprintf("  %.1fs", d.elapsed(d.summary)))
 	gap := max(1, d.width-lipgloss.Width(left)-lipgloss.Width(right))
 	return section{lines: []string{left + strings.Repeat(" ", gap) + right}, fixed: true}
 }

@@ -83,6 +83,7 @@ type askMsg struct {
 
 // FleetDashboard is the bubbletea model of a fleet run.
 type FleetDashboard struct {
+	runView
 	opts   FleetOptions
 	st     styles
 	width  int
@@ -95,11 +96,9 @@ type FleetDashboard struct {
 	byName map[string]*fleetSiteRow
 	waves  []*fleetWaveRow
 
-	started  time.Time
 	filter   int
 	selected string
 	stops    []string
-	log      []string
 	summary  *events.SummaryInfo
 	ask      *askMsg
 
@@ -113,10 +112,7 @@ type FleetDashboard struct {
 // NewFleetDashboard returns a fleet dashboard reading events from src until it is closed,
 // then calling result for the run's error (src nil: driven by EventMsg and DoneMsg, tests).
 func NewFleetDashboard(opts FleetOptions, src <-chan events.Event, result func() error) *FleetDashboard {
-	if opts.LogLines <= 0 {
-		opts.LogLines = 500
-	}
-	d := &FleetDashboard{opts: opts, st: newStyles(), width: MinWidth, height: MinHeight, byName: map[string]*fleetSiteRow{}, src: src, res: result}
+	d := &FleetDashboard{runView: newRunView(opts.LogLines, opts.Verbose, opts.Now), opts: opts, st: newStyles(), width: MinWidth, height: MinHeight, byName: map[string]*fleetSiteRow{}, src: src, res: result}
 	d.spin = spinner.New(spinner.WithSpinner(spinner.MiniDot), spinner.WithStyle(d.st.accent))
 	d.bar = progress.New(progress.WithFillCharacters('█', '░'), progress.WithoutPercentage(), progress.WithColors(lipgloss.Green))
 	km := table.DefaultKeyMap()
@@ -151,13 +147,6 @@ func (d *FleetDashboard) site(name string) *fleetSiteRow {
 	d.sites = append(d.sites, r)
 	d.byName[name] = r
 	return r
-}
-
-func (d *FleetDashboard) now() time.Time {
-	if d.opts.Now != nil {
-		return d.opts.Now()
-	}
-	return time.Now()
 }
 
 // Init starts reading events and the spinner.
@@ -252,21 +241,9 @@ func (d *FleetDashboard) key(k tea.KeyPressMsg) tea.Cmd {
 	return cmd
 }
 
-func (d *FleetDashboard) addLog(lines ...string) {
-	d.log = append(d.log, lines...)
-	if over := len(d.log) - d.opts.LogLines; over > 0 {
-		d.log = append(d.log[:0:0], d.log[over:]...)
-	}
-}
-
 // apply folds one event into the state.
 func (d *FleetDashboard) apply(e events.Event) {
-	if d.started.IsZero() && !e.Time.IsZero() {
-		d.started = e.Time
-	}
-	if frontend.Keep(e, d.opts.Verbose, false) && !(e.Type == events.UploadProgress && e.Upload != nil && !e.Upload.Done && !d.opts.Verbose) {
-		d.addLog(frontend.PlainLines(e)...)
-	}
+	d.observe(e)
 	switch {
 	case e.Type == events.WaveType && e.Wave != nil:
 		w := d.wave(*e.Wave)

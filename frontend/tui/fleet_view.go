@@ -58,16 +58,6 @@ func tail(s []string, n int) []string {
 	return s
 }
 
-func (d *FleetDashboard) elapsed() float64 {
-	if d.summary != nil {
-		return d.summary.Seconds
-	}
-	if d.started.IsZero() {
-		return 0
-	}
-	return max(0, d.now().Sub(d.started).Seconds())
-}
-
 func (d *FleetDashboard) spinner() string {
 	if d.finished || d.opts.Static {
 		return d.st.accent.Render("▶")
@@ -92,7 +82,7 @@ func (d *FleetDashboard) header() string {
 	default:
 		right = d.spinner() + " running"
 	}
-	right += st.dim.Render(fmt.Sprintf("  %s", duration(d.elapsed())))
+	right += st.dim.Render(fmt.Sprintf("  %s", duration(d.elapsed(d.summary))))
 	gap := max(1, d.width-lipgloss.Width(left)-lipgloss.Width(right))
 	return left + strings.Repeat(" ", gap) + right
 }
