@@ -585,16 +585,9 @@ func (d *Dashboard) header() section {
 		left += st.dim.Render(" · cluster ") + st.bold.Render(d.opts.Cluster)
 	}
 	left += st.dim.Render(fmt.Sprintf(" · %d %s", len(d.hosts), plural(len(d.hosts), "host", "hosts")))
-	var right string
+	right := runVerdict(st, d.summary, d.finished, d.cancelling)
 	switch {
-	case d.summary != nil && d.summary.OK:
-		right = st.ok.Render("✓ done")
-	case d.summary != nil:
-		right = st.fail.Render(fmt.Sprintf("✗ failed (exit %d)", d.summary.ExitCode))
-	case d.finished:
-		right = st.fail.Render("✗ stopped")
-	case d.cancelling:
-		right = st.warn.Render("cancelling…")
+	case right != "":
 	case d.phase != "":
 		right = d.spinner() + " " + string(d.phase)
 	default:

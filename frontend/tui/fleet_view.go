@@ -69,17 +69,8 @@ func (d *FleetDashboard) header() string {
 	st := d.st
 	left := st.title.Render("k3strap "+d.opts.Command) + st.dim.Render(" · fleet ") + st.bold.Render(d.opts.Fleet) +
 		st.dim.Render(fmt.Sprintf(" · %d %s · %d %s", len(d.sites), plural(len(d.sites), "site", "sites"), len(d.waves), plural(len(d.waves), "wave", "waves")))
-	var right string
-	switch {
-	case d.summary != nil && d.summary.OK:
-		right = st.ok.Render("✓ done")
-	case d.summary != nil:
-		right = st.fail.Render(fmt.Sprintf("✗ failed (exit %d)", d.summary.ExitCode))
-	case d.finished:
-		right = st.fail.Render("✗ stopped")
-	case d.cancelling:
-		right = st.warn.Render("cancelling…")
-	default:
+	right := runVerdict(st, d.summary, d.finished, d.cancelling)
+	if right == "" {
 		right = d.spinner() + " running"
 	}
 	right += st.dim.Render(fmt.Sprintf("  %s", duration(d.elapsed(d.summary))))

@@ -1,6 +1,7 @@
 package tui
 
 import (
+	"fmt"
 	"time"
 
 	"github.com/k3strap/k3strap/events"
@@ -60,4 +61,19 @@ func (v *runView) elapsed(summary *events.SummaryInfo) float64 {
 		return 0
 	}
 	return max(0, v.now().Sub(v.started).Seconds())
+}
+
+// runVerdict is the header's word on a run that ended or is cancelling ("" while it runs).
+func runVerdict(st styles, summary *events.SummaryInfo, finished, cancelling bool) string {
+	switch {
+	case summary != nil && summary.OK:
+		return st.ok.Render("✓ done")
+	case summary != nil:
+		return st.fail.Render(fmt.Sprintf("✗ failed (exit %d)", summary.ExitCode))
+	case finished:
+		return st.fail.Render("✗ stopped")
+	case cancelling:
+		return st.warn.Render("cancelling…")
+	}
+	return ""
 }
