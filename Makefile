@@ -17,11 +17,11 @@ all: build
 
 # What the demo and the tests need, all idempotent (fast when already done): the Debian packages
 # of the host harness (debootstrap, systemd-container, nftables, iproute2, openssh-client) and
-# tmux for the terminal UI tests, the Go modules, and the base image of the throw-away hosts
+# tmux for the terminal UI tests, shellcheck for the remote scripts (vet), the Go modules, and the base image of the throw-away hosts
 # (debootstrap'ed once, about a minute).
 setup:
 	$(SUDO) bash $(HARNESS) deps
-	@command -v tmux >/dev/null || { $(SUDO) apt-get update -qq && $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq tmux >/dev/null; }
+	@command -v tmux >/dev/null && command -v shellcheck >/dev/null || { $(SUDO) apt-get update -qq && $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq tmux shellcheck >/dev/null; }
 	$(GO) mod download
 	$(SUDO) bash $(HARNESS) base
 
@@ -62,7 +62,13 @@ e2e:
 bench:
 	$(GO) test -run '^$$' -bench . -benchtime 3x -timeout 120m ./e2e/...
 
+# The shell scripts k3strap runs on hosts (embedded in the binary). k3s-install.sh keeps the
+# official install script's variables and idioms (SC2034, SC2015) so that the two stay comparable.
+REMOTE_SCRIPTS := $(wildcard facts/*.sh installer/*/*.sh)
+
 vet:
+	shellcheck $(REMOTE_SCRIPTS)
+	shellcheck -e SC2034,SC2015 templates/install/k3s-install.sh
 	@test -z "$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go'))" || { gofmt -l .; echo "gofmt: files above need formatting"; exit 1; }
 	$(GO) vet ./...
 

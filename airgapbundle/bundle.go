@@ -2,7 +2,7 @@
 // site, every local artifact an inventory names (K3s binaries, images archives and checksums
 // per architecture, install.sh, k3s-selinux RPMs, CNI/cloud-controller manifests and charts,
 // Rancher charts), with a manifest.json first that lists each file's role, architecture, path
-// in the tar, size and sha256 (issue 14; docs/airgap-site.md).
+// in the tar, size and sha256 (docs/airgap-site.md).
 //
 // Write builds a bundle atomically (temporary file, then rename; mode 0644); Open verifies one
 // and extracts it once into a cache directory keyed by the bundle's sha256. The package knows

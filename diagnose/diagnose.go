@@ -10,14 +10,15 @@ import (
 	"encoding/json"
 	"fmt"
 	"regexp"
+	"slices"
 	"sort"
 	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-
 	"k8s.io/klog/v2"
 
+	"github.com/k3strap/k3strap/checkid"
 	"github.com/k3strap/k3strap/k3s"
 )
 
@@ -59,18 +60,6 @@ type Diagnosis struct {
 	// Fixes are the ways out, best first.
 	Fixes []string
 }
-
-// Journal line fragments K3s v1.36.3 prints (fixtures/real-k3s-v1.36.3/log-lines-*.txt).
-const (
-	lineWaitingTaint     = "waiting for removal of node.cloudprovider.kubernetes.io/uninitialized taint"
-	lineShutdownTaint    = "network policy controller failed to wait for node.cloudprovider.kubernetes.io/uninitialized taint"
-	lineRunningKubelet   = "Running kubelet "
-	lineRunningCCM       = "Running cloud-controller-manager"
-	lineSkippingCCM      = "Skipping a cloud provider controller"
-	lineWaitingCRD       = "Waiting for CRD"
-	lineWaitingUntaint   = "Waiting for untainted node"
-	lineCriticalMismatch = "critical configuration value mismatch"
-)
 
 // NodeArgs returns the K3s arguments recorded in the node's k3s.io/node-args annotation
 // (a JSON array: ["server", "--flag", "value", ...]) as flag name -> values. Boolean flags
@@ -115,6 +104,14 @@ func (ev Evidence) args() map[string][]string {
 	return ev.ConfigArgs
 }
 
+// argsSource says where args() read the node's K3s arguments.
+func (ev Evidence) argsSource() string {
+	if NodeArgs(ev.Node) != nil {
+		return "node " + ev.NodeName + " annotation k3s.io/node-args"
+	}
+	return "the K3s config files on the host"
+}
+
 func lastValue(m map[string][]string, k string) (string, bool) {
 	v := m[k]
 	if len(v) == 0 {
@@ -129,7 +126,7 @@ func lastValue(m map[string][]string, k string) (string, bool) {
 func (ev Evidence) kubeletCloudProvider() (value, source string) {
 	for i := len(ev.Journal) - 1; i >= 0; i-- {
 		l := ev.Journal[i]
-		if j := strings.Index(l, lineRunningKubelet); j >= 0 {
+		if j := strings.Index(l, k3s.LineRunningKubelet); j >= 0 {
 			for _, f := range strings.Fields(l[j:]) {
 				if v, ok := strings.CutPrefix(f, "--cloud-provider="); ok {
 					return v, "journal: " + trimLine(l)
@@ -139,7 +136,7 @@ func (ev Evidence) kubeletCloudProvider() (value, source string) {
 		}
 	}
 	if v, ok := k3s.ArgValue(ev.args()["kubelet-arg"], "cloud-provider"); ok {
-		return v, "kubelet-arg cloud-provider=" + v
+		return v, "kubelet-arg cloud-provider=" + v + ", " + ev.argsSource()
 	}
 	if !ev.embeddedCCMDisabled() {
 		return "external", "K3s sets it while its embedded cloud controller runs"
@@ -152,12 +149,12 @@ func (ev Evidence) embeddedCCMDisabled() bool {
 		return v == "true"
 	}
 	for _, l := range ev.Journal {
-		if strings.Contains(l, lineRunningCCM) {
+		if strings.Contains(l, k3s.LineRunningCCM) {
 			return false
 		}
 	}
 	for _, l := range ev.Journal {
-		if strings.Contains(l, lineSkippingCCM) {
+		if strings.Contains(l, k3s.LineSkippingCCM) {
 			return true
 		}
 	}
@@ -243,14 +240,18 @@ func UninitializedStall(ev Evidence) Diagnosis {
 	ccmOff := ev.embeddedCCMDisabled()
 	ccmPods, ccmRunning := ev.cloudControllerPods()
 	pending := PendingOn(ev.Pods, taint)
-	waits, lastWait := ev.journalMatches(lineWaitingTaint)
-	shutdowns, lastShutdown := ev.journalMatches(lineShutdownTaint)
+	waits, lastWait := ev.journalMatches(k3s.LineWaitingTaint)
+	shutdowns, lastShutdown := ev.journalMatches(k3s.LineShutdownTaint)
 
 	var evidence []string
 	evidence = append(evidence, fmt.Sprintf("node %s has taint %s=%s:%s for %s", ev.NodeName, taint.Key, taint.Value, taint.Effect, ev.TaintAge.Round(time.Second)))
 	evidence = append(evidence, fmt.Sprintf("kubelet cloud-provider=%q (%s)", cp, cpSource))
 	if ccmOff {
-		evidence = append(evidence, "K3s's embedded cloud controller is disabled (disable-cloud-controller: true)")
+		src := "journal: " + k3s.LineSkippingCCM
+		if _, ok := lastValue(ev.args(), "disable-cloud-controller"); ok {
+			src = ev.argsSource()
+		}
+		evidence = append(evidence, "K3s's embedded cloud controller is disabled (disable-cloud-controller: true, "+src+")")
 	} else {
 		evidence = append(evidence, "K3s's embedded cloud controller is enabled")
 	}
@@ -272,7 +273,7 @@ func UninitializedStall(ev Evidence) Diagnosis {
 	switch {
 	case cp == "external" && ccmOff && !ccmRunning && !ev.ExternalCloudController:
 		return Diagnosis{
-			ID:    "F1-cloud-controller",
+			ID:    checkid.F1CloudController,
 			Title: "F1: no cloud controller will ever initialise this node",
 			Message: fmt.Sprintf("The kubelet on %s runs with cloud-provider=external, so the node registered with the %s taint, "+
 				"but K3s's embedded cloud controller is disabled and no external cloud controller runs: nothing will remove the taint. "+
@@ -289,21 +290,21 @@ func UninitializedStall(ev Evidence) Diagnosis {
 		}
 	case cp == "external" && ccmOff && (ev.ExternalCloudController || len(ccmPods) > 0) && !ccmRunning:
 		return Diagnosis{
-			ID:    "external-cloud-controller-missing",
+			ID:    checkid.ExternalCloudControllerMissing,
 			Title: "the external cloud controller is not running",
 			Message: fmt.Sprintf("K3s's embedded cloud controller is disabled and the kubelet on %s runs with cloud-provider=external, "+
 				"so the external cloud controller must initialise the node — but none is running yet.", ev.NodeName),
 			Evidence: evidence,
 			Fixes: []string{
-				"check the external cloud controller's pods (`kubectl -n kube-system get pods`) — they must tolerate " + k3s.TaintUninitialized + " and node-role.kubernetes.io/control-plane",
+				"check the external cloud controller's pods (`kubectl -n kube-system get pods`) — they must tolerate " + k3s.TaintUninitialized + " and " + k3s.TaintControlPlane,
 				"check that its manifest (spec.k3s.externalCloudController.manifest) was applied: it is placed in /var/lib/rancher/k3s/server/manifests/ on the first server",
 			},
 		}
 	}
-	if n, last := ev.journalMatches(lineWaitingCRD); n > 0 && !ccmOff {
+	if n, last := ev.journalMatches(k3s.LineWaitingCRD); n > 0 && !ccmOff {
 		evidence = append(evidence, fmt.Sprintf("journal, %d times: %s", n, last))
 		return Diagnosis{
-			ID:    "manifest-deployer-stall",
+			ID:    checkid.ManifestDeployerStall,
 			Title: "K3s is waiting for its own CRDs; the cloud controller has not run yet",
 			Message: "The embedded cloud controller is enabled, so this is not F1: K3s is still waiting for a CRD of its packaged " +
 				"manifests (seen after a crash during the first start left a half-created CRD). The taint usually clears within " +
@@ -321,7 +322,7 @@ func UninitializedStall(ev Evidence) Diagnosis {
 	}
 	msg += ". The journal tail below shows what K3s is doing."
 	return Diagnosis{
-		ID:       "uninitialized-stall-unknown",
+		ID:       checkid.UninitializedStallUnknown,
 		Title:    "the node stays uninitialized",
 		Message:  msg,
 		Evidence: append(evidence, journalTail(ev.Journal, 15)...),
@@ -367,14 +368,14 @@ func ServiceFailing(ev Evidence, unit string) Diagnosis {
 			unit, journalMessage(fatal[len(fatal)-1]))
 	}
 	d := Diagnosis{
-		ID:       "service-failing",
+		ID:       checkid.ServiceFailing,
 		Title:    fmt.Sprintf("%s does not stay up (state %q)", unit, ev.ServiceState),
 		Message:  msg,
 		Evidence: evidence,
 		Fixes:    []string{fmt.Sprintf("read `journalctl -u %s` on the host, fix the cause in the inventory, and re-run `k3strap apply`", unit)},
 	}
-	if n, last := ev.journalMatches(lineCriticalMismatch); n > 0 {
-		d.ID = "critical-config-mismatch"
+	if n, last := ev.journalMatches(k3s.LineCriticalMismatch); n > 0 {
+		d.ID = checkid.CriticalConfigMismatch
 		d.Title = "this server's critical settings differ from the cluster's"
 		d.Message = "K3s refuses to join a server whose critical settings (cluster-cidr, service-cidr, disable, flannel-backend, ...) differ from the first server's."
 		if !shown[last] {
@@ -385,9 +386,6 @@ func ServiceFailing(ev Evidence, unit string) Diagnosis {
 	return d
 }
 
-// lineMainExited is systemd's line for a unit whose main process ended.
-const lineMainExited = "Main process exited"
-
 // Journal line patterns of a K3s exit (never written after initialisation).
 var (
 	// fatalRE matches the lines that say why K3s exits: logrus level=fatal, K3s's "Shutdown
@@ -396,6 +394,8 @@ var (
 	fatalRE = regexp.MustCompile(`level=fatal|Shutdown request received|\bE\d{4} \d\d:\d\d:\d\d\.\d+\s+\d+ \S+\] "Failed to start`)
 	// errorRE matches error lines (logrus level=error/fatal, klog E/F lines).
 	errorRE = regexp.MustCompile(`level=(?:error|fatal)|\b[EF]\d{4} \d\d:\d\d:\d\d\.\d+\s`)
+	// imagePullRE matches the kubelet's and containerd's image pull errors.
+	imagePullRE = regexp.MustCompile(`(?i)pull(ing)? image|ErrImagePull|ImagePullBackOff|failed to resolve reference|PullImage`)
 	// prefixRE matches journald's short prefix "Nov 24 05:12:42 host unit[pid]: ".
 	prefixRE = regexp.MustCompile(`^[A-Z][a-z]{2} +\d+ \d\d:\d\d:\d\d \S+ \S+: `)
 	// klogHeaderRE matches klog's "E1124 05:12:42.539502     189 file.go:1] ".
@@ -404,7 +404,10 @@ var (
 	logrusMsgRE = regexp.MustCompile(`msg="((?:[^"\\]|\\.)*)"`)
 )
 
-func isErrorLine(l string) bool { return errorRE.MatchString(l) }
+// isErrorLine reports whether l is an error line that can explain a K3s exit. Errors about
+// pulling container images are workload noise (the kubelet retries them forever; they never
+// stop K3s) and are left out.
+func isErrorLine(l string) bool { return errorRE.MatchString(l) && !imagePullRE.MatchString(l) }
 
 // FatalLines returns the lines of journal (oldest first) that say why K3s exited: for each
 // systemd "Main process exited" line, the last fatal line (level=fatal, "Shutdown request
@@ -417,7 +420,7 @@ func FatalLines(journal []string) []string {
 	last := ""
 	for _, l := range journal {
 		switch {
-		case strings.Contains(l, lineMainExited):
+		case strings.Contains(l, k3s.LineMainExited):
 			if last != "" {
 				add(last)
 			}
@@ -476,7 +479,7 @@ func Timeout(ev Evidence, lastMilestone string, after time.Duration) Diagnosis {
 	evidence = append(evidence, fmt.Sprintf("subnet.env present: %v; service: %s", ev.SubnetEnvPresent, ev.ServiceState))
 	evidence = append(evidence, journalTail(ev.Journal, 15)...)
 	d := Diagnosis{
-		ID:       "bring-up-timeout",
+		ID:       checkid.BringUpTimeout,
 		Title:    fmt.Sprintf("the server did not come up within %s", after.Round(time.Second)),
 		Message:  "Bring-up stopped at \"" + lastMilestone + "\".",
 		Evidence: evidence,
@@ -484,7 +487,7 @@ func Timeout(ev Evidence, lastMilestone string, after time.Duration) Diagnosis {
 	}
 	if ev.Node != nil && ev.Node.Spec.PodCIDR == "" {
 		if v, ok := k3s.ArgValue(ev.args()["kube-controller-manager-arg"], "allocate-node-cidrs"); ok && v == "false" {
-			d.ID = "no-podcidr"
+			d.ID = checkid.NoPodCIDR
 			d.Message += " No PodCIDR is assigned because kube-controller-manager runs with allocate-node-cidrs=false, so flannel never writes subnet.env."
 			d.Fixes = append([]string{"remove kube-controller-manager-arg allocate-node-cidrs=false, or bring a CNI that assigns pod addresses itself (cni.type: none)"}, d.Fixes...)
 		}
@@ -500,6 +503,7 @@ func orNone(s string) string {
 }
 
 func journalTail(lines []string, n int) []string {
+	lines = slices.DeleteFunc(slices.Clone(lines), imagePullRE.MatchString)
 	if len(lines) > n {
 		lines = lines[len(lines)-n:]
 	}
@@ -514,7 +518,7 @@ func journalTail(lines []string, n int) []string {
 // node (printed only with the embedded cloud controller).
 func WaitingForUntaintedNode(journal []string) bool {
 	for _, l := range journal {
-		if strings.Contains(l, lineWaitingUntaint) {
+		if strings.Contains(l, k3s.LineWaitingUntaint) {
 			return true
 		}
 	}

@@ -10,12 +10,14 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 
+	"github.com/k3strap/k3strap/checkid"
+	"github.com/k3strap/k3strap/facts"
 	"github.com/k3strap/k3strap/k3s"
 )
 
 // Role taints a CNI DaemonSet must tolerate (docs/failure-modes.md F4): the legacy master
 // taint (older installers, kubeadm before 1.24) and the control-plane one.
-var roleTaints = []string{"node-role.kubernetes.io/master", "node-role.kubernetes.io/control-plane"}
+var roleTaints = []string{k3s.TaintMaster, k3s.TaintControlPlane}
 
 // checkUnreachable: hosts doctor could not read.
 func checkUnreachable(in *Input) []Finding {
@@ -24,7 +26,7 @@ func checkUnreachable(in *Input) []Finding {
 		if ne.Err == "" {
 			continue
 		}
-		out = append(out, Finding{ID: "unreachable", Severity: SeverityError, Node: nameOr(ne.Node, ne.Host),
+		out = append(out, Finding{ID: checkid.Unreachable, Severity: SeverityError, Node: nameOr(ne.Node, ne.Host),
 			Title:    "doctor could not read this host",
 			Message:  "Nothing was gathered from " + ne.Host + ": " + ne.Err,
 			Evidence: []EvidenceLine{{Text: ne.Err, Source: ne.Host + ": ssh"}},
@@ -40,8 +42,22 @@ func nameOr(a, b string) string {
 	return b
 }
 
-// checkCrashLoop: a K3s unit that is not active (crash loop, failed start), or that restarted;
-// the evidence leads with the fatal journal line (ServiceFailing).
+// slowStart is how long a K3s unit may stay activating without a restart before doctor says so:
+// an agent sends READY only once its network is up, which K3s users see take minutes
+// (docs/k3s.md "Readiness of the unit").
+const slowStart = 10 * time.Minute
+
+// crashLooping reports whether systemd shows the unit failing: failed, waiting to restart, or
+// not active after restarts. A unit activating with no restart is starting (K3s has not sent
+// READY yet), not failing (docs/k3s.md "Readiness of the unit").
+func crashLooping(f *facts.DoctorNode) bool {
+	return f.ActiveState == "failed" || f.SubState == "auto-restart" || (f.ActiveState != "active" && f.Restarts > 0) ||
+		(f.ActiveState != "active" && f.ActiveState != "activating")
+}
+
+// checkCrashLoop: a K3s unit that does not stay up (crash loop, failed start) or that
+// restarted, with the fatal journal lines as evidence (ServiceFailing); a unit activating for
+// longer than slowStart without a restart is a slow start.
 func checkCrashLoop(in *Input) []Finding {
 	var out []Finding
 	for i := range in.Nodes {
@@ -53,23 +69,39 @@ func checkCrashLoop(in *Input) []Finding {
 		name := nameOr(ne.Node, ne.Host)
 		ev := Evidence{NodeName: name, Journal: f.Journal, ServiceState: f.ActiveState}
 		// F1's shutdown is reported by checkF1 with its cause.
-		if n, _ := ev.journalMatches(lineShutdownTaint); n > 0 {
+		if n, _ := ev.journalMatches(k3s.LineShutdownTaint); n > 0 {
 			continue
 		}
+		state := EvidenceLine{Text: fmt.Sprintf("unit %s is %s/%s, systemd restarted it %s", f.Unit, f.ActiveState, f.SubState, plural(f.Restarts, "time", "times")),
+			Source: hostSrc(ne, "systemctl show "+f.Unit)}
 		switch {
-		case f.ActiveState != "active":
+		case crashLooping(f):
 			d := ServiceFailing(ev, f.Unit)
 			fd := fromDiagnosis(d, SeverityError, name, ne)
-			fd.ID = "crash-loop"
+			fd.ID = checkid.CrashLoop
 			if d.ID == "critical-config-mismatch" {
 				fd.ID = d.ID
 			}
-			fd.Evidence = append(fd.Evidence, EvidenceLine{Text: fmt.Sprintf("unit %s is %s/%s, systemd restarted it %d times", f.Unit, f.ActiveState, f.SubState, f.Restarts),
-				Source: hostSrc(ne, "systemctl show "+f.Unit)})
+			fd.Evidence = append(fd.Evidence, state)
+			out = append(out, fd)
+		case f.ActiveState == "activating":
+			if f.StartedAt.IsZero() || in.Now.Sub(f.StartedAt) < slowStart {
+				continue
+			}
+			since := in.Now.Sub(f.StartedAt).Round(time.Second)
+			fd := Finding{ID: checkid.SlowStart, Severity: SeverityWarning, Node: name,
+				Title: fmt.Sprintf("%s has been starting for %s", f.Unit, since),
+				Message: fmt.Sprintf("systemd still waits for %s to say it is ready, %s after it started, without a restart. K3s says so once its "+
+					"network is up; that normally takes seconds to a few minutes.", f.Unit, since),
+				Evidence: []EvidenceLine{state, {Text: "main process started " + f.StartedAt.UTC().Format(time.RFC3339), Source: hostSrc(ne, "systemctl show "+f.Unit)}},
+				Fixes:    []string{"read `journalctl -u " + f.Unit + "` for what K3s waits for (the API server through its tunnel, the node's PodCIDR, flannel)"}}
+			for _, l := range FatalLines(f.Journal) {
+				fd.Evidence = append(fd.Evidence, EvidenceLine{Text: trimLine(l), Source: hostSrc(ne, "journalctl -u "+f.Unit)})
+			}
 			out = append(out, fd)
 		case f.Restarts > 0:
 			fatal := FatalLines(f.Journal)
-			fd := Finding{ID: "service-restarts", Severity: SeverityWarning, Node: name,
+			fd := Finding{ID: checkid.ServiceRestarts, Severity: SeverityWarning, Node: name,
 				Title:   fmt.Sprintf("%s restarted %s", f.Unit, plural(f.Restarts, "time", "times")),
 				Message: fmt.Sprintf("The %s service runs now but systemd restarted it %s.", f.Unit, plural(f.Restarts, "time", "times")),
 				Evidence: []EvidenceLine{{Text: fmt.Sprintf("NRestarts=%d, active since %s", f.Restarts, f.ActiveSince.Format(time.RFC3339)),
@@ -101,10 +133,23 @@ func checkF1(in *Input) []Finding {
 		if t.TimeAdded != nil {
 			age = in.Now.Sub(t.TimeAdded.Time)
 		}
+		ne := in.evidenceOf(n.Name)
 		if age < in.TaintGrace {
+			// Too young to judge: say it is there and since when, so the user knows what to
+			// look at again (the embedded cloud controller removes it within seconds).
+			since := n.CreationTimestamp.Time
+			if t.TimeAdded != nil {
+				since = t.TimeAdded.Time
+			}
+			out = append(out, Finding{ID: checkid.UninitializedTaint, Severity: SeverityInfo, Node: n.Name,
+				Title: fmt.Sprintf("%s still carries the uninitialized taint", n.Name),
+				Message: fmt.Sprintf("%s has carried %s since %s (%s ago); a cloud controller removes it within seconds of registration. "+
+					"It is judged after %s (--stall-grace): run doctor again after %s if it is still there.",
+					n.Name, k3s.TaintUninitialized, since.UTC().Format(time.RFC3339), age.Round(time.Second), in.TaintGrace,
+					since.Add(in.TaintGrace).UTC().Format(time.RFC3339)),
+				Evidence: []EvidenceLine{{Text: fmt.Sprintf("taint %s=%s:%s", t.Key, t.Value, t.Effect), Source: nodeSrc(n.Name)}}})
 			continue
 		}
-		ne := in.evidenceOf(n.Name)
 		ev := Evidence{NodeName: n.Name, Node: n, Pods: in.View.Pods, ExternalCloudController: in.ExternalCloudController, TaintAge: age}
 		if ne != nil {
 			ev.Journal, ev.ConfigArgs, ev.ServiceState = ne.Facts.Journal, configArgs(ne.Facts), ne.Facts.ActiveState
@@ -123,7 +168,7 @@ func checkF1(in *Input) []Finding {
 			if WaitingForUntaintedNode(ne.Facts.Journal) {
 				f.Evidence = append(f.Evidence, EvidenceLine{Text: "K3s waits for an untainted node (the embedded cloud controller's own wait)", Source: hostSrc(ne, "journalctl -u "+unitOf(ne))})
 			}
-			shutdowns, _ := ev.journalMatches(lineShutdownTaint)
+			shutdowns, _ := ev.journalMatches(k3s.LineShutdownTaint)
 			f.Evidence = append(f.Evidence, EvidenceLine{Text: fmt.Sprintf("systemd restarted %s %s; the journal shows %s on this taint", unitOf(ne),
 				plural(ne.Facts.Restarts, "time", "times"), plural(shutdowns, "shutdown", "shutdowns")), Source: hostSrc(ne, "systemctl show "+unitOf(ne))})
 		}
@@ -147,7 +192,10 @@ func (in *Input) ViewHostNode() string {
 const subnetEnvMsg = "open /run/flannel/subnet.env"
 
 // checkPodNetwork: flannel on, but a node has no pod network: subnet.env missing or
-// unparsable, PodCIDR unset, or pods stuck creating their sandbox for want of subnet.env.
+// unparsable, PodCIDR unset, or pods stuck creating their sandbox for want of subnet.env. It
+// judges the present: a pod's sandbox event older than the node's current network (subnet.env's
+// modification) or than the unit's last start is history, and while the same run read a valid
+// subnet.env on the host no event contradicts it.
 func checkPodNetwork(in *Input) []Finding {
 	if !in.flannelOn() {
 		return nil
@@ -157,12 +205,20 @@ func checkPodNetwork(in *Input) []Finding {
 		n := &in.View.Nodes[i]
 		var ev []EvidenceLine
 		ne := in.evidenceOf(n.Name)
+		var since time.Time // events before this are history
+		networkOK := false
 		if ne != nil && ne.Facts.SubnetEnvPresent != nil {
 			src := hostSrc(ne, "/run/flannel/subnet.env")
 			if !*ne.Facts.SubnetEnvPresent {
 				ev = append(ev, EvidenceLine{Text: "/run/flannel/subnet.env does not exist", Source: src})
 			} else if _, err := ParseSubnetEnv(ne.Facts.SubnetEnv); err != nil {
 				ev = append(ev, EvidenceLine{Text: "subnet.env does not parse: " + err.Error(), Source: src})
+			} else {
+				networkOK = true
+				since = ne.Facts.SubnetEnvWritten
+			}
+			if ne.Facts.StartedAt.After(since) {
+				since = ne.Facts.StartedAt
 			}
 		}
 		if n.Spec.PodCIDR == "" {
@@ -170,10 +226,10 @@ func checkPodNetwork(in *Input) []Finding {
 		}
 		var stuck []string
 		for _, p := range podsOn(in.View.Pods, n.Name) {
-			if p.Spec.HostNetwork || running(p) {
+			if p.Spec.HostNetwork || running(p) || (networkOK && since.IsZero()) {
 				continue
 			}
-			msgs := append([]string{podReason(p)}, in.podEvents(p.Namespace, p.Name)...)
+			msgs := append([]string{podReason(p)}, in.podEventsSince(p.Namespace, p.Name, since)...)
 			for _, m := range msgs {
 				if strings.Contains(m, subnetEnvMsg) {
 					stuck = append(stuck, p.Namespace+"/"+p.Name)
@@ -185,7 +241,7 @@ func checkPodNetwork(in *Input) []Finding {
 		if len(ev) == 0 {
 			continue
 		}
-		f := Finding{ID: "no-pod-network", Severity: SeverityError, Node: n.Name,
+		f := Finding{ID: checkid.NoPodNetwork, Severity: SeverityError, Node: n.Name,
 			Title: "no pod network on " + n.Name,
 			Message: "K3s's flannel is on, but " + n.Name + " has no working pod network: pods on it cannot get an address " +
 				"(ContainerCreating with `open /run/flannel/subnet.env: no such file or directory`).",
@@ -248,13 +304,13 @@ func checkCNIKernel(in *Input) []Finding {
 				ev = append(ev, EvidenceLine{Text: p.Namespace + "/" + p.Name + ": " + trimLine(r), Source: "kubectl get pods,events -A"})
 			}
 		}
-		f := Finding{ID: "cni-not-running", Severity: SeverityError, Node: p.Spec.NodeName,
+		f := Finding{ID: checkid.CNINotRunning, Severity: SeverityError, Node: p.Spec.NodeName,
 			Title:    fmt.Sprintf("the pod network (%s/%s) does not run on %s", p.Namespace, name, p.Spec.NodeName),
 			Message:  fmt.Sprintf("Pod %s/%s of DaemonSet %s is %s on %s; pods there get no network.", p.Namespace, p.Name, name, p.Status.Phase, p.Spec.NodeName),
 			Evidence: ev,
 			Fixes:    []string{fmt.Sprintf("kubectl -n %s logs %s --all-containers; kubectl -n %s describe pod %s", p.Namespace, p.Name, p.Namespace, p.Name)}}
 		if kernel != "" {
-			f.ID = "F2-cni-kernel"
+			f.ID = checkid.F2CNIKernel
 			f.Message += " The reasons point at the kernel (" + kernel + "): it lacks a module or feature the CNI needs."
 			f.Fixes = []string{
 				"load or install the missing module (modprobe; a kernel with the feature), see docs/failure-modes.md F2",
@@ -284,7 +340,7 @@ func checkCNIToleration(in *Input) []Finding {
 				for _, x := range tol {
 					tols = append(tols, tolerationString(x))
 				}
-				out = append(out, Finding{ID: "F4-cni-toleration", Severity: SeverityError, Node: n.Name,
+				out = append(out, Finding{ID: checkid.F4CNIToleration, Severity: SeverityError, Node: n.Name,
 					Title: fmt.Sprintf("%s/%s does not tolerate %s on %s", ds.Namespace, ds.Name, taintString(t), n.Name),
 					Message: fmt.Sprintf("Node %s carries %s, which DaemonSet %s/%s does not tolerate: it runs no pod there, so the node has no pod network "+
 						"(flannel before v0.25.0 dropped the legacy master toleration, flannel-io/flannel#1925).", n.Name, taintString(t), ds.Namespace, ds.Name),
@@ -380,7 +436,7 @@ func checkPendingOnTaint(in *Input) []Finding {
 			ev = append(ev, EvidenceLine{Text: trimLine(m), Source: "kubectl get events -n " + ns})
 		}
 		first := nodes[0]
-		f := Finding{ID: "F3-pending-on-taint", Severity: SeverityError, Node: first,
+		f := Finding{ID: checkid.F3PendingOnTaint, Severity: SeverityError, Node: first,
 			Title: fmt.Sprintf("%s %s/%s is Pending: no node tolerates its taints", kind, ns, name),
 			Message: fmt.Sprintf("%s %s/%s cannot be scheduled: %s carries %s, which it does not tolerate.", kind, ns, name, first,
 				strings.Join(b.taint[first], ", ")),
@@ -390,7 +446,7 @@ func checkPendingOnTaint(in *Input) []Finding {
 				"or remove the taint from a node the workload may run on (`kubectl taint nodes NODE KEY-`)",
 			}}
 		if name == "cattle-cluster-agent" && ns == "cattle-system" {
-			f.ID = "F3-rancher-agent"
+			f.ID = checkid.F3RancherAgent
 			f.Title = "cattle-cluster-agent is Pending on a taint: Rancher cannot manage the cluster"
 			if in.RancherVersion != "" && in.RancherKnown && !in.RancherFixed {
 				f.Message += fmt.Sprintf(" Rancher %s copies only its own taints into the agent's tolerations (rancher/rancher#49981, fixed in v2.12.0, v2.11.2 and v2.10.6).", in.RancherVersion)
@@ -440,7 +496,7 @@ func checkLostTaints(in *Input) []Finding {
 				ts = append(ts, taintString(t))
 				cmds = append(cmds, fmt.Sprintf("kubectl taint nodes %s %s --overwrite", n.Name, taintString(t)))
 			}
-			out = append(out, Finding{ID: "F5-lost-taint", Severity: SeverityError, Node: n.Name,
+			out = append(out, Finding{ID: checkid.F5LostTaint, Severity: SeverityError, Node: n.Name,
 				Title:   "taint given at registration is gone from " + n.Name + ": " + strings.Join(ts, ", "),
 				Message: fmt.Sprintf("K3s registered %s with node-taint %s, but the Node no longer carries it; K3s never puts it back (it applies node-taint only at registration), so workloads that must stay off this node may now run on it.", n.Name, strings.Join(ts, ", ")),
 				Evidence: []EvidenceLine{
@@ -467,7 +523,7 @@ func checkLostTaints(in *Input) []Finding {
 				ls = append(ls, k+"="+lostLabels[k])
 				cmds = append(cmds, fmt.Sprintf("kubectl label nodes %s %s=%s --overwrite", n.Name, k, lostLabels[k]))
 			}
-			out = append(out, Finding{ID: "F5-lost-label", Severity: SeverityWarning, Node: n.Name,
+			out = append(out, Finding{ID: checkid.F5LostLabel, Severity: SeverityWarning, Node: n.Name,
 				Title:    "label given at registration is gone from " + n.Name + ": " + strings.Join(ls, ", "),
 				Message:  fmt.Sprintf("K3s registered %s with node-label %s, but the Node no longer has it (K3s applies node-label only at registration).", n.Name, strings.Join(ls, ", ")),
 				Evidence: []EvidenceLine{{Text: "k3s.io/node-args node-label: " + strings.Join(args["node-label"], ", "), Source: nodeSrc(n.Name) + " (annotation)"}},
@@ -487,19 +543,10 @@ func joinTaints(ts []corev1.Taint) string {
 	return strings.Join(s, ", ")
 }
 
-// parseTaint reads key[=value]:Effect.
+// parseTaint reads K3s's node-taint form key[=value]:Effect (k3s.ParseTaint).
 func parseTaint(s string) (corev1.Taint, bool) {
-	kv, eff, ok := strings.Cut(strings.TrimSpace(s), ":")
-	if !ok {
-		return corev1.Taint{}, false
-	}
-	k, v, _ := strings.Cut(kv, "=")
-	switch corev1.TaintEffect(eff) {
-	case corev1.TaintEffectNoSchedule, corev1.TaintEffectNoExecute, corev1.TaintEffectPreferNoSchedule:
-	default:
-		return corev1.Taint{}, false
-	}
-	if k == "" {
+	k, v, eff, err := k3s.ParseTaint(s)
+	if err != nil || k == "" {
 		return corev1.Taint{}, false
 	}
 	return corev1.Taint{Key: k, Value: v, Effect: corev1.TaintEffect(eff)}, true
@@ -512,7 +559,7 @@ func checkIntent(in *Input) []Finding {
 	for _, name := range slices.Sorted(maps.Keys(in.Intent)) {
 		it := in.Intent[name]
 		if !it.Registered {
-			out = append(out, Finding{ID: "not-registered", Severity: SeverityError, Node: name,
+			out = append(out, Finding{ID: checkid.NotRegistered, Severity: SeverityError, Node: name,
 				Title:    "host " + name + " of the inventory is not a node of the cluster",
 				Message:  "The inventory declares " + name + " but the cluster has no node of that name (not joined, or another node-name).",
 				Evidence: []EvidenceLine{{Text: "no node " + name, Source: "kubectl get nodes"}},
@@ -533,7 +580,7 @@ func checkIntent(in *Input) []Finding {
 		for _, k := range slices.Sorted(maps.Keys(it.Labels)) {
 			cmds = append(cmds, fmt.Sprintf("kubectl label nodes %s %s=%s --overwrite", name, k, it.Labels[k]))
 		}
-		out = append(out, Finding{ID: "F5-drift", Severity: SeverityError, Node: name,
+		out = append(out, Finding{ID: checkid.F5Drift, Severity: SeverityError, Node: name,
 			Title:    "node " + name + " lacks taints or labels the inventory declares",
 			Message:  "Declared taints or labels are missing from " + name + " (K3s applies node-taint and node-label only at registration): " + strings.Join(it.Describe, "; "),
 			Evidence: ev,
@@ -565,7 +612,7 @@ func checkNotReady(in *Input) []Finding {
 		if ready != nil {
 			reason = fmt.Sprintf("Ready=%s (%s: %s)", ready.Status, ready.Reason, ready.Message)
 		}
-		out = append(out, Finding{ID: "node-not-ready", Severity: SeverityError, Node: n.Name,
+		out = append(out, Finding{ID: checkid.NodeNotReady, Severity: SeverityError, Node: n.Name,
 			Title:    "node " + n.Name + " is NotReady",
 			Message:  "Node " + n.Name + " is not Ready: " + reason + ".",
 			Evidence: ev,
@@ -605,13 +652,13 @@ func checkCerts(in *Input) []Finding {
 			"or `k3s certificate rotate` (servers) then restart; CA certificates need `k3s certificate rotate-ca`",
 		}
 		if len(gone) > 0 {
-			out = append(out, Finding{ID: "cert-expired", Severity: SeverityError, Node: name,
+			out = append(out, Finding{ID: checkid.CertExpired, Severity: SeverityError, Node: name,
 				Title: fmt.Sprintf("%s on %s expired", plural(len(gone), "K3s certificate", "K3s certificates"), name), Message: "Expired certificates break the API, the kubelet or joins.",
 				Evidence: append(gone, soon...), Fixes: fixes})
 			continue
 		}
 		if len(soon) > 0 {
-			out = append(out, Finding{ID: "cert-expiring", Severity: SeverityWarning, Node: name,
+			out = append(out, Finding{ID: checkid.CertExpiring, Severity: SeverityWarning, Node: name,
 				Title:    fmt.Sprintf("%s on %s expire within %d days", plural(len(soon), "K3s certificate", "K3s certificates"), name, int(in.CertWarn.Hours()/24)),
 				Message:  fmt.Sprintf("The first expires %s (%s).", first.UTC().Format(time.RFC3339), humanDays(first.Sub(in.Now))),
 				Evidence: soon, Fixes: fixes})
@@ -656,7 +703,7 @@ func checkVersionSkew(in *Input) []Finding {
 				continue
 			}
 			for _, n := range versions[v] {
-				out = append(out, Finding{ID: "version-skew", Severity: SeverityWarning, Node: n,
+				out = append(out, Finding{ID: checkid.VersionSkew, Severity: SeverityWarning, Node: n,
 					Title:    fmt.Sprintf("%s runs %s, other nodes %s", n, v, newest),
 					Message:  "The cluster's nodes run different K3s releases (" + strings.Join(parts, "; ") + "). Agents may lag servers during an upgrade, never lead them; finish the upgrade.",
 					Evidence: ev,
@@ -671,7 +718,7 @@ func checkVersionSkew(in *Input) []Finding {
 			continue
 		}
 		if kv := n.Status.NodeInfo.KubeletVersion; kv != "" && kv != ne.Facts.Version {
-			out = append(out, Finding{ID: "version-skew", Severity: SeverityWarning, Node: n.Name,
+			out = append(out, Finding{ID: checkid.VersionSkew, Severity: SeverityWarning, Node: n.Name,
 				Title:   fmt.Sprintf("the K3s binary on %s is %s but the node runs %s", n.Name, ne.Facts.Version, kv),
 				Message: "The binary was replaced but K3s was not restarted (or failed to start the new one).",
 				Evidence: []EvidenceLine{{Text: ne.Facts.VersionLine, Source: hostSrc(ne, "k3s --version")},
@@ -691,18 +738,15 @@ func compareRelease(a, b string) int {
 	return ra.Compare(rb)
 }
 
-// etcdRole is the label K3s puts on servers with embedded etcd.
-const etcdRole = "node-role.kubernetes.io/etcd"
-
 // checkEtcd: embedded etcd members (servers with the etcd role) NotReady or missing, and
 // whether quorum is lost or one failure away.
 func checkEtcd(in *Input) []Finding {
 	var members, down, cps []string
 	for _, n := range in.View.Nodes {
-		if _, ok := n.Labels["node-role.kubernetes.io/control-plane"]; ok {
+		if _, ok := n.Labels[k3s.LabelControlPlane]; ok {
 			cps = append(cps, n.Name)
 		}
-		if n.Labels[etcdRole] != "true" {
+		if n.Labels[k3s.LabelEtcd] != "true" {
 			continue
 		}
 		members = append(members, n.Name)
@@ -714,22 +758,22 @@ func checkEtcd(in *Input) []Finding {
 		return nil
 	}
 	var out []Finding
-	ev := []EvidenceLine{{Text: fmt.Sprintf("etcd members (servers with %s=true): %s; NotReady: %s", etcdRole, strings.Join(members, ", "), orNone(strings.Join(down, ", "))), Source: "kubectl get nodes"}}
+	ev := []EvidenceLine{{Text: fmt.Sprintf("etcd members (servers with %s=true): %s; NotReady: %s", k3s.LabelEtcd, strings.Join(members, ", "), orNone(strings.Join(down, ", "))), Source: "kubectl get nodes"}}
 	n, up := len(members), len(members)-len(down)
 	quorum := n/2 + 1
 	switch {
 	case up < quorum:
-		out = append(out, Finding{ID: "etcd-quorum", Severity: SeverityError, Title: fmt.Sprintf("etcd has lost quorum: %d of %d members up, %d needed", up, n, quorum),
+		out = append(out, Finding{ID: checkid.EtcdQuorum, Severity: SeverityError, Title: fmt.Sprintf("etcd has lost quorum: %d of %d members up, %d needed", up, n, quorum),
 			Message: "With fewer than a majority of etcd members the datastore refuses writes: the cluster cannot change.", Evidence: ev,
 			Fixes: []string{"bring the down servers back; if they are gone for good, restore from a snapshot (`k3s server --cluster-reset`) on one server"}})
 	case n > 1 && up-1 < quorum:
-		out = append(out, Finding{ID: "etcd-quorum", Severity: SeverityWarning, Title: fmt.Sprintf("etcd quorum at risk: %d of %d members up; one more failure loses it", up, n),
+		out = append(out, Finding{ID: checkid.EtcdQuorum, Severity: SeverityWarning, Title: fmt.Sprintf("etcd quorum at risk: %d of %d members up; one more failure loses it", up, n),
 			Message: "etcd needs a majority of its members; an even member count (or a member down) leaves no margin.", Evidence: ev,
 			Fixes: []string{"bring down members back, and run an odd number of servers (3 or 5)"}})
 	}
 	for _, cp := range cps {
 		if !slices.Contains(members, cp) {
-			out = append(out, Finding{ID: "etcd-member-missing", Severity: SeverityWarning, Node: cp,
+			out = append(out, Finding{ID: checkid.EtcdMemberMissing, Severity: SeverityWarning, Node: cp,
 				Title:    "server " + cp + " is not an etcd member",
 				Message:  "The cluster uses embedded etcd but server " + cp + " carries no etcd role: it did not join etcd (or uses another datastore).",
 				Evidence: ev, Fixes: []string{"look at `journalctl -u k3s` on " + cp + " for etcd join errors"}})
@@ -762,11 +806,11 @@ func checkClockSkew(in *Input) []Finding {
 			continue
 		}
 		sev := SeverityWarning
-		if s > time.Minute {
+		if s > k3s.ClockSkewError {
 			sev = SeverityError
 		}
 		name := nameOr(ne.Node, ne.Host)
-		out = append(out, Finding{ID: "clock-skew", Severity: sev, Node: name,
+		out = append(out, Finding{ID: checkid.DoctorClockSkew, Severity: sev, Node: name,
 			Title:    fmt.Sprintf("the clock of %s is off by %s", name, ne.ClockSkew.Round(time.Millisecond)),
 			Message:  "Clock skew breaks TLS certificate validity, etcd and token checks.",
 			Evidence: []EvidenceLine{{Text: fmt.Sprintf("host clock %s, skew %s against the workstation", ne.Facts.RemoteClock.UTC().Format(time.RFC3339Nano), ne.ClockSkew.Round(time.Millisecond)), Source: ne.Host + ": date"}},
@@ -783,7 +827,7 @@ func checkDisk(in *Input) []Finding {
 	for _, n := range in.View.Nodes {
 		for _, c := range n.Status.Conditions {
 			if (c.Type == corev1.NodeDiskPressure || c.Type == corev1.NodeMemoryPressure || c.Type == corev1.NodePIDPressure) && c.Status == corev1.ConditionTrue {
-				id := "disk-pressure"
+				id := checkid.DiskPressure
 				if c.Type != corev1.NodeDiskPressure {
 					id = strings.ToLower(strings.TrimSuffix(string(c.Type), "Pressure")) + "-pressure"
 				}
@@ -807,7 +851,7 @@ func checkDisk(in *Input) []Finding {
 		if f.DiskUsedPercent >= 85 {
 			sev = SeverityError
 		}
-		out = append(out, Finding{ID: "disk-pressure", Severity: sev, Node: name,
+		out = append(out, Finding{ID: checkid.DiskPressure, Severity: sev, Node: name,
 			Title:    fmt.Sprintf("the disk of %s is %d%% full", name, f.DiskUsedPercent),
 			Message:  fmt.Sprintf("%s has %d MiB free (%d%% used); the kubelet starts evicting pods when less than 15%% is free.", f.DiskPath, f.DiskFreeKiB/1024, f.DiskUsedPercent),
 			Evidence: []EvidenceLine{{Text: fmt.Sprintf("df %s: %d KiB free of %d KiB (%d%% used)", f.DiskPath, f.DiskFreeKiB, f.DiskTotalKiB, f.DiskUsedPercent), Source: hostSrc(ne, "df -Pk /var/lib/rancher")}},

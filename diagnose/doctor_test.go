@@ -10,6 +10,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/k3strap/k3strap/facts"
+	"github.com/k3strap/k3strap/k3s"
 )
 
 // doctorInput is a one-node cluster from the real captures: node (a fixture) gathered from host
@@ -158,8 +159,8 @@ func TestDoctorCertsSkewEtcdDiskClock(t *testing.T) {
 	second := in.View.Nodes[0].DeepCopy()
 	second.Name = "vm2"
 	second.Status.NodeInfo.KubeletVersion = "v1.35.1+k3s1"
-	in.View.Nodes[0].Labels[etcdRole] = "true"
-	second.Labels[etcdRole] = "true"
+	in.View.Nodes[0].Labels[k3s.LabelEtcd] = "true"
+	second.Labels[k3s.LabelEtcd] = "true"
 	second.Status.Conditions = []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionUnknown, Reason: "NodeStatusUnknown", Message: "Kubelet stopped posting node status."}}
 	in.View.Nodes = append(in.View.Nodes, *second)
 	fs := Findings(in)
@@ -169,4 +170,91 @@ func TestDoctorCertsSkewEtcdDiskClock(t *testing.T) {
 	if has(t, fs, "etcd-quorum@").Severity != SeverityError {
 		t.Error("1 of 2 etcd members up is lost quorum")
 	}
+}
+
+// An agent unit activating with no restart is K3s before READY (docs/k3s.md "Readiness of the
+// unit"), not a crash loop, even when the journal is full of image pull errors; after slowStart
+// without READY it is a slow start (warning) whose evidence is no pull error.
+func TestDoctorActivatingIsNotCrashLoop(t *testing.T) {
+	in := doctorInput(t, "node-default.json", "")
+	f := in.Nodes[0].Facts
+	f.Unit, f.ActiveState, f.SubState, f.Restarts = "k3s-agent", "activating", "start", 0
+	f.StartedAt = in.Now.Add(-55 * time.Second)
+	f.Journal = []string{
+		`Nov 25 19:44:01 h2 k3s[412]: E1125 19:44:01.123456     412 log.go:32] "PullImage from image service failed" err="rpc error: code = Unknown desc = failed to pull image \"rancher/mirrored-pause:3.10.2\""`,
+		`Nov 25 19:44:02 h2 k3s[412]: time="2026-11-25T19:44:02Z" level=info msg="Annotations and labels have been set successfully on node: h2"`,
+	}
+	for _, x := range Findings(in) {
+		if x.ID == "crash-loop" || x.ID == "slow-start" {
+			t.Errorf("55 s activating without restart reported as %s: %s", x.ID, x.Message)
+		}
+	}
+	f.StartedAt = in.Now.Add(-12 * time.Minute)
+	slow := has(t, Findings(in), "slow-start@vm")
+	if slow.Severity != SeverityWarning {
+		t.Errorf("slow start severity %s", slow.Severity)
+	}
+	for _, e := range slow.Evidence {
+		if imagePullRE.MatchString(e.Text) {
+			t.Errorf("slow-start evidence is an image pull error: %q", e.Text)
+		}
+	}
+	// Restarts make it a crash loop; image pull errors are never its evidence.
+	f.SubState, f.Restarts = "auto-restart", 3
+	c := has(t, Findings(in), "crash-loop@vm")
+	for _, e := range c.Evidence {
+		if imagePullRE.MatchString(e.Text) {
+			t.Errorf("crash-loop evidence is an image pull error: %q", e.Text)
+		}
+	}
+}
+
+// Inside the grace the uninitialized taint is not judged, but doctor says it is there and since
+// when (info, no change of exit code).
+func TestDoctorYoungTaintSaysSinceWhen(t *testing.T) {
+	in := doctorInput(t, "node-f1.json", "log-lines-f1.txt")
+	in.Now = in.View.Nodes[0].CreationTimestamp.Add(55 * time.Second)
+	in.TaintGrace = time.Minute
+	fs := Findings(in)
+	f := has(t, fs, "uninitialized-taint@vm")
+	if f.Severity != SeverityInfo || !strings.Contains(f.Message, "since "+in.View.Nodes[0].CreationTimestamp.UTC().Format(time.RFC3339)) ||
+		!strings.Contains(f.Message, "55s ago") {
+		t.Errorf("young taint: %s %q", f.Severity, f.Message)
+	}
+	if Worst(fs) == SeverityError {
+		t.Errorf("a young taint made the verdict an error: %v", ids(fs))
+	}
+}
+
+// A finding judges the present: sandbox events about a missing subnet.env that are older than
+// the subnet.env the same run read on the host are history; newer ones are evidence.
+func TestDoctorPodNetworkJudgesThePresent(t *testing.T) {
+	in := doctorInput(t, "node-default.json", "")
+	written := in.Now.Add(-2 * time.Minute)
+	in.Nodes[0].Facts.SubnetEnvWritten = written
+	in.Nodes[0].Facts.StartedAt = in.Now.Add(-3 * time.Minute)
+	web := corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "web"}, Spec: corev1.PodSpec{NodeName: "vm"},
+		Status: corev1.PodStatus{Phase: corev1.PodPending, ContainerStatuses: []corev1.ContainerStatus{{Name: "web", State: corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: "ContainerCreating"}}}}}}
+	in.View.Pods = append(in.View.Pods, web)
+	ev := corev1.Event{InvolvedObject: corev1.ObjectReference{Kind: "Pod", Namespace: "default", Name: "web"}, Type: "Warning", Reason: "FailedCreatePodSandBox",
+		Message:       `Failed to create pod sandbox: plugin type="flannel" failed (add): failed to load flannel 'subnet.env' file: open /run/flannel/subnet.env: no such file or directory`,
+		LastTimestamp: metav1.NewTime(written.Add(-30 * time.Second))}
+	in.View.Events = []corev1.Event{ev}
+	for _, f := range Findings(in) {
+		if f.ID == "no-pod-network" {
+			t.Errorf("an event older than subnet.env made a finding: %s", f.Message)
+		}
+	}
+	// Without the file's time, a valid subnet.env read by this run still wins.
+	in.Nodes[0].Facts.SubnetEnvWritten = time.Time{}
+	in.Nodes[0].Facts.StartedAt = time.Time{}
+	for _, f := range Findings(in) {
+		if f.ID == "no-pod-network" {
+			t.Errorf("a finding contradicts the subnet.env this run read: %s", f.Message)
+		}
+	}
+	// An event after the file was written is the present.
+	in.Nodes[0].Facts.SubnetEnvWritten = written
+	in.View.Events[0].LastTimestamp = metav1.NewTime(written.Add(30 * time.Second))
+	has(t, Findings(in), "no-pod-network@vm")
 }

@@ -9,6 +9,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/k3strap/k3strap/facts"
+	"github.com/k3strap/k3strap/k3s"
 )
 
 // `k3strap doctor` (docs/doctor.md): findings over a cluster that already runs, whoever
@@ -112,7 +113,7 @@ type Input struct {
 	RancherFixed, RancherKnown bool
 	// TaintGrace is how long the uninitialized taint may stay (default 60 s); CertWarn how
 	// close to expiry a certificate is reported (default 90 days); ClockSkewMax the tolerated
-	// skew (default 5 s).
+	// skew (default k3s.ClockSkewWarn, preflight's threshold).
 	TaintGrace, CertWarn, ClockSkewMax time.Duration
 }
 
@@ -127,7 +128,7 @@ func (in *Input) defaults() {
 		in.CertWarn = 90 * 24 * time.Hour
 	}
 	if in.ClockSkewMax <= 0 {
-		in.ClockSkewMax = 5 * time.Second
+		in.ClockSkewMax = k3s.ClockSkewWarn
 	}
 }
 
@@ -308,6 +309,34 @@ func podReason(p corev1.Pod) string {
 }
 
 // podEvents returns the messages of the events about pod ns/name (Warning first, newest last).
+// podEventsSince is podEvents without the events last seen at or before since (zero: all).
+// Event times and file times have one-second resolution here: an event in the same second as
+// since is taken as before it.
+func (in *Input) podEventsSince(ns, name string, since time.Time) []string {
+	var out []string
+	for _, e := range in.View.Events {
+		if e.InvolvedObject.Kind == "Pod" && e.InvolvedObject.Namespace == ns && e.InvolvedObject.Name == name &&
+			(since.IsZero() || eventLastSeen(e).Truncate(time.Second).After(since)) {
+			out = append(out, strings.TrimSpace(fmt.Sprintf("%s %s: %s", e.Type, e.Reason, e.Message)))
+		}
+	}
+	return out
+}
+
+// eventLastSeen is when an event last happened: its series' last observation, lastTimestamp,
+// eventTime or firstTimestamp, whichever is set first in that order (zero when none is).
+func eventLastSeen(e corev1.Event) time.Time {
+	switch {
+	case e.Series != nil && !e.Series.LastObservedTime.IsZero():
+		return e.Series.LastObservedTime.Time
+	case !e.LastTimestamp.IsZero():
+		return e.LastTimestamp.Time
+	case !e.EventTime.IsZero():
+		return e.EventTime.Time
+	}
+	return e.FirstTimestamp.Time
+}
+
 func (in *Input) podEvents(ns, name string) []string {
 	var out []string
 	for _, e := range in.View.Events {
@@ -355,7 +384,17 @@ func fromDiagnosis(d Diagnosis, sev Severity, node string, ne *NodeEvidence) Fin
 		case strings.HasPrefix(e, "Pending"), strings.HasPrefix(e, "cloud controller pods"), strings.HasPrefix(e, "no cloud controller"):
 			src = "kubectl get pods -A"
 		case strings.HasPrefix(e, "kubelet cloud-provider"), strings.HasPrefix(e, "K3s's embedded"):
-			src = "node " + node + " k3s.io/node-args, config files, journal"
+			// The text says where the setting was read (Evidence.argsSource, a journal line).
+			switch {
+			case strings.Contains(e, "(journal: ") || strings.Contains(e, ", journal: "):
+				if ne != nil {
+					src = hostSrc(ne, "journalctl -u "+unitOf(ne))
+				}
+			case strings.Contains(e, "k3s.io/node-args"):
+				src = "kubectl get node " + node + " (annotation k3s.io/node-args)"
+			case ne != nil:
+				src = hostSrc(ne, "/etc/rancher/k3s/config.yaml and config.yaml.d")
+			}
 		}
 		f.Evidence = append(f.Evidence, EvidenceLine{Text: e, Source: src})
 	}

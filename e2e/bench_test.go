@@ -70,7 +70,7 @@ func floor(b *testing.B, c *testCluster) time.Duration {
 func shellQuote(s string) string { return "'" + strings.ReplaceAll(s, "'", `'"'"'`) + "'" }
 
 // BenchmarkPreflight10Hosts compares `k3strap preflight` on 10 hosts with the floor measured in
-// the same run, and reports SSH channels per host (issue 2: within 1.5× the floor, at most 2
+// the same run, and reports SSH channels per host (goal: within 1.5× the floor, at most 2
 // channels per host).
 func BenchmarkPreflight10Hosts(b *testing.B) {
 	c := newCluster(b, 10)
@@ -96,7 +96,7 @@ func BenchmarkPreflight10Hosts(b *testing.B) {
 }
 
 // BenchmarkNoopApply10Hosts: a second `k3strap apply` on an installed 1-server + 9-agent
-// cluster, against the same floor (issue 2: within 2× the floor).
+// cluster, against the same floor (goal: within 2× the floor).
 func BenchmarkNoopApply10Hosts(b *testing.B) {
 	c := newCluster(b, 10)
 	c.writeInventory(tenHosts, nil)
@@ -123,8 +123,8 @@ func BenchmarkNoopApply10Hosts(b *testing.B) {
 	b.ReportMetric(ourSum.Seconds()/floorSum.Seconds(), "x-floor")
 }
 
-// BenchmarkApply5Hosts: a fresh 3-server + 2-agent apply and a no-op re-apply (issue 3's
-// closing note), simulator time scale SimTimeScale.
+// BenchmarkApply5Hosts: a fresh 3-server + 2-agent apply and a no-op re-apply,
+// simulator time scale SimTimeScale.
 func BenchmarkApply5Hosts(b *testing.B) {
 	var fresh, noop time.Duration
 	for b.Loop() {
@@ -164,7 +164,7 @@ func BenchmarkApplyAgents(b *testing.B) {
 	}
 }
 
-// BenchmarkApplyPacketLoss (issue 11): a fresh apply of one server and one agent whose link
+// BenchmarkApplyPacketLoss: a fresh apply of one server and one agent whose link
 // loses 0%, 10% or 30% of its packets in each direction (the default 10 s connect timeout and
 // keepalive), with the ~23 MB simulator binary as the artifact. It reports the time and the
 // upload payload sent to the agent relative to the artifacts' size (resumed uploads keep it
@@ -220,7 +220,7 @@ func BenchmarkApplyPacketLoss(b *testing.B) {
 	}
 }
 
-// BenchmarkApplyOverlap (issue 15): a fresh apply of one server plus 2 or 5 agents with the
+// BenchmarkApplyOverlap: a fresh apply of one server plus 2 or 5 agents with the
 // simulator on its real K3s v1.36.3 timeline (time scale 1), and the same with one agent's
 // link limited to 2 MB/s. It reports the apply's wall time as a ratio to the first server's
 // own start-to-subnet.env time measured in the same run (x-bringup; the goal is ≤ 1.1):

@@ -48,7 +48,7 @@ spec:
       role: server
 `
 
-// TestBundleApply (issue 14): `k3strap bundle` packs the simulator's airgap artifacts and an
+// TestBundleApply: `k3strap bundle` packs the simulator's airgap artifacts and an
 // install.sh into one tar with a manifest; a fresh host is installed from an inventory that
 // names only that bundle (extracted into an empty cache), and the user's install.sh from the
 // bundle is what ran.

@@ -96,7 +96,7 @@ func (c *testCluster) hostSnapshot(i int) string {
 // TestWholeCluster: 3 servers + 2 agents apply end to end, servers joining one at a time;
 // adding a third agent touches only it; dry-run changes nothing and shows the diff; upgrade to
 // the next simulator version goes server by server; reset of an agent then apply brings it
-// back. (issue 3)
+// back.
 func TestWholeCluster(t *testing.T) {
 	c := newCluster(t, 6)
 	c.writeInventory(clusterInv, clusterExtra(3, 2, nil))
@@ -122,7 +122,7 @@ func TestWholeCluster(t *testing.T) {
 	if cp2Ready < 0 || cp3Starts < 0 || cp2Ready > cp3Starts {
 		t.Errorf("servers did not join one at a time: cp2 ready at event %d, cp3 started at %d", cp2Ready, cp3Starts)
 	}
-	// Overlap (issue 15): the joining hosts' files were uploaded before the first server's
+	// Overlap: the joining hosts' files were uploaded before the first server's
 	// subnet.env milestone, and the agents started before it too is allowed, not required.
 	subnet := firstIndex(r, func(e events.Event) bool { return e.Type == events.Milestone && e.Milestone.Name == "subnet-env" })
 	staged := firstIndex(r, func(e events.Event) bool { return e.Host == "a2" && e.Step == "stage" })
@@ -281,7 +281,7 @@ current-context: elsewhere
 `
 
 // TestHostCutMidApply: an agent whose link is cut during apply is reported by name, the others
-// finish, and a re-run after healing completes (issue 3).
+// finish, and a re-run after healing completes.
 func TestHostCutMidApply(t *testing.T) {
 	c := newCluster(t, 3)
 	c.writeInventory(clusterInv, clusterExtra(1, 2, nil))

@@ -70,7 +70,7 @@ func certNotAfter(t *testing.T, c *testCluster, i int, path string) time.Time {
 // the workstation), a change, restore (the change is gone, every node Ready), certificate
 // rotation (new expiry dates), token rotation (the old token no longer joins), replacing a
 // server by a new machine in one apply, removing a server refused while another is down, and
-// apply reporting then --prune removing a server that left the inventory. (issue 12)
+// apply reporting then --prune removing a server that left the inventory.
 func TestDay2(t *testing.T) {
 	c := newCluster(t, 6)
 	c.writeInventory(day2Inv, c.day2Hosts("cp1:0:server", "cp2:1:server:etcd", "cp3:2:server", "cp4:5:server:control-plane", "a1:3:agent"))
@@ -134,7 +134,7 @@ func TestDay2(t *testing.T) {
 	c.exec(0, "k3s", "kubectl", "create", "namespace", "after-backup")
 	a := c.start(6*time.Minute, "restore", "--snapshot", snap, "--yes")
 	a.waitFor(t, 5*time.Minute, "cp2's etcd data moved aside", func(e events.Event) bool {
-		return e.Phase == events.PhaseRestoreRejoin && e.Host == "cp2" && e.Step == "db"
+		return e.Phase == events.PhaseRejoinServers && e.Host == "cp2" && e.Step == "db"
 	})
 	if err := a.cmd.Process.Signal(os.Interrupt); err != nil {
 		t.Fatal(err)
@@ -152,7 +152,7 @@ func TestDay2(t *testing.T) {
 		t.Error("the local copy was not uploaded")
 	}
 	if !strings.Contains(r.stdout, "resuming the restore") || firstIndex(r, func(e events.Event) bool {
-		return e.Phase == events.PhaseRestoreReset && e.Step == "cluster-reset" && e.Status == events.StatusChanged
+		return e.Phase == events.PhaseClusterReset && e.Step == "cluster-reset" && e.Status == events.StatusChanged
 	}) >= 0 {
 		t.Error("the re-run did not resume: the first server was reset again")
 	}

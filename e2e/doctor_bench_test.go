@@ -8,7 +8,7 @@ import (
 )
 
 // BenchmarkDoctor10Nodes: `k3strap doctor --ssh SERVER` on a hand-installed 1-server + 9-agent
-// cluster (issue 10: under 2 s wall; one SSH command per node plus one cluster query — the
+// cluster (goal: under 2 s wall; one SSH command per node plus one cluster query — the
 // summary's per-host SSHCommands: 2 on the server, 1 on each agent, besides connect's own).
 func BenchmarkDoctor10Nodes(b *testing.B) {
 	c := newCluster(b, 10)

@@ -23,7 +23,7 @@ import (
 	"github.com/k3strap/k3strap/events"
 )
 
-// `k3strap doctor` (issue 10) against clusters installed WITHOUT k3strap: the simulator binary
+// `k3strap doctor` against clusters installed WITHOUT k3strap: the simulator binary
 // and the install script put on the hosts by hand (harness exec, no SSH), as an operator
 // following the K3s docs would.
 

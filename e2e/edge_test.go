@@ -22,7 +22,7 @@ import (
 )
 
 // edgeInv: two servers and one agent, airgap with the user's install.sh, a fixed registration
-// address, a private registry with its password from the environment (issue 14).
+// address, a private registry with its password from the environment.
 const edgeInv = `apiVersion: k3strap.io/v1alpha1
 kind: Cluster
 metadata:
@@ -61,7 +61,7 @@ spec:
 
 const userScriptMarker = "/var/lib/k3strap-e2e/user-install-script-ran"
 
-// TestEdgeHA (issue 14): the user's airgap install.sh runs (it leaves a marker) and the run
+// TestEdgeHA: the user's airgap install.sh runs (it leaves a marker) and the run
 // says so; agents and the joining server register through apiEndpoint (a name in the hosts'
 // /etc/hosts pointing at cp1), servers carry it in tls-san, the kubeconfig uses it;
 // registries.yaml lands 0600 with the password that never shows in k3strap's output;
@@ -278,7 +278,7 @@ spec:
       role: server
 `
 
-// TestOnlineOfficialScript (issue 14): an online install downloads the install script from
+// TestOnlineOfficialScript: an online install downloads the install script from
 // installScriptURL on the host, checks its pinned sha256, and the script downloads the
 // release from releaseURL with INSTALL_K3S_VERSION. Host 2 plays get.k3s.io and GitHub: a
 // labelled STAND-IN static server (e2e/cmd/standin) serving k3strap's own install script

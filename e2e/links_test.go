@@ -14,11 +14,12 @@ import (
 
 	"github.com/k3strap/k3strap/e2e/harness"
 	"github.com/k3strap/k3strap/events"
-	"github.com/k3strap/k3strap/installer"
+	"github.com/k3strap/k3strap/installer/lock"
 	"github.com/k3strap/k3strap/installer/remote"
+	"github.com/k3strap/k3strap/k3s"
 )
 
-// Flaky links (issue 11): a dead link never hangs a run, uploads resume, the lock is atomic.
+// Flaky links: a dead link never hangs a run, uploads resume, the lock is atomic.
 
 const (
 	// linkKeepalive and linkConnect are the tests' --ssh-keepalive and ssh.connectTimeout: a
@@ -234,17 +235,17 @@ func TestStaleLockExactlyOneTakesOver(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	stale := fmt.Sprintf("printf 'dead0000\\nsomeone@elsewhere (pid 1)\\n' > %s && touch -d '-%d seconds' %s", installer.PathLock, int(installer.LockTTL.Seconds())+30, installer.PathLock)
+	stale := fmt.Sprintf("printf 'dead0000\\nsomeone@elsewhere (pid 1)\\n' > %s && touch -d '-%d seconds' %s", k3s.PathLock, int(lock.TTL.Seconds())+30, k3s.PathLock)
 	for trial := range trials {
 		c.exec(0, "sh", "-c", "mkdir -p /var/lib/k3strap && "+stale)
 		var wg sync.WaitGroup
-		res := make([]installer.LockAttempt, runs)
+		res := make([]lock.Attempt, runs)
 		errs := make([]error, runs)
 		for i := range runs {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				res[i], errs[i] = installer.TryLock(ctx, clients[i], "apply")
+				res[i], errs[i] = lock.Try(ctx, clients[i], "apply")
 			}()
 		}
 		wg.Wait()
@@ -266,21 +267,21 @@ func TestStaleLockExactlyOneTakesOver(t *testing.T) {
 	host, _ := os.Hostname()
 	owner := strings.TrimSpace(string(machine)) + ":" + host
 	gone := deadPid(t)
-	lock := func(pid int) {
-		c.exec(0, "sh", "-c", fmt.Sprintf("printf 'cafe0000\\nme@here (pid %d)\\n%s\\n%d\\n-\\n' > %s", pid, owner, pid, installer.PathLock))
+	writeLock := func(pid int) {
+		c.exec(0, "sh", "-c", fmt.Sprintf("printf 'cafe0000\\nme@here (pid %d)\\n%s\\n%d\\n-\\n' > %s", pid, owner, pid, k3s.PathLock))
 	}
-	lock(gone)
-	at, err := installer.TryLock(ctx, clients[0], "apply")
+	writeLock(gone)
+	at, err := lock.Try(ctx, clients[0], "apply")
 	if err != nil || !at.Acquired || !at.TookOver {
 		t.Fatalf("lock of a dead pid on this machine: %+v %v", at, err)
 	}
 	// A holder that still runs here (this test's parent): refused.
-	lock(os.Getppid())
-	at, err = installer.TryLock(ctx, clients[0], "apply")
+	writeLock(os.Getppid())
+	at, err = lock.Try(ctx, clients[0], "apply")
 	if err != nil || at.Acquired {
 		t.Fatalf("lock of a live pid taken: %+v %v", at, err)
 	}
-	c.exec(0, "rm", "-f", installer.PathLock)
+	c.exec(0, "rm", "-f", k3s.PathLock)
 }
 
 // deadPid returns the pid of a process that has exited.

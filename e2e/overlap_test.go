@@ -14,7 +14,7 @@ const serverAndAgent = singleServer + `    - name: a1
       role: agent
 `
 
-// TestOverlapFirstServerFails (issue 15): while the first server boots, the agent is staged —
+// TestOverlapFirstServerFails: while the first server boots, the agent is staged —
 // its files uploaded and the install script run, the unit neither enabled nor started. When
 // the first server then fails (F1 diagnosed), the run stops with the diagnosis and the agent
 // stays exactly so: binary and unit in place, unit disabled and inactive, no token file. The

@@ -20,7 +20,7 @@ import (
 
 // registriesInv: one server and two agents, airgap; spec.registries with its password in a 0600
 // file, a2 with registries of its own (a site mirror, password from the environment), and a
-// k3s-selinux RPM for el9 hosts (issue 14).
+// k3s-selinux RPM for el9 hosts.
 const registriesInv = `apiVersion: k3strap.io/v1alpha1
 kind: Cluster
 metadata:
@@ -254,7 +254,7 @@ func randomSecret(t *testing.T, prefix string) string {
 	return prefix + hex.EncodeToString(b)
 }
 
-// TestRegistriesLive (issue 14) on 1 server and 2 agents, airgap: spec.registries (password
+// TestRegistriesLive on 1 server and 2 agents, airgap: spec.registries (password
 // from a 0600 file) on cp1 and a1, a2 with registries of its own (password from the
 // environment); a1 an SELinux-enforcing "Rocky 9" host without the policy, for which k3strap
 // uploads the inventory's el9 k3s-selinux RPM and installs it (dnf stand-in) before K3s starts.

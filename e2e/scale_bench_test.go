@@ -19,7 +19,7 @@ import (
 	"github.com/k3strap/k3strap/facts"
 )
 
-// Scale benchmarks (issue 13): k3strap's own cost against 100 and 500 SSH endpoints. They are
+// Scale benchmarks: k3strap's own cost against 100 and 500 SSH endpoints. They are
 // not harness hosts: one network namespace (scaleNS) holds 500 addresses on its loopback
 // interface, in 10.125.0.0/16 — a range that exists only inside that namespace — and ONE
 // OpenSSH server (the harness base image's sshd, with its own host key and authorized_keys,
@@ -277,7 +277,7 @@ func tail(s string, n int) string {
 }
 
 // BenchmarkScale measures preflight and apply --dry-run against 100 and 500 SSH endpoints,
-// each against the floor of the same run (goals, issue 13: ≤ 1.0× the floor at 100 hosts,
+// each against the floor of the same run (goals: ≤ 1.0× the floor at 100 hosts,
 // ≤ 1.2× at 500; peak RSS ≤ 100 MB at 500).
 func BenchmarkScale(b *testing.B) {
 	const most = 500

@@ -32,7 +32,7 @@ spec:
   selector: {matchLabels: {app: web}}
 `
 
-// TestUpgradeSUC (issue 13): 1 server + 3 agents (a1 with the custom taint
+// TestUpgradeSUC: 1 server + 3 agents (a1 with the custom taint
 // dedicated=edge:NoExecute) upgraded by the simulator's stand-in for system-upgrade-controller:
 // `upgrade --via suc` deploys SUC and the Plans and watches; Ctrl-C leaves the upgrade running
 // and says how to watch it; `upgrade --watch` resumes and names the PodDisruptionBudget that

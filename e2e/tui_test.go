@@ -21,7 +21,7 @@ import (
 	"github.com/k3strap/k3strap/inventory"
 )
 
-// Real-terminal tests of the terminal UI (issue 6): k3strap runs in a tmux pane (a real
+// Real-terminal tests of the terminal UI: k3strap runs in a tmux pane (a real
 // pseudo-terminal), keys are typed with `tmux send-keys`, and the screen is read back with
 // `tmux capture-pane`.
 

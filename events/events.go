@@ -152,15 +152,17 @@ type SummaryInfo struct {
 	Command string `json:"command"`
 	// OK is true when the run succeeded.
 	OK bool `json:"ok"`
-	// ExitCode is the process exit code the run ends with.
-	ExitCode int          `json:"exitCode"`
-	Hosts    []HostResult `json:"hosts,omitempty"`
+	// ExitCode is the process exit code the run ends with; ExitMeaning says what it means
+	// (the command layer's table of exit codes), for front-ends to show beside it.
+	ExitCode    int          `json:"exitCode"`
+	ExitMeaning string       `json:"exitMeaning,omitempty"`
+	Hosts       []HostResult `json:"hosts,omitempty"`
 	// Kubeconfig is the path written, if any.
 	Kubeconfig string `json:"kubeconfig,omitempty"`
 	// RancherURL is the Rancher address, if installed.
 	RancherURL string `json:"rancherURL,omitempty"`
 	// RancherPasswordFile is the local file (mode 0600) holding the Rancher bootstrap password
-	// k3strap generated (issue 5). The password itself is never in an event.
+	// k3strap generated. The password itself is never in an event.
 	RancherPasswordFile string `json:"rancherPasswordFile,omitempty"`
 	// RancherPasswordNew is true when this run wrote that file: a terminal front-end shows the
 	// password once (read from the file, frontend.RancherPasswordLines); others name the file.

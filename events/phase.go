@@ -19,29 +19,29 @@ const (
 	PhaseJoinAgents  Phase = "join-agents"
 	PhaseBringUp     Phase = "bring-up"
 	// PhaseStage uploads joining hosts' files while the first server comes up.
-	PhaseStage      Phase = "stage"
-	PhaseKubeconfig Phase = "kubeconfig"
-	PhaseNodes      Phase = "nodes"
-	PhaseCNI        Phase = "cni"
-	PhaseRancher    Phase = "rancher"
+	PhaseStage          Phase = "stage"
+	PhaseKubeconfig     Phase = "kubeconfig"
+	PhaseReconcileNodes Phase = "reconcile-nodes"
+	PhaseCNI            Phase = "cni"
+	PhaseRancher        Phase = "rancher"
 	// PhaseDrift is `k3strap check`'s comparison of nodes with the inventory.
 	PhaseDrift Phase = "drift"
 	// PhaseReset is `k3strap reset`'s uninstall of every selected host.
 	PhaseReset Phase = "reset"
-	// Day two (issue 12): etcd snapshots and restore, removing nodes, rotation.
-	PhaseEtcdCheck     Phase = "etcd-check"
-	PhaseSnapshot      Phase = "snapshot"
-	PhaseSnapshotFetch Phase = "snapshot-copy"
-	PhaseSnapshotList  Phase = "snapshot-list"
-	PhaseRestoreCheck  Phase = "restore-check"
-	PhaseRestoreStop   Phase = "restore-stop"
-	PhaseRestoreReset  Phase = "cluster-reset"
-	PhaseRestoreRejoin Phase = "rejoin-servers"
-	PhaseRestoreAgents Phase = "restart-agents"
-	PhaseRemoveNode    Phase = "remove-node"
-	PhaseReplaceNode   Phase = "replace-nodes"
-	PhaseRotateCerts   Phase = "rotate-certificates"
-	PhaseRotateToken   Phase = "rotate-token"
+	// Day two: etcd snapshots and restore, removing nodes, rotation.
+	PhaseEtcdCheck          Phase = "etcd-check"
+	PhaseSnapshot           Phase = "snapshot"
+	PhaseSnapshotCopy       Phase = "snapshot-copy"
+	PhaseSnapshotList       Phase = "snapshot-list"
+	PhaseRestoreCheck       Phase = "restore-check"
+	PhaseRestoreStop        Phase = "restore-stop"
+	PhaseClusterReset       Phase = "cluster-reset"
+	PhaseRejoinServers      Phase = "rejoin-servers"
+	PhaseRestartAgents      Phase = "restart-agents"
+	PhaseRemoveNode         Phase = "remove-node"
+	PhaseReplaceNodes       Phase = "replace-nodes"
+	PhaseRotateCertificates Phase = "rotate-certificates"
+	PhaseRotateToken        Phase = "rotate-token"
 )
 
 // Stages inside a step, per host.

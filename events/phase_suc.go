@@ -1,6 +1,6 @@
 package events
 
-// Steps of `k3strap upgrade --via suc` (issue 13).
+// Steps of `k3strap upgrade --via suc`.
 const (
 	// PhaseSUCDeploy deploys system-upgrade-controller and applies the K3s Plans.
 	PhaseSUCDeploy Phase = "suc-deploy"

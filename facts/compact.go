@@ -7,7 +7,7 @@ import (
 	"sync"
 )
 
-// Memory at fleet scale (issue 13): Parse works on one string holding the whole document
+// Memory at fleet scale: Parse works on one string holding the whole document
 // (tens of kB, most of it the kernel config), and every field cut from it would keep all of it
 // alive for the whole run — at 500 hosts that was most of k3strap's heap. compact copies the
 // strings a Host keeps, and kernel configs, identical across a fleet that runs one kernel

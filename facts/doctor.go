@@ -3,6 +3,7 @@ package facts
 import (
 	"bytes"
 	"crypto/x509"
+	_ "embed"
 	"encoding/json"
 	"encoding/pem"
 	"strconv"
@@ -23,40 +24,21 @@ import (
 // (k3s.SecretKeys), certificate files are printed but never key files, and the caller masks
 // every text again with k3s.Mask.
 
-// DoctorNodeScript prints what doctor needs from one node: hostname and addresses, the clock,
-// the K3s binary's version, which unit runs (k3s or k3s-agent) with its state, restart count
-// and last start, the unit's journal tail (300 lines), the K3s config file and drop-ins (secret
-// keys left out), /run/flannel/subnet.env, the first certificate of every K3s certificate file
-// (server/tls/*.crt, server/tls/*/*.crt, agent/*.crt; PEM, parsed locally — no openssl needed),
-// free disk of /var/lib/rancher and memory. ParseDoctorNode reads it.
-var DoctorNodeScript = `PATH=$PATH:/usr/local/bin:/usr/sbin:/sbin
-echo "@host $(hostname 2>/dev/null)"
-echo "@addrs $(hostname -I 2>/dev/null || hostname -i 2>/dev/null)"
-echo "@clock $(date +%s.%N)"
-echo "@version $(/usr/local/bin/k3s --version 2>/dev/null | head -n 1)"
-svc=
-for u in k3s k3s-agent; do
-  if [ -n "$(systemctl show -p FragmentPath --value "$u" 2>/dev/null)" ]; then svc=$u; break; fi
-done
-echo "@unit $svc"
-if [ -n "$svc" ]; then
-  echo "@unitstate"
-  systemctl show "$svc" -p ActiveState -p SubState -p NRestarts -p ActiveEnterTimestamp -p ExecMainStartTimestamp 2>/dev/null
-  echo "@journal"
-  journalctl -u "$svc" -n 300 -o short --no-pager 2>/dev/null | grep -v '^-- '
-fi
-echo "@config"
-for f in /etc/rancher/k3s/config.yaml /etc/rancher/k3s/config.yaml.d/*.yaml /etc/rancher/k3s/config.yaml.d/*.yml; do
-  [ -r "$f" ] && { echo "@file $f"; grep -v -i -E '^[[:space:]]*"?(` + secretKeyPattern() + `)"?[[:space:]]*:' "$f"; }
-done
-if [ -r /run/flannel/subnet.env ]; then echo "@subnet present"; cat /run/flannel/subnet.env; else echo "@subnet missing"; fi
-for f in /var/lib/rancher/k3s/server/tls/*.crt /var/lib/rancher/k3s/server/tls/*/*.crt /var/lib/rancher/k3s/agent/*.crt; do
-  [ -r "$f" ] && { echo "@cert $f"; sed -n '/-BEGIN CERTIFICATE-/,/-END CERTIFICATE-/{p;/-END CERTIFICATE-/q}' "$f"; }
-done
-d=/var/lib/rancher; [ -d "$d" ] || d=/
-echo "@disk $(df -Pk "$d" 2>/dev/null | awk 'NR==2{print $2, $4, $5, $6}')"
-echo "@mem $(awk '/^MemTotal:/{t=$2} /^MemAvailable:/{a=$2} END{print t, a}' /proc/meminfo 2>/dev/null)"
-echo "@end"`
+// DoctorNodeScript prints what doctor needs from one node (doctor-node.sh, the host paths of
+// k3s.ShellVars and the secret key pattern before it): hostname and addresses, the clock, the
+// K3s binary's version, which unit runs (k3s or k3s-agent) with its state, restart count and
+// last start, the unit's journal tail (300 lines), the K3s config file and drop-ins (secret
+// keys left out), flannel's subnet.env, the first certificate of every K3s certificate file
+// (PEM, parsed locally — no openssl needed), free disk of K3s's data filesystem and memory.
+// ParseDoctorNode reads it.
+var DoctorNodeScript = k3s.ShellVars() + "SECRET_KEYS='" + secretKeyPattern() + "'\n" + doctorNodeScript
+
+//go:embed doctor-node.sh
+var doctorNodeScript string
+
+// DoctorNodeArgs are DoctorNodeScript's arguments: the journal line fragments a diagnosis needs
+// from before the tail (k3s.JournalKeyLines), newline-separated in one argument.
+func DoctorNodeArgs() []string { return []string{strings.Join(k3s.JournalKeyLines(), "\n")} }
 
 // secretKeyPattern is the alternation of K3s's secret config keys and any key naming a
 // password, for grep -E.
@@ -64,15 +46,13 @@ func secretKeyPattern() string {
 	return strings.Join(append(k3s.SecretKeys(), "[a-z0-9-]*password[a-z0-9-]*"), "|")
 }
 
-// DoctorClusterScript prints the cluster's view through the server's own `k3s kubectl`: nodes,
-// pods, events, DaemonSets, Deployments, Jobs and HelmCharts of every namespace, each as one
-// JSON line. ParseClusterView reads it.
-const DoctorClusterScript = `k=/usr/local/bin/k3s
-for r in nodes pods events daemonsets deployments jobs helmcharts.helm.cattle.io; do
-  echo "@$r"
-  "$k" kubectl get "$r" -A -o json 2>&1 | tr -d '\n'; echo
-done
-echo "@end"`
+// DoctorClusterScript prints the cluster's view through the server's own `k3s kubectl`
+// (doctor-cluster.sh): nodes, pods, events, DaemonSets, Deployments, Jobs and HelmCharts of
+// every namespace, each as one JSON line. ParseClusterView reads it.
+var DoctorClusterScript = k3s.ShellVars() + doctorClusterScript
+
+//go:embed doctor-cluster.sh
+var doctorClusterScript string
 
 // Cert is one certificate file's first certificate.
 type Cert struct {
@@ -93,28 +73,32 @@ type DoctorNode struct {
 	Addresses []string `json:"addresses,omitempty"`
 	// RemoteClock is the host's clock when the script ran.
 	RemoteClock time.Time `json:"remoteClock"`
-	// Version is the K3s release of /usr/local/bin/k3s ("" when absent); VersionLine the
+	// Version is the K3s release of k3s.PathBinary ("" when absent); VersionLine the
 	// whole first line of `k3s --version`.
 	Version     string `json:"version,omitempty"`
 	VersionLine string `json:"versionLine,omitempty"`
 	// Unit is k3s or k3s-agent ("" when no unit exists).
 	Unit string `json:"unit,omitempty"`
-	// ActiveState and SubState are systemd's; Restarts is NRestarts; ActiveSince the last
-	// start (zero when unknown).
+	// ActiveState and SubState are systemd's; Restarts is NRestarts; ActiveSince when the unit
+	// last became active (zero when unknown or not active); StartedAt when its main process last
+	// started (ExecMainStartTimestamp: set while activating too; zero when unknown).
 	ActiveState string    `json:"activeState,omitempty"`
 	SubState    string    `json:"subState,omitempty"`
 	Restarts    int       `json:"restarts"`
 	ActiveSince time.Time `json:"activeSince,omitempty"`
-	// Journal is the unit's journal tail, oldest first (journald's short prefix kept).
+	StartedAt   time.Time `json:"startedAt,omitempty"`
+	// Journal is the unit's journal, oldest first (journald's short prefix kept): the lines with
+	// a k3s.JournalKeyLines fragment from before the tail, then the tail (300 lines).
 	Journal []string `json:"journal,omitempty"`
 	// ConfigFiles are the K3s config files in the order K3s reads them (path → text, secret
 	// keys left out); ConfigPaths their order.
 	ConfigPaths []string          `json:"configPaths,omitempty"`
 	ConfigFiles map[string]string `json:"configFiles,omitempty"`
 	// SubnetEnv is /run/flannel/subnet.env's text; SubnetEnvPresent whether it exists (nil:
-	// not reported).
-	SubnetEnvPresent *bool  `json:"subnetEnvPresent,omitempty"`
-	SubnetEnv        string `json:"subnetEnv,omitempty"`
+	// not reported); SubnetEnvWritten its modification time (zero when unknown).
+	SubnetEnvPresent *bool     `json:"subnetEnvPresent,omitempty"`
+	SubnetEnv        string    `json:"subnetEnv,omitempty"`
+	SubnetEnvWritten time.Time `json:"subnetEnvWritten,omitempty"`
 	// Certs are the K3s certificates found.
 	Certs []Cert `json:"certs,omitempty"`
 	// DiskTotalKiB, DiskFreeKiB and DiskUsedPercent describe the filesystem of DiskPath
@@ -164,7 +148,7 @@ func ParseDoctorNode(out []byte) DoctorNode {
 				n.Version = k3s.FindRelease(val)
 			case "@unit":
 				n.Unit = strings.TrimSpace(val)
-			case "@unitstate", "@journal", "@config":
+			case "@unitstate", "@keylines", "@journal", "@config":
 			case "@file":
 				file = strings.TrimSpace(val)
 				n.ConfigPaths = append(n.ConfigPaths, file)
@@ -172,8 +156,14 @@ func ParseDoctorNode(out []byte) DoctorNode {
 					n.ConfigFiles = map[string]string{}
 				}
 			case "@subnet":
-				p := strings.TrimSpace(val) == "present"
+				f := strings.Fields(val)
+				p := len(f) > 0 && f[0] == "present"
 				n.SubnetEnvPresent = &p
+				if p && len(f) > 1 {
+					if sec, err := strconv.ParseInt(f[1], 10, 64); err == nil {
+						n.SubnetEnvWritten = time.Unix(sec, 0)
+					}
+				}
 			case "@cert":
 				flushCert()
 				cert = strings.TrimSpace(val)
@@ -215,8 +205,10 @@ func ParseDoctorNode(out []byte) DoctorNode {
 				n.Restarts, _ = strconv.Atoi(v)
 			case "ActiveEnterTimestamp":
 				n.ActiveSince = parseSystemdTime(v)
+			case "ExecMainStartTimestamp":
+				n.StartedAt = parseSystemdTime(v)
 			}
-		case "@journal":
+		case "@keylines", "@journal":
 			if strings.TrimSpace(line) != "" {
 				n.Journal = append(n.Journal, line)
 			}

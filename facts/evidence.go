@@ -2,37 +2,33 @@ package facts
 
 import (
 	"bytes"
+	_ "embed"
 	"encoding/json"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
+
+	"github.com/k3strap/k3strap/k3s"
 )
 
 // EvidenceScript prints what diagnosing a K3s server needs, in one SSH command (run as root,
-// arguments EvidenceArgs): the unit's journal tail (400 lines), every pod and the node as JSON
-// (through the host's own `k3s kubectl`), the K3s config files (config.yaml and its drop-ins,
-// lexical order; secret keys never printed), whether /run/flannel/subnet.env exists and the
-// service state. ParseEvidence reads its output. It is the facts script's companion: facts
-// describe a host before anything is installed, evidence a K3s that runs (or fails to).
-const EvidenceScript = `svc=$1 node=$2
-k3s=/usr/local/bin/k3s
-echo "@journal"
-journalctl -u "$svc" -n 400 -o cat --no-pager 2>/dev/null || tail -n 400 "/var/log/$svc.log" 2>/dev/null
-echo "@pods"
-"$k3s" kubectl get pods -A -o json 2>/dev/null | tr -d '\n'; echo
-echo "@node"
-"$k3s" kubectl get node "$node" -o json 2>/dev/null | tr -d '\n'; echo
-echo "@config"
-for f in /etc/rancher/k3s/config.yaml /etc/rancher/k3s/config.yaml.d/*.yaml; do
-  [ -r "$f" ] && { echo "@file $f"; grep -v -E '^[[:space:]]*"?(token|agent-token|datastore-endpoint|etcd-s3-access-key|etcd-s3-secret-key|etcd-s3-session-token)"?[[:space:]]*:' "$f"; }
-done
-echo "@subnet $(test -e /run/flannel/subnet.env && echo present || echo missing)"
-echo "@service $(systemctl is-active "$svc" 2>/dev/null)"
-echo "@end"`
+// arguments EvidenceArgs; evidence.sh, the host paths of k3s.ShellVars before it): the unit's
+// journal tail (400 lines), every pod and the node as JSON (through the host's own `k3s
+// kubectl`), the K3s config files (config.yaml and its drop-ins, lexical order; secret keys
+// never printed), whether flannel's subnet.env exists and the service state. ParseEvidence
+// reads its output. It is the facts script's companion: facts describe a host before anything
+// is installed, evidence a K3s that runs (or fails to).
+var EvidenceScript = k3s.ShellVars() + evidenceScript
 
-// EvidenceArgs are EvidenceScript's arguments: the K3s unit (k3s or k3s-agent) and the node
-// name.
-func EvidenceArgs(service, node string) []string { return []string{service, node} }
+//go:embed evidence.sh
+var evidenceScript string
+
+// EvidenceArgs are EvidenceScript's arguments: the K3s unit (k3s or k3s-agent), the node name
+// and the journal line fragments a diagnosis needs from before the tail (k3s.JournalKeyLines,
+// newline-separated).
+func EvidenceArgs(service, node string) []string {
+	return []string{service, node, strings.Join(k3s.JournalKeyLines(), "\n")}
+}
 
 // Evidence is what EvidenceScript printed, parsed.
 type Evidence struct {

@@ -5,6 +5,8 @@ package facts
 
 import (
 	"time"
+
+	"github.com/k3strap/k3strap/k3s"
 )
 
 // Host is everything gathered from one host by one run of Script.
@@ -178,9 +180,9 @@ type K3sInstall struct {
 	SubnetEnvPresent bool `json:"subnetEnvPresent"`
 }
 
-// ManagedMarker is k3strap's own copy of its install script on a host; it exists when
-// k3strap installed the K3s found there (installer.PathInstallScript).
-const ManagedMarker = "/var/lib/k3strap/k3s-install.sh"
+// ManagedMarker is k3strap's own copy of its install script on a host (k3s.PathInstallScript);
+// it exists when k3strap installed the K3s found there.
+const ManagedMarker = k3s.PathInstallScript
 
 // ManagedByK3strap reports whether k3strap installed this K3s (its install script's checksum
 // was gathered, so the caller listed ManagedMarker and it exists).

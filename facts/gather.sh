@@ -1,3 +1,5 @@
+# shellcheck shell=sh
+# shellcheck disable=SC2153 # the K3S_* paths are set before this body (k3s.ShellVars)
 # k3strap facts gatherer (document format 1). Parsed by facts.Parse; see format.go.
 #
 # Runs as the SSH login user under any POSIX sh (dash, busybox ash, bash) with what a minimal
@@ -113,7 +115,7 @@ priv() {
 # --- kernel
 gz=
 if have zcat; then
-	gz=zcat
+	gz="zcat"
 elif have gzip; then
 	gz='gzip -dc'
 fi
@@ -185,7 +187,7 @@ fi
 sec meminfo
 body /proc/meminfo
 
-p=/var/lib/rancher
+p=$K3S_DATA_ROOT
 while [ ! -e "$p" ]; do
 	p=${p%/*}
 	[ -n "$p" ] || p=/
@@ -246,8 +248,8 @@ done
 k3s_bin=
 if have k3s; then
 	k3s_bin=$(command -v k3s)
-elif [ -x /usr/local/bin/k3s ]; then
-	k3s_bin=/usr/local/bin/k3s
+elif [ -x "$K3S_BIN" ]; then
+	k3s_bin=$K3S_BIN
 fi
 sec k3s-version "$k3s_bin"
 if [ -n "$k3s_bin" ]; then
@@ -256,7 +258,7 @@ fi
 
 sec k3s-units
 for u in k3s k3s-agent; do
-	for f in "/etc/systemd/system/$u.service" "/usr/lib/systemd/system/$u.service" "/lib/systemd/system/$u.service" "/etc/init.d/$u"; do
+	for f in "$K3S_SYSTEMD_DIR/$u.service" "/usr/lib/systemd/system/$u.service" "/lib/systemd/system/$u.service" "$K3S_INITD_DIR/$u"; do
 		[ -e "$f" ] || continue
 		printf 'unit %s %s\n' "$u" "$f"
 		case $f in
@@ -279,7 +281,7 @@ for u in k3s k3s-agent; do
 done
 
 sec k3s-files
-if [ -e /run/flannel/subnet.env ]; then echo 'subnet-env present'; else echo 'subnet-env absent'; fi
+if [ -e "$K3S_SUBNET_ENV" ]; then echo 'subnet-env present'; else echo 'subnet-env absent'; fi
 
 # --- SELinux: the mode (getenforce, /sys/fs/selinux/enforce) and the k3s-selinux policy.
 sec selinux
@@ -311,7 +313,7 @@ for f in "$@"; do
 		printf "missing %s\n" "$f"
 	fi
 done
-if [ -e /var/lib/rancher/k3s/server/token ]; then echo "token present"; else echo "token absent"; fi
+if [ -e "$K3S_SERVER_TOKEN" ]; then echo "token present"; else echo "token absent"; fi
 echo done
 ' k3strap-facts "$@" 2>/dev/null
 else

@@ -5,6 +5,8 @@ import (
 	"strings"
 
 	"al.essio.dev/pkg/shellescape"
+
+	"github.com/k3strap/k3strap/k3s"
 )
 
 // gatherScript is the POSIX sh body of Script (gather.sh): it runs under dash, busybox ash and
@@ -28,13 +30,14 @@ type ScriptInput struct {
 	SudoPasswordOnStdin bool
 }
 
-// Script returns the complete facts script for in: shell-quoted assignments of the inputs,
-// then the embedded gather.sh. The caller runs it as `sh -c <shell-quoted script>` over one SSH
+// Script returns the complete facts script for in: shell-quoted assignments of the inputs and
+// the host paths (k3s.ShellVars), then the embedded gather.sh. The caller runs it as `sh -c <shell-quoted script>` over one SSH
 // channel (stdin carries the sudo password when in.SudoPasswordOnStdin) and passes stdout to
 // Parse.
 func Script(in ScriptInput) string {
 	var b strings.Builder
 	b.WriteString("# k3strap facts script inputs\n")
+	b.WriteString(k3s.ShellVars())
 	if in.SudoPasswordOnStdin {
 		b.WriteString("K3STRAP_PW_STDIN=1\n")
 	} else {

@@ -4,7 +4,7 @@ import (
 	"strings"
 )
 
-// SELinux is what the host says about SELinux (issue 14; docs/k3s.md, SELinux).
+// SELinux is what the host says about SELinux (docs/k3s.md, SELinux).
 type SELinux struct {
 	// Getenforce is `getenforce`'s answer (Enforcing, Permissive, Disabled), "" when the
 	// command is missing.

@@ -10,7 +10,7 @@ import (
 )
 
 // Lock is the lock of a state file: while a run holds it, no other run on this state file
-// starts. It gives the guarantee of a cluster's run lock (installer.TryLock): of several runs
+// starts. It gives the guarantee of a cluster's run lock (installer/lock): of several runs
 // trying at once exactly one gets it, and a lock whose run is gone is taken over — here by the
 // kernel: the lock is flock(2) on STATE.lock, held by the open file of the running process and
 // released when that process ends, however it ends (a crash, kill -9, a closed laptop's

@@ -464,8 +464,8 @@ func (e *RolloutError) Unwrap() error { return e.Err }
 
 // summary emits the fleet's summary: every site of the run in wave order.
 func (r *runner) summary(start time.Time, err error) {
-	sum := events.SummaryInfo{Command: r.opts.Command, OK: err == nil, ExitCode: r.code(err), Waves: len(r.waves),
-		Seconds: r.opts.Now().Sub(start).Seconds()}
+	sum := events.SummaryInfo{Command: r.opts.Command, OK: err == nil, Waves: len(r.waves), Seconds: r.opts.Now().Sub(start).Seconds()}
+	sum.ExitCode, sum.ExitMeaning = r.opts.Exit(err)
 	var failed []string
 	for _, w := range r.waves {
 		for _, s := range w.Sites {

@@ -8,7 +8,7 @@ import (
 )
 
 // RancherPasswordLines returns what a front-end says about Rancher's bootstrap password at the
-// end of a run (issue 5), without the line prefix. reveal is true only for a terminal a person
+// end of a run, without the line prefix. reveal is true only for a terminal a person
 // reads: when this run generated the password (SummaryInfo.RancherPasswordNew), the password is
 // read from its 0600 file and shown — once, in the summary. Otherwise, and whenever the file
 // cannot be read, the line names the file. nil when the summary names no file (no Rancher

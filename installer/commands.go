@@ -1,83 +1,106 @@
 package installer
 
 import (
-	"context"
-	"errors"
+	"strings"
 
 	"github.com/k3strap/k3strap/events"
-	"github.com/k3strap/k3strap/preflight"
 )
 
-// Apply converges every host to the inventory, running the steps of Steps("apply") in order:
-// connect, facts, plan, preflight, lock, the first server (converged and supervised), further
-// servers one at a time, agents in parallel, the kubeconfig, node taints and labels, the CNI
-// and Rancher. A host whose files, unit and service already match is left alone (no upload,
-// no rewrite, no restart) and reported "unchanged". With Options.DryRun every step that would
-// change something reports what instead. It returns a *Failure (or the context's error).
-func (in *Installer) Apply(ctx context.Context) error {
-	return in.runCommand(ctx, "apply", nil)
+// Every command's step list, in one place: `k3strap steps` and each command's --help print
+// them, and runCommand runs them. A step lives in step_<phase>.go, its type named after its
+// phase (installer/steps_test.go checks both). docs/architecture.md draws apply's.
+
+// command is a k3strap command: its name and its steps in order.
+type command struct {
+	// name is the command as the user types it (messages, the summary's command).
+	name  string
+	steps []step
+	// withFirst adds the first server to the session when --host selected only other hosts:
+	// the command needs it (token, API, lock).
+	withFirst bool
 }
 
-// Upgrade is Apply for a new spec.k3s.version: servers one at a time, then agents in batches
-// (UpgradeBatchPercent of the agents, at least 1), each drained (unless NoDrain) and
-// uncordoned once Ready on the new version. Downgrades are refused by preflight's
-// ExistingInstall check unless Force.
-func (in *Installer) Upgrade(ctx context.Context) error {
-	return in.runCommand(ctx, "upgrade", nil)
+// commandNames lists every command that runs as steps, in the order `k3strap steps` shows them.
+// A variant of a command (upgrade --via suc) is listed under its own name after the command.
+var commandNames = []string{
+	"apply", "upgrade", "upgrade --via suc", "upgrade --watch", "preflight", "check", "reset", "kubeconfig", "doctor",
+	"backup", "backup-list", "restore", "remove-node", "rotate-certificates", "rotate-token",
 }
 
-// Preflight connects, gathers facts, plans and runs every check; it changes nothing. It
-// returns the report (nil when the checks did not run) and a *Failure with KindPreflight
-// when errors remain.
-func (in *Installer) Preflight(ctx context.Context) (*preflight.Report, error) {
-	var s *session
-	err := in.runCommand(ctx, "preflight", func(ss *session) { s = ss })
-	return s.report, err
-}
-
-// Check compares every node's taints and labels with the inventory through the first server
-// and reports drift per node, changing nothing (`k3strap check`). It returns a *Failure with
-// KindDrift when any node differs.
-func (in *Installer) Check(ctx context.Context) error {
-	return in.runCommand(ctx, "check", nil)
-}
-
-// Reset uninstalls K3s from the selected hosts (every host when Options.Hosts is empty):
-// agents first, in parallel; then servers one at a time, the first server last. The caller
-// asks for confirmation.
-func (in *Installer) Reset(ctx context.Context) error {
-	return in.runCommand(ctx, "reset", nil)
-}
-
-// Kubeconfig fetches the cluster's kubeconfig from the first server and writes or merges it as
-// req says. It returns the path written.
-func (in *Installer) Kubeconfig(ctx context.Context, req KubeconfigRequest) (string, error) {
-	var s *session
-	err := in.runCommand(ctx, "kubeconfig", func(ss *session) { s = ss; s.kubeconfigReq = req })
-	return s.kubeconfig, err
-}
-
-// finish turns a run's error into what the user sees: cancellation becomes KindCancelled,
-// every failure but preflight's (already reported as findings) is emitted with its fix.
-func (s *session) finish(ctx context.Context, err error) error {
-	if err == nil {
-		return nil
+// commandFor returns the steps of the command listed as name (no steps for an unknown name).
+func commandFor(name string) command {
+	connectAll, connectFirst := connectStep{}, connectStep{firstOnly: true}
+	planned := []step{connectAll, factsStep{}, planStep{}}
+	switch name {
+	case "apply", "upgrade":
+		// upgrade is apply for a new spec.k3s.version: servers one at a time, agents in batches.
+		return command{name: name, withFirst: true, steps: append(planned,
+			preflightStep{}, lockStep{}, firstServerStep{}, stageStep{}, superviseStep{}, replaceNodesStep{},
+			joinServersStep{}, joinAgentsStep{}, bringUpStep{}, kubeconfigStep{}, reconcileNodesStep{}, cniStep{}, rancherStep{})}
+	case "upgrade --via suc":
+		return command{name: "upgrade", withFirst: true, steps: []step{connectFirst, sucDeployStep{}, sucWatchStep{}}}
+	case "upgrade --watch":
+		return command{name: "upgrade", withFirst: true, steps: []step{connectFirst, sucWatchStep{}}}
+	case "preflight":
+		return command{name: name, steps: append(planned, preflightStep{})}
+	case "check":
+		return command{name: name, withFirst: true, steps: []step{connectFirst, driftStep{}}}
+	case "reset":
+		return command{name: name, withFirst: true, steps: []step{connectAll, factsStep{}, resetStep{}}}
+	case "kubeconfig":
+		return command{name: name, withFirst: true, steps: []step{connectFirst, kubeconfigStep{requested: true}}}
+	case "doctor":
+		return command{name: name, steps: []step{connectAll, clusterViewStep{}, evidenceStep{}, discoverStep{}, findingsStep{}, fixStep{}, bundleStep{}}}
+	case "backup":
+		return command{name: name, withFirst: true, steps: []step{connectFirst, lockStep{}, etcdCheckStep{}, snapshotStep{}, snapshotCopyStep{}}}
+	case "backup-list":
+		return command{name: name, withFirst: true, steps: []step{connectFirst, etcdCheckStep{}, snapshotListStep{}}}
+	case "restore":
+		return command{name: name, withFirst: true, steps: append(planned, lockStep{}, etcdCheckStep{}, restoreCheckStep{}, restoreStopStep{},
+			clusterResetStep{}, superviseStep{}, bringUpStep{}, rejoinServersStep{}, restartAgentsStep{})}
+	case "remove-node":
+		return command{name: name, withFirst: true, steps: append(planned, lockStep{}, removeNodeStep{})}
+	case "rotate-certificates":
+		return command{name: name, withFirst: true, steps: append(planned, lockStep{}, rotateCertificatesStep{})}
+	case "rotate-token":
+		return command{name: name, withFirst: true, steps: append(planned, lockStep{}, rotateTokenStep{})}
 	}
-	cmd := events.CommandPhase(s.command)
-	if ctx.Err() != nil {
-		err = &Failure{Kind: KindCancelled, Phase: s.current, Info: events.ErrorInfo{
-			Message: "cancelled during step " + string(s.current) + "; the step that was running finished or was stopped before anything was half-written",
-			Resume:  "re-run `k3strap " + s.command + "` to continue",
-		}}
-	}
-	var f *Failure
-	switch {
-	case errors.As(err, &f):
-		if f.Kind != KindPreflight {
-			s.in.emitter(f.Phase).Fail(f.Host, f.Step, f.Info)
+	return command{name: name}
+}
+
+// StepInfo describes one step of a command for `k3strap steps` and the commands' --help.
+type StepInfo struct {
+	// Phase is the step's name (also the phase of its events).
+	Phase events.Phase
+	// Summary says what it does in one line.
+	Summary string
+	// Changes is true when the step changes hosts, the cluster or local files, or watches
+	// what such a change does: --dry-run previews it instead of running it.
+	Changes bool
+}
+
+// Commands lists the commands that run as steps, in the order `k3strap steps` shows them;
+// variants of a command follow it ("upgrade --via suc", "upgrade --watch").
+func Commands() []string { return append([]string(nil), commandNames...) }
+
+// Variants returns command and its variants as Commands lists them ("upgrade": upgrade,
+// upgrade --via suc, upgrade --watch); nil for an unknown command.
+func Variants(command string) []string {
+	var out []string
+	for _, n := range commandNames {
+		if n == command || strings.HasPrefix(n, command+" ") {
+			out = append(out, n)
 		}
-	default:
-		s.in.emitter(cmd).Fail("", string(s.current), events.ErrorInfo{Message: err.Error(), Resume: "re-run `k3strap " + s.command + "`"})
 	}
-	return err
+	return out
+}
+
+// Steps returns the steps of the command listed as name, in order (nil for an unknown name).
+func Steps(name string) []StepInfo {
+	var out []StepInfo
+	for _, st := range commandFor(name).steps {
+		_, changes := st.(previewer)
+		out = append(out, StepInfo{Phase: st.Phase(), Summary: st.Summary(), Changes: changes})
+	}
+	return out
 }

@@ -10,6 +10,7 @@ import (
 	"github.com/pmezard/go-difflib/difflib"
 
 	"github.com/k3strap/k3strap/events"
+	"github.com/k3strap/k3strap/installer/plan"
 	"github.com/k3strap/k3strap/installer/remote"
 	"github.com/k3strap/k3strap/k3s"
 )
@@ -18,7 +19,7 @@ import (
 // state) before anything is touched. Every state-changing step goes through it, so
 // `apply --dry-run` shows exactly what apply would do.
 type changes struct {
-	uploads []*File
+	uploads []*plan.File
 	install bool
 	// enable is true when the unit must be enabled: after every run of the install script
 	// (which runs with INSTALL_K3S_SKIP_ENABLE; the official script disables the unit at
@@ -26,7 +27,10 @@ type changes struct {
 	enable bool
 	// verb is "start" or "restart" when the service must be (re)started, else "".
 	verb string
-	why  []string
+	// activating says the unit runs but has not told systemd it is ready (docs/k3s.md
+	// "Readiness of the unit"): it is neither started again nor counted as a change.
+	activating bool
+	why        []string
 }
 
 func (c changes) any() bool { return len(c.uploads) > 0 || c.install || c.enable || c.verb != "" }
@@ -55,7 +59,7 @@ func (s *session) changesFor(hs *hostState) changes {
 		if file.Restart {
 			restart = true
 		}
-		if file.Path == PathBinary || file.Path == PathInstallScript {
+		if file.Path == k3s.PathBinary || file.Path == k3s.PathInstallScript {
 			ch.install = true
 		}
 	}
@@ -70,7 +74,11 @@ func (s *session) changesFor(hs *hostState) changes {
 	if ch.install {
 		ch.enable = true
 	}
-	active := f.K3s.ServiceActive == "active" && f.K3s.Service == p.Service
+	// A unit that is activating runs: K3s tells systemd READY only once its network is up (an
+	// agent well after its node is Ready), so starting it again would change nothing but the
+	// report.
+	ch.activating = f.K3s.ServiceActive == "activating" && f.K3s.Service == p.Service
+	active := (f.K3s.ServiceActive == "active" || ch.activating) && f.K3s.Service == p.Service
 	switch {
 	case !active:
 		ch.verb = "start"
@@ -102,6 +110,9 @@ type convergeResult struct {
 	// verb is how the service was brought up: "start" or "restart".
 	verb    string
 	started time.Time // when the service was (re)started; zero when left running
+	// activating names the unit when it was left running while still activating (not READY
+	// yet); "" otherwise.
+	activating string
 }
 
 func (r convergeResult) changed() bool {
@@ -117,7 +128,11 @@ func (r convergeResult) status() events.Status {
 
 func (r convergeResult) describe() string {
 	if !r.changed() {
-		return "files, unit and service already match the inventory"
+		msg := "files, unit and service already match the inventory"
+		if r.activating != "" {
+			msg += "; " + r.activating + " is still activating: K3s tells systemd it is ready only once its network is up, which for an agent can take minutes after its node is Ready (nothing to do)"
+		}
+		return msg
 	}
 	var parts []string
 	if r.upgradedFrom != "" {
@@ -151,6 +166,9 @@ func (s *session) converge(ctx context.Context, hs *hostState) (convergeResult, 
 	}
 	var res convergeResult
 	p := hs.plan
+	if ch.activating && !ch.install && ch.verb == "" {
+		res.activating = p.Service
+	}
 	for _, file := range ch.uploads {
 		if err := s.retry(ctx, hs, "upload "+file.Path, func(ctx context.Context) error { return s.upload(ctx, hs, file) }); err != nil {
 			return res, s.hostFailure(hs, "upload", KindInstall, err)
@@ -229,7 +247,7 @@ func (s *session) dryRun(ctx context.Context, hs *hostState, ch changes) error {
 				if err != nil {
 					return s.hostFailure(hs, "dry-run", KindInstall, err)
 				}
-				old = shownOnHost(f.Path, b)
+				old = plan.ShownOnHost(f.Path, b)
 			}
 			e.Diff = unifiedDiff(f.Path, old, string(f.Shown))
 		case f.Secret:
@@ -248,7 +266,7 @@ func (s *session) dryRun(ctx context.Context, hs *hostState, ch changes) error {
 		summary = append(summary, verb+" "+f.Path)
 	}
 	if ch.install {
-		em.Info(name, fmt.Sprintf("would run %s (%s) with %s", PathInstallScript, hs.plan.ScriptSource, strings.Join(hs.plan.InstallEnv, " ")))
+		em.Info(name, fmt.Sprintf("would run %s (%s) with %s", k3s.PathInstallScript, hs.plan.ScriptSource, strings.Join(hs.plan.InstallEnv, " ")))
 		summary = append(summary, "run the install script")
 	}
 	if ch.verb != "" {
@@ -275,38 +293,28 @@ func unifiedDiff(path, old, new string) string {
 // watches): systemd `--no-block`, OpenRC's rc-service in the background; with enable, the unit
 // is enabled right after the start is queued (see enableCommand).
 func startCommand(hs *hostState, verb string, enable bool) remote.Cmd {
-	if hs.facts.InitSystem == "openrc" {
-		script := `rc-service "$1" "$2" >/dev/null 2>&1 &`
-		if enable {
-			script += "\n" + openrcEnable
-		}
-		return remote.Script(verb+" "+hs.plan.Service, script, hs.plan.Service, verb).AsRoot()
-	}
-	if !enable {
+	openrc := hs.facts.InitSystem == "openrc"
+	if !openrc && !enable {
 		return remote.Command("systemctl", verb, "--no-block", hs.plan.Service).AsRoot()
 	}
-	return remote.Script(verb+" and enable "+hs.plan.Service, `systemctl "$2" --no-block "$1"`+"\n"+systemdEnable, hs.plan.Service, verb).AsRoot()
+	label, flag := verb+" "+hs.plan.Service, ""
+	if enable {
+		flag = "enable"
+		if !openrc {
+			label = verb + " and enable " + hs.plan.Service
+		}
+	}
+	return remote.Script(label, startScript, hs.plan.Service, verb, flag, hs.facts.InitSystem).AsRoot()
 }
-
-// systemdEnable enables unit $1 without the implicit daemon-reload (installCmd reloaded
-// systemd when the unit changed; the symlink is what a boot reads). openrcEnable adds it to the
-// default runlevel.
-const (
-	systemdEnable = `systemctl enable --no-reload "$1" >/dev/null`
-	openrcEnable  = `rc-update add "$1" default >/dev/null`
-)
 
 // enableCommand enables the unit of hs (left running or stopped as it is).
 func enableCommand(hs *hostState) remote.Cmd {
-	if hs.facts.InitSystem == "openrc" {
-		return remote.Script("enable "+hs.plan.Service, openrcEnable, hs.plan.Service).AsRoot()
-	}
-	return remote.Script("enable "+hs.plan.Service, systemdEnable, hs.plan.Service).AsRoot()
+	return remote.Script("enable "+hs.plan.Service, enableScript, hs.plan.Service, hs.facts.InitSystem).AsRoot()
 }
 
 // upload writes one planned file, reporting progress. Concurrent uploads across hosts are
 // bounded by --concurrent-uploads.
-func (s *session) upload(ctx context.Context, hs *hostState, f *File) error {
+func (s *session) upload(ctx context.Context, hs *hostState, f *plan.File) error {
 	if f.LocalPath != "" {
 		select {
 		case s.uploadSlots <- struct{}{}:
@@ -348,35 +356,10 @@ func (s *session) upload(ctx context.Context, hs *hostState, f *File) error {
 	return nil
 }
 
-// installCmd runs the install script with INSTALL_K3S_SKIP_ENABLE (k3strap enables the unit
-// itself, see enableCommand: the official script disables the unit at every run and, with
-// SKIP_ENABLE, neither enables nor reloads systemd), reloads systemd when the unit changed, and
-// says whether the unit or env file changed. Uploaded artifacts are not hashed again here:
-// every upload is checked against its sha256 on the host before it replaces the file, and the
-// facts hash the files already in place.
-const installCmd = `set -e
-script=$1
-units() { cat /etc/systemd/system/k3s.service /etc/systemd/system/k3s.service.env \
-  /etc/systemd/system/k3s-agent.service /etc/systemd/system/k3s-agent.service.env /etc/init.d/k3s /etc/init.d/k3s-agent 2>/dev/null || true; }
-before=$(units | sha256sum)
-# An airgap k3s-selinux RPM uploaded by k3strap (K3STRAP_SELINUX_RPM) is installed first.
-if [ -n "${K3STRAP_SELINUX_RPM:-}" ] && ! rpm -q k3s-selinux >/dev/null 2>&1; then
-  if command -v dnf >/dev/null 2>&1; then dnf install -y --disablerepo='*' "$K3STRAP_SELINUX_RPM"
-  elif command -v yum >/dev/null 2>&1; then yum install -y --disablerepo='*' "$K3STRAP_SELINUX_RPM"
-  elif command -v zypper >/dev/null 2>&1; then zypper --no-refresh install -y "$K3STRAP_SELINUX_RPM"
-  else rpm -i "$K3STRAP_SELINUX_RPM"; fi
-fi
-sh "$script"
-after=$(units | sha256sum)
-if [ "$before" = "$after" ]; then echo "@k3strap unit-unchanged"; else
-  if [ -d /run/systemd/system ]; then systemctl daemon-reload; fi
-  echo "@k3strap unit-changed"
-fi`
-
 // install runs the install script on hs (its unit written, not enabled, not started) and says
 // whether the unit or its env file changed.
 func (s *session) install(ctx context.Context, hs *hostState) (unitChanged bool, err error) {
-	cmd := remote.Script("install K3s", installCmd, PathInstallScript).AsRoot().WithEnv(hs.plan.InstallEnv...)
+	cmd := remote.Script("install K3s", installScript, k3s.PathInstallScript).AsRoot().WithEnv(hs.plan.InstallEnv...)
 	res, err := hs.c().Check(ctx, cmd)
 	if err != nil {
 		return false, err

@@ -19,7 +19,7 @@ func TestLiveMajority(t *testing.T) {
 // The day-two commands take the run lock before changing anything, and restore reuses apply's
 // supervised bring-up of the first server.
 func TestDay2Commands(t *testing.T) {
-	for _, name := range day2Commands() {
+	for _, name := range []string{"backup", "backup-list", "restore", "remove-node", "rotate-certificates", "rotate-token"} {
 		var phases []string
 		for _, st := range Steps(name) {
 			phases = append(phases, string(st.Phase))

@@ -13,37 +13,10 @@ import (
 	"github.com/k3strap/k3strap/installer/remote"
 )
 
-// `k3strap doctor` (issue 10, docs/doctor.md): diagnose a K3s cluster that already runs,
+// `k3strap doctor` (docs/doctor.md): diagnose a K3s cluster that already runs,
 // whoever installed it. Steps: connect → cluster-view → evidence → discover → findings → fix →
 // bundle (Steps("doctor")). Read-only unless --fix, which applies only the safe, reversible
 // repairs (lost taints and labels, read-modify-write as apply --reconcile-taints).
-
-// DoctorRequest is what `k3strap doctor` was asked for.
-type DoctorRequest struct {
-	// Discover is set without an inventory (--ssh): the hosts given are entry points, the other
-	// nodes are found from the cluster (InternalIP) and reached with the same SSH settings.
-	Discover bool
-	// Fix applies the repairable findings' repairs after Confirm (nil Confirm: no repair, the
-	// commands are printed).
-	Fix     bool
-	Confirm func(repairs []string) bool
-	// Bundle is the support bundle to write (a .tar.gz), "" for none.
-	Bundle string
-	// TaintGrace is how long the uninitialized taint may stay before F1 is reported (default
-	// 60 s).
-	TaintGrace time.Duration
-	// Now replaces the clock of the findings (tests).
-	Now func() time.Time
-}
-
-// DoctorReport is what doctor found and did.
-type DoctorReport struct {
-	Findings []diagnose.Finding
-	// Repaired lists the repairs applied ("node: what").
-	Repaired []string
-	// Bundle is the support bundle written ("" when none).
-	Bundle string
-}
 
 // doctorState is the doctor command's state on the session.
 type doctorState struct {
@@ -62,14 +35,6 @@ type doctorState struct {
 	report   DoctorReport
 }
 
-// Doctor runs `k3strap doctor`. It returns the report and a *Failure of KindFindingsError or
-// KindFindingsWarning when it found problems (nil when healthy).
-func (in *Installer) Doctor(ctx context.Context, req DoctorRequest) (*DoctorReport, error) {
-	ds := &doctorState{req: req, nodes: map[string]*diagnose.NodeEvidence{}, nodeOf: map[string]string{}}
-	err := in.runCommand(ctx, "doctor", func(s *session) { s.doctor = ds })
-	return &ds.report, err
-}
-
 // doctorGather runs the node script on hs (one SSH command) and records its evidence.
 func (s *session) doctorGather(ctx context.Context, hs *hostState) {
 	ds := s.doctor
@@ -85,7 +50,7 @@ func (s *session) doctorGather(ctx context.Context, hs *hostState) {
 		return
 	}
 	sent := time.Now()
-	res, err := hs.c().Run(ctx, remote.Script("gather doctor evidence", facts.DoctorNodeScript).AsRoot())
+	res, err := hs.c().Run(ctx, remote.Script("gather doctor evidence", facts.DoctorNodeScript, facts.DoctorNodeArgs()...).AsRoot())
 	received := time.Now()
 	if err == nil && res.ExitCode != 0 && len(res.Stdout) == 0 {
 		err = &remote.CommandError{Host: hs.host.Name, Command: "doctor evidence", ExitCode: res.ExitCode, Stderr: strings.TrimSpace(string(res.Stderr))}
@@ -142,9 +107,4 @@ func (ds *doctorState) matchNode(hs *hostState, f *facts.DoctorNode) string {
 		}
 	}
 	return ""
-}
-
-// doctorSteps is `k3strap doctor`.
-func doctorSteps() []step {
-	return []step{connectStep{}, clusterViewStep{}, evidenceStep{}, discoverStep{}, findingsStep{}, doctorFixStep{}, bundleStep{}}
 }

@@ -60,28 +60,29 @@ type Options struct {
 	// Retries is how often an idempotent step is retried after a transient transport failure
 	// (default 3).
 	Retries int
-	// ExitCode maps a run's outcome to the process exit code the summary event reports
-	// (the command layer's table); nil reports 0 for success and 1 for any failure.
-	ExitCode func(error) int
-	// ReconcileTaints makes apply repair node taint and label drift (issue 4); without it
+	// Exit maps a run's outcome to the process exit code and its meaning, which the summary
+	// event carries (the command layer's table); nil reports 0 for success and 1 for any
+	// failure.
+	Exit func(error) (code int, meaning string)
+	// ReconcileTaints makes apply repair node taint and label drift; without it
 	// drift is only reported.
 	ReconcileTaints bool
-	// Prune makes apply remove the nodes that are no longer in the inventory (issue 12,
-	// step_remove_node.go); without it they are only reported.
+	// Prune makes apply remove the nodes that are no longer in the inventory
+	// (step_remove_node.go); without it they are only reported.
 	Prune bool
 	// NodesListed, when set, is given the cluster's nodes each time the run lists them through
-	// the first server (apply's nodes step, check): a fleet records versions and readiness
+	// the first server (apply's reconcile-nodes step, check): a fleet records versions and readiness
 	// from it (docs/fleet.md). It must not keep or change the slice.
 	NodesListed func([]corev1.Node)
 }
 
 func (o *Options) defaults() {
-	if o.ExitCode == nil {
-		o.ExitCode = func(err error) int {
+	if o.Exit == nil {
+		o.Exit = func(err error) (int, string) {
 			if err == nil {
-				return 0
+				return 0, "success"
 			}
-			return 1
+			return 1, "error"
 		}
 	}
 	if o.StallGrace <= 0 {

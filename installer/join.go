@@ -14,6 +14,8 @@ import (
 	"github.com/k3strap/k3strap/events"
 	"github.com/k3strap/k3strap/installer/kube"
 	"github.com/k3strap/k3strap/inventory"
+	"github.com/k3strap/k3strap/k3s"
+	"github.com/k3strap/k3strap/preflight"
 )
 
 func joinFailure(phase events.Phase, failed []string) error {
@@ -360,8 +362,14 @@ func nodeNotDone(n *corev1.Node, h *inventory.Host, wantEtcd bool, version strin
 			return "taint " + t.String() + " missing"
 		}
 	}
-	if wantEtcd && n.Labels["node-role.kubernetes.io/etcd"] != "true" {
+	if wantEtcd && n.Labels[k3s.LabelEtcd] != "true" {
 		return "not an etcd member yet"
 	}
 	return ""
+}
+
+// cniExcluded returns the hosts kernelPolicy exclude keeps out of the CNI: the verdict the
+// preflight step printed, by host name (empty when preflight did not run).
+func (s *session) cniExcluded() map[string]preflight.ExcludedHost {
+	return s.excluded
 }

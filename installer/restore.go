@@ -8,14 +8,9 @@ import (
 	"github.com/k3strap/k3strap/inventory"
 )
 
-// A restore is resumable: the first server keeps PathRestoreState (id, snapshot, whether
-// --cluster-reset ran), every server PathRestoreDone (the id of the restore it rejoined
+// A restore is resumable: the first server keeps k3s.PathRestoreState (id, snapshot, whether
+// --cluster-reset ran), every server k3s.PathRestoreDone (the id of the restore it rejoined
 // after). A re-run for the same snapshot picks up where the last one stopped.
-
-// restoreStateScript prints PathRestoreState ($1) or, with $2 = write, replaces it with stdin.
-const restoreStateScript = `f=$1
-if [ "$2" = write ]; then mkdir -p "$(dirname "$f")" && umask 077 && cat > "$f.tmp" && mv "$f.tmp" "$f"; exit; fi
-cat "$f" 2>/dev/null || true`
 
 func (s *session) readKV(ctx context.Context, hs *hostState, file string) (map[string]string, error) {
 	out, err := s.sh(ctx, hs, "restore state", restoreStateScript, "", file, "read")

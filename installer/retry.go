@@ -54,7 +54,7 @@ func (s *session) dialRetry(ctx context.Context, hs *hostState, cfg remote.Confi
 			}
 			connectRetries--
 		}
-		s.in.emitter("connect").Warn(hs.host.Name, fmt.Sprintf("connection attempt %d failed, retrying: %v", attempt, err))
+		s.in.emitter(events.PhaseConnect).Warn(hs.host.Name, fmt.Sprintf("connection attempt %d failed, retrying: %v", attempt, err))
 		return err
 	}, newBackoff(ctx, s.in.opts.Retries))
 	return c, err
@@ -117,7 +117,7 @@ func (s *session) retry(ctx context.Context, hs *hostState, label string, fn fun
 			// host that no longer answers fails within the connect timeout.
 			wait = 0
 		}
-		s.in.emitter("retry").Emit(events.Event{Type: events.Warning, Host: hs.host.Name,
+		s.in.emitter(events.PhaseRetry).Emit(events.Event{Type: events.Warning, Host: hs.host.Name,
 			Message: fmt.Sprintf("%s failed on attempt %d (%v); reconnecting and retrying", label, attempt, err)})
 		t := time.NewTimer(wait)
 		select {

@@ -7,14 +7,16 @@ import (
 	"sync"
 	"time"
 
+	"golang.org/x/sync/errgroup"
+	corev1 "k8s.io/api/core/v1"
+
 	"github.com/k3strap/k3strap/events"
 	"github.com/k3strap/k3strap/facts"
 	"github.com/k3strap/k3strap/installer/kube"
+	"github.com/k3strap/k3strap/installer/plan"
 	"github.com/k3strap/k3strap/installer/remote"
 	"github.com/k3strap/k3strap/inventory"
 	"github.com/k3strap/k3strap/preflight"
-	"golang.org/x/sync/errgroup"
-	corev1 "k8s.io/api/core/v1"
 )
 
 // hostState is one host during a run.
@@ -23,7 +25,7 @@ type hostState struct {
 	// client is the host's connection; read it through c() (a retry may replace it).
 	client *remote.Client
 	facts  *facts.Host
-	plan   *HostPlan
+	plan   *plan.HostPlan
 	// connErr is why the host could not be reached.
 	connErr error
 	// planErr is why no plan could be built for the host (reported after preflight).
@@ -83,6 +85,31 @@ func (hs *hostState) setResultIfUnset(st events.Status, msg string) {
 	}
 }
 
+// appendNote adds a note to the host's summary message, keeping its status.
+func (hs *hostState) appendNote(note string) { hs.note("", note) }
+
+// note adds a note to the host's summary message and, unless the host failed, sets status st
+// ("" keeps it; an unset status becomes ok).
+func (hs *hostState) note(st events.Status, note string) {
+	hs.mu.Lock()
+	defer hs.mu.Unlock()
+	hs.message = appendMsg(hs.message, note)
+	switch {
+	case hs.status == events.StatusFailed:
+	case st != "":
+		hs.status = st
+	case hs.status == "":
+		hs.status = events.StatusOK
+	}
+}
+
+func appendMsg(msg, add string) string {
+	if msg == "" {
+		return add
+	}
+	return msg + "; " + add
+}
+
 // session is one run of a command: its hosts with their connections, facts and plans, and
 // what each step learned for the steps after it.
 type session struct {
@@ -140,18 +167,18 @@ type session struct {
 
 	// planner builds every host's plan (once, in the plan step) and lists the paths facts
 	// checksum.
-	planner *Planner
-	// rancherURL is set once Rancher answers (issue 5), for the summary.
+	planner *plan.Planner
+	// rancherURL is set once Rancher answers, for the summary.
 	rancherURL string
 	// rancherPasswordFile is the local 0600 file holding a generated Rancher bootstrap
-	// password; rancherPasswordNew says this run wrote it (issue 5, summary).
+	// password; rancherPasswordNew says this run wrote it (summary).
 	rancherPasswordFile string
 	rancherPasswordNew  bool
 	// uploadSlots bounds artifact uploads in flight (ConcurrentUploads).
 	uploadSlots chan struct{}
-	// doctor is `k3strap doctor`'s state (issue 10, installer/doctor.go).
+	// doctor is `k3strap doctor`'s state (installer/doctor.go).
 	doctor *doctorState
-	// day2 is the state of the day-two commands (issue 12, installer/day2.go).
+	// day2 is the state of the day-two commands (installer/day2.go).
 	day2 *day2State
 }
 
@@ -159,7 +186,7 @@ type session struct {
 // inventory order, plus the first server when cmd needs it.
 func (in *Installer) newSession(cmd command) *session {
 	s := &session{in: in, uploadSlots: make(chan struct{}, in.opts.ConcurrentUploads), command: cmd.name,
-		planner: &Planner{Cluster: in.cluster}}
+		planner: &plan.Planner{Cluster: in.cluster}}
 	sel := map[string]bool{}
 	for _, n := range in.opts.Hosts {
 		sel[n] = true

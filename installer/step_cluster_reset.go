@@ -4,29 +4,30 @@ import (
 	"context"
 
 	"github.com/k3strap/k3strap/events"
+	"github.com/k3strap/k3strap/k3s"
 )
 
-// restoreResetStep runs `k3s server --cluster-reset --cluster-reset-restore-path` on the first
+// clusterResetStep runs `k3s server --cluster-reset --cluster-reset-restore-path` on the first
 // server (once per restore) and starts it; the supervise and bring-up steps follow its start.
-type restoreResetStep struct{}
+type clusterResetStep struct{}
 
-func (restoreResetStep) Phase() events.Phase { return events.PhaseRestoreReset }
+func (clusterResetStep) Phase() events.Phase { return events.PhaseClusterReset }
 
-func (restoreResetStep) Summary() string {
+func (clusterResetStep) Summary() string {
 	return "on the first server: k3s server --cluster-reset --cluster-reset-restore-path=SNAPSHOT, then start it"
 }
 
-func (restoreResetStep) Run(ctx context.Context, s *session) error {
+func (clusterResetStep) Run(ctx context.Context, s *session) error {
 	d := s.d2()
 	hs := s.first
-	em := s.in.emitter(events.PhaseRestoreReset)
+	em := s.in.emitter(events.PhaseClusterReset)
 	if !d.resetDone {
 		em.Step(hs.host.Name, "cluster-reset", events.StatusRunning, "k3s server --cluster-reset --cluster-reset-restore-path="+d.restorePath)
-		_, err := s.sh(ctx, hs, "cluster-reset", `"$1" server --cluster-reset --cluster-reset-restore-path="$2" >/dev/null 2>/var/lib/k3strap/cluster-reset.log || { tail -n 5 /var/lib/k3strap/cluster-reset.log >&2; exit 1; }`, "", k3sBinary, d.restorePath)
+		_, err := s.sh(ctx, hs, "cluster-reset", clusterResetScript, "", d.restorePath)
 		if err != nil {
 			return s.hostFailure(hs, "cluster-reset", KindInstall, err)
 		}
-		if err := s.writeKV(ctx, hs, PathRestoreState, map[string]string{"id": d.restoreID, "snapshot": d.restorePath, "reset": "1"}); err != nil {
+		if err := s.writeKV(ctx, hs, k3s.PathRestoreState, map[string]string{"id": d.restoreID, "snapshot": d.restorePath, "reset": "1"}); err != nil {
 			return s.hostFailure(hs, "restore state", KindInstall, err)
 		}
 		em.Step(hs.host.Name, "cluster-reset", events.StatusChanged, "etcd restored from the snapshot, membership reset to this server")
@@ -44,7 +45,7 @@ func (restoreResetStep) Run(ctx context.Context, s *session) error {
 }
 
 // Preview says what would run.
-func (restoreResetStep) Preview(ctx context.Context, s *session) error {
-	s.in.emitter(events.PhaseRestoreReset).Info(s.first.host.Name, "would run k3s server --cluster-reset --cluster-reset-restore-path="+s.d2().snapshot+" and start K3s")
+func (clusterResetStep) Preview(ctx context.Context, s *session) error {
+	s.in.emitter(events.PhaseClusterReset).Info(s.first.host.Name, "would run k3s server --cluster-reset --cluster-reset-restore-path="+s.d2().snapshot+" and start K3s")
 	return ctx.Err()
 }

@@ -9,6 +9,7 @@ import (
 
 	"github.com/k3strap/k3strap/events"
 	"github.com/k3strap/k3strap/inventory"
+	"github.com/k3strap/k3strap/k3s"
 )
 
 // discoverStep finds the cluster's nodes that no given host is (doctor --ssh) and reaches them
@@ -110,10 +111,10 @@ func nodeNamed(nodes []corev1.Node, name string) *corev1.Node {
 // roleOfNode is server for a node with the control-plane role label, else agent.
 func roleOfNode(n *corev1.Node) inventory.Role {
 	if n != nil {
-		if _, ok := n.Labels["node-role.kubernetes.io/control-plane"]; ok {
+		if _, ok := n.Labels[k3s.LabelControlPlane]; ok {
 			return inventory.RoleServer
 		}
-		if _, ok := n.Labels["node-role.kubernetes.io/master"]; ok {
+		if _, ok := n.Labels[k3s.LabelMaster]; ok {
 			return inventory.RoleServer
 		}
 	}

@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/k3strap/k3strap/events"
+	"github.com/k3strap/k3strap/installer/drift"
 )
 
 // driftStep is `k3strap check`: it compares every selected node's taints and labels with the
@@ -36,17 +37,17 @@ func (driftStep) Run(ctx context.Context, s *session) error {
 			hs.setResult(events.StatusSkipped, "not selected")
 			continue
 		}
-		drift := Diff(byName[hs.host.Name], s.desired(hs))
-		for _, t := range drift.ForeignTaints {
+		nd := drift.Diff(byName[hs.host.Name], s.desired(hs))
+		for _, t := range nd.ForeignTaints {
 			em.Info(hs.host.Name, "taint "+t.String()+" is not in the inventory and was not put there by k3strap (left alone)")
 		}
-		if !drift.Drifted() {
+		if !nd.Drifted() {
 			em.Step(hs.host.Name, "drift", events.StatusOK, "taints and labels match the inventory")
 			hs.setResult(events.StatusOK, "no drift")
 			continue
 		}
 		drifted = append(drifted, hs.host.Name)
-		msg := "drift: " + strings.Join(drift.Describe(), "; ")
+		msg := "drift: " + strings.Join(nd.Describe(), "; ")
 		em.Step(hs.host.Name, "drift", events.StatusFailed, msg)
 		hs.setResult(events.StatusFailed, msg)
 	}

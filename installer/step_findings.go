@@ -6,8 +6,10 @@ import (
 	"strings"
 	"time"
 
+	"github.com/k3strap/k3strap/checkid"
 	"github.com/k3strap/k3strap/diagnose"
 	"github.com/k3strap/k3strap/events"
+	"github.com/k3strap/k3strap/installer/drift"
 	"github.com/k3strap/k3strap/inventory"
 	"github.com/k3strap/k3strap/preflight"
 	"github.com/k3strap/k3strap/templates/cni"
@@ -29,7 +31,7 @@ func (findingsStep) Run(_ context.Context, s *session) error {
 	in := s.doctorInput()
 	ds.findings = diagnose.Findings(in)
 	if ds.viewErr != "" {
-		ds.findings = append([]diagnose.Finding{{ID: "api-unreachable", Severity: diagnose.SeverityError,
+		ds.findings = append([]diagnose.Finding{{ID: checkid.APIUnreachable, Severity: diagnose.SeverityError,
 			Title: "the cluster's API could not be read", Message: ds.viewErr + "; only the nodes' own evidence was judged.",
 			Fixes: []string{"look at the K3s unit of the servers (`systemctl status k3s`, `journalctl -u k3s`)"}}}, ds.findings...)
 	}
@@ -66,7 +68,7 @@ func doctorEvent(f diagnose.Finding) events.DoctorFinding {
 }
 
 // doctorInput assembles what diagnose.Findings judges: the evidence, the view and, with an
-// inventory, the intent (Diff against every declared host).
+// inventory, the intent (drift.Diff against every declared host).
 func (s *session) doctorInput() diagnose.Input {
 	ds := s.doctor
 	now := time.Now()
@@ -97,7 +99,7 @@ func (s *session) doctorInput() diagnose.Input {
 		in.Intent = map[string]diagnose.Intent{}
 		for _, hs := range s.hosts {
 			n := nodeNamed(ds.view.Nodes, hs.host.Name)
-			d := Diff(n, s.desired(hs))
+			d := drift.Diff(n, s.desired(hs))
 			it := diagnose.Intent{Registered: d.Registered, Describe: d.Describe()}
 			for _, t := range d.MissingTaints {
 				it.MissingTaints = append(it.MissingTaints, t.Core())

@@ -9,6 +9,7 @@ import (
 
 	"github.com/k3strap/k3strap/events"
 	"github.com/k3strap/k3strap/inventory"
+	"github.com/k3strap/k3strap/k3s"
 )
 
 // upgrading reports whether apply changes the K3s version of an installed host.
@@ -76,12 +77,12 @@ func (s *session) firstServerToken(ctx context.Context, hs *hostState) error {
 		hs.plan.SetToken(t, false)
 		return nil
 	}
-	if hs.facts.K3s.Files[PathTokenFile] != "" {
+	if hs.facts.K3s.Files[k3s.PathTokenFile] != "" {
 		hs.plan.SetToken("existing", true)
 		return nil
 	}
 	if hs.facts.K3s.TokenPresent {
-		b, err := hs.c().ReadFile(ctx, PathServerToken)
+		b, err := hs.c().ReadFile(ctx, k3s.PathServerToken)
 		if err != nil {
 			return s.hostFailure(hs, "token", KindInstall, fmt.Errorf("reading the existing K3s token: %w", err))
 		}

@@ -9,29 +9,30 @@ import (
 
 	"github.com/k3strap/k3strap/diagnose"
 	"github.com/k3strap/k3strap/events"
+	"github.com/k3strap/k3strap/installer/drift"
 	"github.com/k3strap/k3strap/installer/kube"
 	"github.com/k3strap/k3strap/inventory"
 )
 
-// doctorFixStep applies doctor --fix's safe, reversible repairs: the taints and labels a node
+// fixStep applies doctor --fix's safe, reversible repairs: the taints and labels a node
 // lost (docs/failure-modes.md F5), put back by read-modify-write with conflict retries
-// (reconcileNode, as apply --reconcile-taints). Only after confirmation (a terminal prompt, or
+// (drift.Reconcile, as apply --reconcile-taints). Only after confirmation (a terminal prompt, or
 // --yes); without --fix it names what --fix would do (the commands are in the findings).
-type doctorFixStep struct{}
+type fixStep struct{}
 
-func (doctorFixStep) Phase() events.Phase { return events.PhaseFix }
+func (fixStep) Phase() events.Phase { return events.PhaseFix }
 
-func (doctorFixStep) Summary() string {
+func (fixStep) Summary() string {
 	return "with --fix and after confirmation: put lost taints and labels back (read-modify-write, retried on conflict)"
 }
 
 // Preview names the repairs and changes nothing.
-func (doctorFixStep) Preview(_ context.Context, s *session) error {
+func (fixStep) Preview(_ context.Context, s *session) error {
 	s.doctorRepairsInfo("would repair")
 	return nil
 }
 
-func (doctorFixStep) Run(ctx context.Context, s *session) error {
+func (fixStep) Run(ctx context.Context, s *session) error {
 	ds := s.doctor
 	em := s.in.emitter(events.PhaseFix)
 	lines := s.doctorRepairsInfo("")
@@ -58,7 +59,7 @@ func (doctorFixStep) Run(ctx context.Context, s *session) error {
 		node := f.Repair.Node
 		if !repaired[node] {
 			d := s.doctorDesired(node)
-			_, wrote, err := reconcileNode(ctx, api, d, repairAll, func(attempt int, err error) {
+			_, wrote, err := drift.Reconcile(ctx, api, d, drift.RepairAll, func(attempt int, err error) {
 				em.Info(node, fmt.Sprintf("node changed while repairing (attempt %d): read again and retried", attempt))
 			})
 			if err != nil {
@@ -111,14 +112,14 @@ func describeRepair(r *diagnose.Repair) string {
 
 // doctorDesired is what node must carry: the inventory's declaration with an inventory, else
 // the node-taint and node-label it registered with (its k3s.io/node-args annotation).
-func (s *session) doctorDesired(node string) DesiredNode {
+func (s *session) doctorDesired(node string) drift.Desired {
 	ds := s.doctor
 	if !ds.req.Discover {
 		if hs := s.state(node); hs != nil {
 			return s.desired(hs)
 		}
 	}
-	d := DesiredNode{Name: node, Labels: map[string]string{}}
+	d := drift.Desired{Name: node, Labels: map[string]string{}}
 	args := diagnose.NodeArgs(nodeNamed(ds.view.Nodes, node))
 	for _, t := range args["node-taint"] {
 		if tt, err := inventory.ParseTaint(t); err == nil {

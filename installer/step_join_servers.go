@@ -7,9 +7,11 @@ import (
 
 	"github.com/k3strap/k3strap/events"
 	"github.com/k3strap/k3strap/inventory"
+	"github.com/k3strap/k3strap/k3s"
 )
 
-// joinServersStep brings the further servers up one at a time (etcd quorum): each converged
+// joinServersStep brings the further servers up one at a time (etcd quorum), once the first
+// server's uninitialized taint is gone (the strict join gate, docs/k3s.md "Join gates"): each converged
 // with the join token and waited for until Ready, carrying its labels and taints and an etcd
 // member, before the next starts. A server that does not join stops further server joins;
 // the agents still join, and the join-agents step fails naming it.
@@ -25,6 +27,13 @@ func (joinServersStep) Run(ctx context.Context, s *session) error {
 	servers := s.joining(inventory.RoleServer)
 	if len(servers) == 0 {
 		return nil
+	}
+	// Servers wait for the strict gate: the first server's node exists and its uninitialized
+	// taint is gone (the supervise step may have returned earlier, for agents).
+	if s.bringUp != nil {
+		if err := s.waitGate(ctx, s.bringUp.gate); err != nil {
+			return err
+		}
 	}
 	if err := s.joinToken(ctx); err != nil {
 		return err
@@ -69,7 +78,7 @@ func (s *session) joinToken(ctx context.Context) error {
 	if s.token != "" {
 		return nil
 	}
-	b, err := s.first.c().ReadFile(ctx, PathServerToken)
+	b, err := s.first.c().ReadFile(ctx, k3s.PathServerToken)
 	if err != nil {
 		return s.hostFailure(s.first, "token", KindInstall, fmt.Errorf("reading the join token: %w", err))
 	}

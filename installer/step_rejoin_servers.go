@@ -5,29 +5,29 @@ import (
 
 	"github.com/k3strap/k3strap/events"
 	"github.com/k3strap/k3strap/inventory"
+	"github.com/k3strap/k3strap/k3s"
 )
 
-// restoreRejoinStep moves each other server's datastore aside and starts it, one at a time,
+// rejoinServersStep moves each other server's datastore aside and starts it, one at a time,
 // waiting until it is Ready and an etcd member again.
-type restoreRejoinStep struct{}
+type rejoinServersStep struct{}
 
-func (restoreRejoinStep) Phase() events.Phase { return events.PhaseRestoreRejoin }
+func (rejoinServersStep) Phase() events.Phase { return events.PhaseRejoinServers }
 
-func (restoreRejoinStep) Summary() string {
-	return "other servers one at a time: move " + PathDB + " aside, start, wait until Ready and an etcd member"
+func (rejoinServersStep) Summary() string {
+	return "other servers one at a time: move " + k3s.DirDB + " aside, start, wait until Ready and an etcd member"
 }
 
-func (restoreRejoinStep) Run(ctx context.Context, s *session) error {
+func (rejoinServersStep) Run(ctx context.Context, s *session) error {
 	d := s.d2()
-	em := s.in.emitter(events.PhaseRestoreRejoin)
+	em := s.in.emitter(events.PhaseRejoinServers)
 	for _, hs := range s.others(inventory.RoleServer) {
 		if s.rejoined(ctx, hs) {
 			em.Step(hs.host.Name, "rejoin", events.StatusUnchanged, "already rejoined (resumed run)")
 			continue
 		}
-		aside := PathDB + "-k3strap-restore-" + d.restoreID
-		_, err := s.sh(ctx, hs, "move db aside", `systemctl stop "$3" || true
-if [ -d "$1" ] && [ ! -e "$2" ]; then mv "$1" "$2"; elif [ -e "$2" ]; then rm -rf "$1"; fi`, "", PathDB, aside, ServiceName(hs.host.Role))
+		aside := k3s.DirDB + "-k3strap-restore-" + d.restoreID
+		_, err := s.sh(ctx, hs, "move db aside", moveDBAsideScript, "", k3s.DirDB, aside, k3s.Unit(string(hs.host.Role)))
 		if err != nil {
 			return s.hostFailure(hs, "move db aside", KindInstall, err)
 		}
@@ -35,7 +35,7 @@ if [ -d "$1" ] && [ ! -e "$2" ]; then mv "$1" "$2"; elif [ -e "$2" ]; then rm -r
 		if err := s.restartAndWait(ctx, hs, "rejoin", nil); err != nil {
 			return err
 		}
-		if err := s.writeKV(ctx, hs, PathRestoreDone, map[string]string{"id": d.restoreID}); err != nil {
+		if err := s.writeKV(ctx, hs, k3s.PathRestoreDone, map[string]string{"id": d.restoreID}); err != nil {
 			return s.hostFailure(hs, "restore state", KindInstall, err)
 		}
 	}
@@ -43,9 +43,9 @@ if [ -d "$1" ] && [ ! -e "$2" ]; then mv "$1" "$2"; elif [ -e "$2" ]; then rm -r
 }
 
 // Preview names the servers that would rejoin.
-func (restoreRejoinStep) Preview(ctx context.Context, s *session) error {
+func (rejoinServersStep) Preview(ctx context.Context, s *session) error {
 	for _, hs := range s.others(inventory.RoleServer) {
-		s.in.emitter(events.PhaseRestoreRejoin).Info(hs.host.Name, "would move "+PathDB+" aside and rejoin")
+		s.in.emitter(events.PhaseRejoinServers).Info(hs.host.Name, "would move "+k3s.DirDB+" aside and rejoin")
 	}
 	return ctx.Err()
 }

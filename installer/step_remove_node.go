@@ -11,6 +11,7 @@ import (
 	"github.com/k3strap/k3strap/events"
 	"github.com/k3strap/k3strap/installer/kube"
 	"github.com/k3strap/k3strap/inventory"
+	"github.com/k3strap/k3strap/k3s"
 )
 
 // removeNodeStep removes the nodes `k3strap remove-node NAME...` names (see removeNode).
@@ -85,7 +86,7 @@ func (s *session) removalTarget(ctx context.Context, name string) (*removal, err
 		if n.Name == name {
 			r.node = n
 		}
-		if n.Labels["node-role.kubernetes.io/etcd"] == "true" {
+		if n.Labels[k3s.LabelEtcd] == "true" {
 			members = append(members, n.Name)
 		}
 	}
@@ -93,11 +94,11 @@ func (s *session) removalTarget(ctx context.Context, name string) (*removal, err
 		return nil, &Failure{Kind: KindInvalid, Phase: events.PhaseRemoveNode, Host: name, Info: events.ErrorInfo{
 			Message: name + " is not a node of the cluster", Fix: "`k3s kubectl get nodes` on the first server lists them"}}
 	}
-	r.server = r.node.Labels["node-role.kubernetes.io/control-plane"] == "true" || r.node.Labels["node-role.kubernetes.io/etcd"] == "true"
+	r.server = r.node.Labels[k3s.LabelControlPlane] == "true" || r.node.Labels[k3s.LabelEtcd] == "true"
 	if hs := s.state(name); hs != nil && hs.host.Address == nodeIP(r.node) {
 		r.hs = hs
 	}
-	if r.node.Labels["node-role.kubernetes.io/etcd"] != "true" {
+	if r.node.Labels[k3s.LabelEtcd] != "true" {
 		return &r, nil
 	}
 	// The members left must keep a live majority: a member is live when its host is in this
@@ -172,12 +173,10 @@ func (s *session) removeNode(ctx context.Context, name string, connect bool) err
 		em.Warn(name, "host not reachable: K3s was not uninstalled there — run k3s-uninstall.sh on it before it comes back")
 		return nil
 	}
-	res, err := r.hs.c().Check(ctx, remoteReset())
-	if err != nil {
+	if _, err := r.hs.c().Check(ctx, remoteReset()); err != nil {
 		em.Warn(name, "uninstall failed: "+firstLine(err))
 		return nil
 	}
-	_ = res
 	r.hs.setResult(events.StatusChanged, "removed from the cluster, K3s uninstalled")
 	em.Step(name, "uninstall", events.StatusChanged, "K3s uninstalled")
 	return nil
@@ -209,7 +208,7 @@ func (s *session) reportOrPrune(ctx context.Context) error {
 	if err != nil || len(names) == 0 {
 		return nil
 	}
-	em := s.in.emitter(events.PhaseNodes)
+	em := s.in.emitter(events.PhaseReconcileNodes)
 	for _, n := range names {
 		if !s.in.opts.Prune {
 			em.Warn(n, fmt.Sprintf("%s is a node of the cluster but not in the inventory: left as it is (`k3strap apply --prune` or `k3strap remove-node %s` removes it)", n, n))

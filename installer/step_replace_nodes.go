@@ -7,22 +7,22 @@ import (
 	"github.com/k3strap/k3strap/installer/kube"
 )
 
-// replaceStep makes replacing a machine one apply: a host of the run without K3s whose name is
+// replaceNodesStep makes replacing a machine one apply: a host of the run without K3s whose name is
 // already a node of the cluster at another address is a new machine for that node. The old
 // node is deleted first (K3s removes a server's etcd member with it, and the node password
 // secret that would refuse the new machine goes too), with the same live-majority refusal as
 // remove-node; then the join steps join the new machine under the same name.
-type replaceStep struct{}
+type replaceNodesStep struct{}
 
-func (replaceStep) Phase() events.Phase { return events.PhaseReplaceNode }
+func (replaceNodesStep) Phase() events.Phase { return events.PhaseReplaceNodes }
 
-func (replaceStep) Summary() string {
+func (replaceNodesStep) Summary() string {
 	return "a host without K3s whose node exists at another address replaces it: delete the old node (and etcd member) before the join"
 }
 
-func (st replaceStep) Run(ctx context.Context, s *session) error {
+func (st replaceNodesStep) Run(ctx context.Context, s *session) error {
 	for _, name := range s.replacements(ctx) {
-		s.in.emitter(events.PhaseReplaceNode).Info(name, "new machine for node "+name+": removing the old node first")
+		s.in.emitter(events.PhaseReplaceNodes).Info(name, "new machine for node "+name+": removing the old node first")
 		if err := s.removeNode(ctx, name, false); err != nil {
 			return err
 		}
@@ -31,12 +31,12 @@ func (st replaceStep) Run(ctx context.Context, s *session) error {
 }
 
 // Preview names the nodes that would be replaced.
-func (replaceStep) Preview(ctx context.Context, s *session) error {
+func (replaceNodesStep) Preview(ctx context.Context, s *session) error {
 	for _, name := range s.replacements(ctx) {
 		if _, err := s.removalTarget(ctx, name); err != nil {
 			return err
 		}
-		s.in.emitter(events.PhaseReplaceNode).Info(name, "would delete the old node "+name+" (and its etcd member) and join the new machine")
+		s.in.emitter(events.PhaseReplaceNodes).Info(name, "would delete the old node "+name+" (and its etcd member) and join the new machine")
 	}
 	return nil
 }

@@ -10,6 +10,7 @@ import (
 	"github.com/k3strap/k3strap/installer/kube"
 	"github.com/k3strap/k3strap/installer/remote"
 	"github.com/k3strap/k3strap/inventory"
+	"github.com/k3strap/k3strap/k3s"
 )
 
 // resetStep uninstalls K3s from the selected hosts (every host when --host was not given):
@@ -72,7 +73,7 @@ func (s *session) reset(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
-		defer lk.unlock()
+		defer lk.Release()
 	}
 	var (
 		mu     sync.Mutex
@@ -116,7 +117,7 @@ func (s *session) resetOne(ctx context.Context, hs *hostState, keeper *hostState
 	}
 	if _, others, ok := strings.Cut(string(res.Stdout), "@k3strap kept"); ok {
 		units := strings.Join(strings.Fields(others), ", ")
-		msg := "the uninstall script left /usr/local/bin/k3s and the data directory in place because other unit files match k3s*.service: " + units
+		msg := "the uninstall script left " + k3s.PathBinary + " and the data directory in place because other unit files match k3s*.service: " + units
 		hs.setResult(events.StatusFailed, msg)
 		em.Fail(hs.host.Name, "reset", events.ErrorInfo{Message: msg,
 			Fix:    "remove or rename those unit files if they are not a K3s service (K3s's uninstall script treats every k3s*.service as one)",

@@ -7,19 +7,20 @@ import (
 
 	"github.com/k3strap/k3strap/events"
 	"github.com/k3strap/k3strap/inventory"
+	"github.com/k3strap/k3strap/k3s"
 )
 
-// restoreAgentsStep restarts every agent (in parallel) and waits for its node; then the
+// restartAgentsStep restarts every agent (in parallel) and waits for its node; then the
 // restore is recorded as done.
-type restoreAgentsStep struct{}
+type restartAgentsStep struct{}
 
-func (restoreAgentsStep) Phase() events.Phase { return events.PhaseRestoreAgents }
+func (restartAgentsStep) Phase() events.Phase { return events.PhaseRestartAgents }
 
-func (restoreAgentsStep) Summary() string {
+func (restartAgentsStep) Summary() string {
 	return "restart the agents and wait until their nodes are Ready; record the restore as done"
 }
 
-func (restoreAgentsStep) Run(ctx context.Context, s *session) error {
+func (restartAgentsStep) Run(ctx context.Context, s *session) error {
 	var mu sync.Mutex
 	var firstErr error
 	s.each(ctx, s.others(inventory.RoleAgent), func(ctx context.Context, hs *hostState) {
@@ -35,16 +36,16 @@ func (restoreAgentsStep) Run(ctx context.Context, s *session) error {
 		return firstErr
 	}
 	d := s.d2()
-	if err := s.writeKV(ctx, s.first, PathRestoreState, map[string]string{"id": d.restoreID, "snapshot": d.restorePath, "reset": "1", "done": time.Now().UTC().Format(time.RFC3339)}); err != nil {
+	if err := s.writeKV(ctx, s.first, k3s.PathRestoreState, map[string]string{"id": d.restoreID, "snapshot": d.restorePath, "reset": "1", "done": time.Now().UTC().Format(time.RFC3339)}); err != nil {
 		return s.hostFailure(s.first, "restore state", KindInstall, err)
 	}
 	return nil
 }
 
 // Preview names the agents that would restart.
-func (restoreAgentsStep) Preview(ctx context.Context, s *session) error {
+func (restartAgentsStep) Preview(ctx context.Context, s *session) error {
 	for _, hs := range s.others(inventory.RoleAgent) {
-		s.in.emitter(events.PhaseRestoreAgents).Info(hs.host.Name, "would restart K3s")
+		s.in.emitter(events.PhaseRestartAgents).Info(hs.host.Name, "would restart K3s")
 	}
 	return ctx.Err()
 }

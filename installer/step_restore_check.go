@@ -12,6 +12,7 @@ import (
 	"strings"
 
 	"github.com/k3strap/k3strap/events"
+	"github.com/k3strap/k3strap/k3s"
 )
 
 // restoreCheckStep finds the snapshot on the first server and starts (or resumes) the restore.
@@ -37,7 +38,7 @@ func (restoreCheckStep) Run(ctx context.Context, s *session) error {
 	} else if !strings.Contains(p, "/") {
 		p = path.Join(s.snapshotDir(), p)
 	}
-	out, err := s.sh(ctx, s.first, "snapshot check", `[ -f "$1" ] && sha256sum "$1" | cut -d' ' -f1 || echo missing`, "", p)
+	out, err := s.sh(ctx, s.first, "snapshot check", sha256Script, "", p, "or-missing")
 	if err != nil {
 		return s.hostFailure(s.first, "snapshot", KindInstall, err)
 	}
@@ -50,7 +51,7 @@ func (restoreCheckStep) Run(ctx context.Context, s *session) error {
 			if err := s.first.c().WriteFile(ctx, p, 0o600, bytes.NewReader(local), int64(len(local)), nil); err != nil {
 				return s.hostFailure(s.first, "upload snapshot", KindInstall, err)
 			}
-			if got, err := s.sh(ctx, s.first, "sha256sum", `sha256sum "$1" | cut -d' ' -f1`, "", p); err != nil || strings.TrimSpace(got) != want {
+			if got, err := s.sh(ctx, s.first, "sha256sum", sha256Script, "", p); err != nil || strings.TrimSpace(got) != want {
 				return s.hostFailure(s.first, "upload snapshot", KindInstall, fmt.Errorf("%s: the uploaded copy's checksum differs (%v); re-run", p, err))
 			}
 			s.in.emitter(events.PhaseRestoreCheck).Step(s.first.host.Name, "upload", events.StatusChanged, fmt.Sprintf("copied %s to %s (sha256 checked)", d.snapshot, p))
@@ -73,7 +74,7 @@ func (restoreCheckStep) Run(ctx context.Context, s *session) error {
 		}
 	}
 	d.restorePath = p
-	kv, err := s.readKV(ctx, s.first, PathRestoreState)
+	kv, err := s.readKV(ctx, s.first, k3s.PathRestoreState)
 	if err != nil {
 		return s.hostFailure(s.first, "restore state", KindInstall, err)
 	}
@@ -88,7 +89,7 @@ func (restoreCheckStep) Run(ctx context.Context, s *session) error {
 		return err
 	}
 	d.restoreID = id
-	if err := s.writeKV(ctx, s.first, PathRestoreState, map[string]string{"id": id, "snapshot": p}); err != nil {
+	if err := s.writeKV(ctx, s.first, k3s.PathRestoreState, map[string]string{"id": id, "snapshot": p}); err != nil {
 		return s.hostFailure(s.first, "restore state", KindInstall, err)
 	}
 	em.Step(s.first.host.Name, "snapshot", events.StatusOK, "restoring "+p)
@@ -98,13 +99,13 @@ func (restoreCheckStep) Run(ctx context.Context, s *session) error {
 // Preview names the snapshot and what the restore would do.
 func (st restoreCheckStep) Preview(ctx context.Context, s *session) error {
 	em := s.in.emitter(events.PhaseRestoreCheck)
-	em.Info(s.first.host.Name, fmt.Sprintf("would restore %s: stop K3s on every server, --cluster-reset on %s, move the other servers' %s aside and rejoin them one at a time, restart the agents", s.d2().snapshot, s.first.host.Name, PathDB))
+	em.Info(s.first.host.Name, fmt.Sprintf("would restore %s: stop K3s on every server, --cluster-reset on %s, move the other servers' %s aside and rejoin them one at a time, restart the agents", s.d2().snapshot, s.first.host.Name, k3s.DirDB))
 	return ctx.Err()
 }
 
 // rejoined reports whether hs already rejoined after this restore.
 func (s *session) rejoined(ctx context.Context, hs *hostState) bool {
-	kv, err := s.readKV(ctx, hs, PathRestoreDone)
+	kv, err := s.readKV(ctx, hs, k3s.PathRestoreDone)
 	return err == nil && kv["id"] == s.d2().restoreID
 }
 

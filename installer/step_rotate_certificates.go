@@ -6,30 +6,30 @@ import (
 	"github.com/k3strap/k3strap/events"
 )
 
-// rotateCertsStep runs `k3s certificate rotate` with K3s stopped on every node (servers one
+// rotateCertificatesStep runs `k3s certificate rotate` with K3s stopped on every node (servers one
 // at a time, then agents), each restarted and checked as a bring-up.
-type rotateCertsStep struct{}
+type rotateCertificatesStep struct{}
 
-func (rotateCertsStep) Phase() events.Phase { return events.PhaseRotateCerts }
+func (rotateCertificatesStep) Phase() events.Phase { return events.PhaseRotateCertificates }
 
-func (rotateCertsStep) Summary() string {
+func (rotateCertificatesStep) Summary() string {
 	return "k3s certificate rotate with K3s stopped: servers one at a time, then agents; each Ready again before the next"
 }
 
-func (rotateCertsStep) Run(ctx context.Context, s *session) error {
+func (rotateCertificatesStep) Run(ctx context.Context, s *session) error {
 	return s.rotateEach(ctx, func(ctx context.Context, hs *hostState) error {
 		return s.restartAndWait(ctx, hs, "rotate", func() error {
-			_, err := s.sh(ctx, hs, "certificate rotate", `"$1" certificate rotate >/dev/null 2>/var/lib/k3strap/certificate-rotate.log || { tail -n 5 /var/lib/k3strap/certificate-rotate.log >&2; exit 1; }`, "", k3sBinary)
+			_, err := s.sh(ctx, hs, "certificate rotate", certRotateScript, "")
 			return err
 		})
 	})
 }
 
 // Preview names the order.
-func (rotateCertsStep) Preview(ctx context.Context, s *session) error {
+func (rotateCertificatesStep) Preview(ctx context.Context, s *session) error {
 	servers, agents := s.rotationOrder()
 	for _, hs := range append(servers, agents...) {
-		s.in.emitter(events.PhaseRotateCerts).Info(hs.host.Name, "would stop K3s, run k3s certificate rotate, start it and wait until the node is Ready")
+		s.in.emitter(events.PhaseRotateCertificates).Info(hs.host.Name, "would stop K3s, run k3s certificate rotate, start it and wait until the node is Ready")
 	}
 	return ctx.Err()
 }

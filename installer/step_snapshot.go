@@ -11,14 +11,6 @@ import (
 	"github.com/k3strap/k3strap/k3s"
 )
 
-// snapshotSaveScript runs `k3s etcd-snapshot save` (it reads config.yaml, so the inventory's
-// etcd-snapshot-dir and etcd-s3* settings apply) and prints K3s's log so that the caller finds
-// the snapshot's name; then the snapshot's path.
-const snapshotSaveScript = `name=$1
-set -- /usr/local/bin/k3s etcd-snapshot save
-[ -n "$name" ] && set -- "$@" --name "$name"
-"$@" 2>&1`
-
 var savedRE = regexp.MustCompile(`Snapshot (\S+) saved`)
 
 // snapshotDir is the snapshot directory on the first server: the inventory's
@@ -30,19 +22,19 @@ func (s *session) snapshotDir() string {
 			return d
 		}
 	}
-	return PathSnapshotDir
+	return k3s.DirSnapshots
 }
 
-// snapshotSaveStep saves an etcd snapshot on the first server.
-type snapshotSaveStep struct{}
+// snapshotStep saves an etcd snapshot on the first server.
+type snapshotStep struct{}
 
-func (snapshotSaveStep) Phase() events.Phase { return events.PhaseSnapshot }
+func (snapshotStep) Phase() events.Phase { return events.PhaseSnapshot }
 
-func (snapshotSaveStep) Summary() string {
+func (snapshotStep) Summary() string {
 	return "save an etcd snapshot on the first server (k3s etcd-snapshot save)"
 }
 
-func (snapshotSaveStep) Run(ctx context.Context, s *session) error {
+func (snapshotStep) Run(ctx context.Context, s *session) error {
 	em := s.in.emitter(events.PhaseSnapshot)
 	em.Step(s.first.host.Name, "snapshot", events.StatusRunning, "k3s etcd-snapshot save")
 	out, err := s.sh(ctx, s.first, "etcd-snapshot save", snapshotSaveScript, "", s.d2().backup.Name)
@@ -60,7 +52,7 @@ func (snapshotSaveStep) Run(ctx context.Context, s *session) error {
 }
 
 // Preview says what would be saved.
-func (snapshotSaveStep) Preview(ctx context.Context, s *session) error {
+func (snapshotStep) Preview(ctx context.Context, s *session) error {
 	name := s.d2().backup.Name
 	if name == "" {
 		name = "on-demand"

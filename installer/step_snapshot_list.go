@@ -18,7 +18,7 @@ func (snapshotListStep) Summary() string {
 }
 
 func (snapshotListStep) Run(ctx context.Context, s *session) error {
-	out, err := s.sh(ctx, s.first, "etcd-snapshot ls", `/usr/local/bin/k3s etcd-snapshot ls 2>/dev/null`, "")
+	out, err := s.sh(ctx, s.first, "etcd-snapshot ls", snapshotListScript, "")
 	if err != nil {
 		return s.hostFailure(s.first, "list", KindInstall, err)
 	}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/k3strap/k3strap/events"
+	"github.com/k3strap/k3strap/k3s"
 )
 
 // stageStep uploads the files of every joining host that runs no K3s yet (binary, images,
@@ -66,7 +67,7 @@ func (s *session) stage(ctx context.Context, hs *hostState) {
 	n := 0
 	for i := range hs.plan.Files {
 		f := &hs.plan.Files[i]
-		if f.Path == PathTokenFile || hs.facts.K3s.Files[f.Path] == f.SHA256 {
+		if f.Path == k3s.PathTokenFile || hs.facts.K3s.Files[f.Path] == f.SHA256 {
 			continue
 		}
 		err := s.retry(ctx, hs, "upload "+f.Path, func(ctx context.Context) error { return s.upload(ctx, hs, f) })

@@ -2,17 +2,35 @@ package installer
 
 import (
 	"context"
+	"encoding/json"
+	"errors"
 	"fmt"
+	"strconv"
+	"strings"
+	"time"
 
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/k3strap/k3strap/diagnose"
 	"github.com/k3strap/k3strap/events"
+	"github.com/k3strap/k3strap/facts"
+	"github.com/k3strap/k3strap/installer/remote"
+	"github.com/k3strap/k3strap/inventory"
+	"github.com/k3strap/k3strap/k3s"
 )
 
 // superviseStep starts following the first server's bring-up from the (re)start the
-// first-server step made (service active, API ready, node registered, uninitialized taint
-// gone, PodCIDR, subnet.env, Ready), diagnosing a stall (F1, crash loop, timeout) with
-// evidence. It returns as soon as other nodes may join — the API answers, the node exists and
-// its uninitialized taint is gone — and the supervisor keeps watching in the background: the
-// bring-up step waits for the rest. A diagnosed failure at any time stops the whole run with
+// first-server step made (API ready, service active, node registered and Ready, uninitialized
+// taint gone, PodCIDR, subnet.env), diagnosing a stall (F1, crash loop, timeout) with
+// evidence. It returns as soon as agents may join, and the supervisor keeps watching in the
+// background: the bring-up step waits for the rest. Agents may join once the API answers when
+// K3s's embedded cloud controller runs on the first server (it removes the uninitialized taint
+// by itself, and an agent needs nothing else of the server to register); otherwise — the
+// taint's removal depends on an external cloud controller or F1 may be at hand — and for
+// joining servers (an etcd member added to a server that then fails would cost quorum) the
+// gate is the strict one: the API answers, the node exists and its uninitialized taint is gone
+// (docs/k3s.md "Join gates"). Reads the first server's converge result and cloud settings;
+// writes s.bringUp. A diagnosed failure at any time stops the whole run with
 // the diagnosis (joins in flight are cancelled; hosts not started yet stay uploaded only).
 // When the first server's K3s version changes (upgrade), it waits for the whole bring-up
 // instead: servers are upgraded strictly one at a time.
@@ -21,14 +39,15 @@ type superviseStep struct{}
 func (superviseStep) Phase() events.Phase { return events.PhaseSupervise }
 
 func (superviseStep) Summary() string {
-	return "watch the first server come up; continue once the API answers and its uninitialized taint is gone (F1 gate)"
+	return "watch the first server come up; agents may join once the API answers (its uninitialized taint gone too when the embedded cloud controller is off), servers once the taint is gone"
 }
 
 func (superviseStep) Run(ctx context.Context, s *session) error {
 	hs := s.first
-	bu := &bringUp{gate: make(chan struct{}), done: make(chan struct{})}
+	bu := &bringUp{gate: make(chan struct{}), agentGate: make(chan struct{}), done: make(chan struct{})}
 	s.bringUp = bu
-	sup := &supervisor{s: s, hs: hs, em: s.in.emitter(events.PhaseSupervise), gate: bu.gate}
+	sup := &supervisor{s: s, hs: hs, em: s.in.emitter(events.PhaseSupervise), gate: bu.gate, agentGate: bu.agentGate,
+		earlyAgents: !s.in.cluster.CloudSettings(hs.host).DisableCloudController}
 	res := s.firstResult
 	s.background.Add(1)
 	go func() {
@@ -45,11 +64,23 @@ func (superviseStep) Run(ctx context.Context, s *session) error {
 		// uncordoned before any other server or agent is touched.
 		return s.firstUp(ctx)
 	}
+	return s.waitGate(ctx, bu.agentGate)
+}
+
+// waitGate waits until gate (one of s.bringUp's) opens, or the supervisor ends first (then the
+// first server's bring-up result decides), or ctx ends.
+func (s *session) waitGate(ctx context.Context, gate chan struct{}) error {
+	bu := s.bringUp
+	if bu == nil {
+		return nil
+	}
 	select {
-	case <-bu.gate:
+	case <-gate:
 		return nil
 	case <-bu.done:
 		return s.firstUp(ctx)
+	case <-ctx.Done():
+		return ctx.Err()
 	}
 }
 
@@ -61,10 +92,386 @@ func (superviseStep) Preview(ctx context.Context, s *session) error {
 
 // bringUp is the first server's supervisor running in the background.
 type bringUp struct {
-	// gate is closed when other nodes may join; done when the supervisor finished, with err.
-	gate, done chan struct{}
-	err        error
+	// gate is closed when servers may join (and agents, whatever agentGate says); agentGate
+	// when agents may join; done when the supervisor finished, with err.
+	gate, agentGate, done chan struct{}
+	err                   error
 	// finished says firstUp completed the first server's result (read and written by the
 	// steps' goroutine only).
 	finished bool
+}
+
+// gatePoll is how often the probe looks at the Node while its uninitialized taint is on, and
+// gatePolls the most looks at that pace: the taint goes about 3.7 s after the Node registers
+// (testdata/real-k3s-v1.36.3/timeline-default.txt), so 150 looks at 0.1 s cover it with room,
+// and a cluster in F1 (the taint stays) falls back to PollInterval after about 15 s plus the
+// looks' own time.
+const (
+	gatePoll  = 100 * time.Millisecond
+	gatePolls = 150
+)
+
+// probeState is the server's state as of the last probe tick.
+type probeState struct {
+	service  string
+	restarts int
+	// start is the unit's main process start (epoch seconds, host clock; 0 = unknown);
+	// subnetMtime subnet.env's modification time (likewise).
+	start       int64
+	subnetMtime int64
+	readyz      string
+	node        *corev1.Node
+	nodeErr     string
+	subnetRaw   string
+	subnet      *diagnose.SubnetEnv
+}
+
+type supervisor struct {
+	s  *session
+	hs *hostState
+	em events.Emitter
+
+	started  time.Time
+	reached  map[k3s.Milestone]float64
+	last     k3s.Milestone
+	baseRest int
+	tick     int
+	// taintSince is when the uninitialized taint was first seen (local clock).
+	taintSince time.Time
+	// quick is true while checking a server that was left running: its milestones are only
+	// reported if it turns out not to be up.
+	quick   bool
+	pending []events.MilestoneInfo
+	// gate, when set, is closed once servers may join (joinable); then set to nil.
+	gate chan struct{}
+	// agentGate, when set, is closed once agents may join: with gate, or as soon as the API
+	// answers when earlyAgents (the embedded cloud controller removes the taint); then nil.
+	agentGate   chan struct{}
+	earlyAgents bool
+}
+
+func (sup *supervisor) flannelOff() bool {
+	return sup.hs.plan.Config.EffectiveFlannelBackend() == "none"
+}
+
+// run follows the first server's bring-up until every milestone is reached, the
+// uninitialized taint outlives the grace period (diagnosed), the service keeps restarting
+// (diagnosed), or the timeout passes.
+func (sup *supervisor) run(ctx context.Context, res convergeResult) error {
+	sup.reached = map[k3s.Milestone]float64{}
+	sup.started = res.started
+	quick := res.started.IsZero()
+	sup.quick = quick
+	if quick {
+		sup.started = time.Now()
+	}
+	if sup.flannelOff() {
+		reason := "flannel-backend: none — no subnet.env is ever written; "
+		switch sup.s.in.cluster.Spec.CNI.Type {
+		case inventory.CNICalico:
+			reason += "Calico, deployed by k3strap, configures pod networking"
+		case inventory.CNIFlannelStandalone:
+			reason += "the standalone flannel DaemonSet deployed by k3strap configures pod networking"
+		default:
+			reason += "the CNI you bring configures pod networking"
+		}
+		sup.em.Milestone(sup.hs.host.Name, events.MilestoneInfo{Name: string(k3s.MilestoneSubnetEnv), Skipped: true, Detail: reason})
+		sup.reached[k3s.MilestoneSubnetEnv] = 0
+	}
+	if !quick {
+		sup.em.Started(fmt.Sprintf("watching %s come up (stall grace %s, timeout %s)", sup.hs.host.Name, sup.s.in.opts.StallGrace, sup.s.in.opts.Timeout))
+	}
+	opts := sup.s.in.opts
+	wctx, cancel := context.WithTimeout(ctx, opts.Timeout+30*time.Second)
+	defer cancel()
+	var verdict error
+	done := false
+	st := &probeState{}
+	interval := strconv.FormatFloat(opts.PollInterval.Seconds(), 'f', 2, 64)
+	fast := strconv.FormatFloat(min(gatePoll, opts.PollInterval).Seconds(), 'f', 2, 64)
+	cmd := remote.Script("bring-up probe", probeScript, sup.hs.plan.Service, sup.hs.host.Name, interval,
+		fast, strconv.Itoa(gatePolls), k3s.TaintUninitialized).AsRoot()
+	err := sup.hs.c().Stream(wctx, cmd, func(line string) {
+		if done || verdict != nil {
+			return
+		}
+		if line != "@end" {
+			sup.parse(st, line)
+			return
+		}
+		sup.tick++
+		d, v := sup.evaluate(ctx, st)
+		if v != nil {
+			verdict = v
+			cancel()
+			return
+		}
+		if d {
+			done = true
+			cancel()
+			return
+		}
+		st = &probeState{readyz: st.readyz}
+	})
+	switch {
+	case verdict != nil:
+		return verdict
+	case done:
+		if sup.quick {
+			sup.em.Step(sup.hs.host.Name, "health", events.StatusOK, "already up: node Ready, no uninitialized taint"+map[bool]string{true: "", false: ", subnet.env present"}[sup.flannelOff()])
+		} else {
+			sup.em.Finished(events.StatusOK, fmt.Sprintf("%s is up after %.1f s", sup.hs.host.Name, time.Since(sup.started).Seconds()))
+		}
+		return nil
+	case ctx.Err() != nil:
+		return ctx.Err()
+	case err != nil && !errors.Is(err, context.Canceled) && !errors.Is(err, context.DeadlineExceeded):
+		return sup.s.hostFailure(sup.hs, "supervise", KindBringUp, fmt.Errorf("watching bring-up: %w", err))
+	}
+	return sup.fail(ctx, diagnose.Timeout(sup.evidence(ctx, st), sup.lastReached(), opts.Timeout))
+}
+
+func (sup *supervisor) parse(st *probeState, line string) {
+	tag, rest, _ := strings.Cut(line, " ")
+	switch tag {
+	case "@service":
+		f := strings.Fields(rest)
+		if len(f) > 0 {
+			st.service = f[0]
+		}
+		if len(f) > 1 {
+			st.restarts, _ = strconv.Atoi(f[1])
+		}
+	case "@start":
+		st.start, _ = strconv.ParseInt(strings.TrimSpace(rest), 10, 64)
+	case "@subnet-mtime":
+		st.subnetMtime, _ = strconv.ParseInt(strings.TrimSpace(rest), 10, 64)
+	case "@subnet":
+		st.subnetRaw = rest
+		if se, err := diagnose.ParseSubnetEnv(rest); err == nil {
+			st.subnet = &se
+		}
+	case "@subnet-missing":
+		st.subnetRaw, st.subnet = "", nil
+	case "@readyz":
+		st.readyz = strings.TrimSpace(rest)
+	case "@node":
+		rest = strings.TrimSpace(rest)
+		if strings.HasPrefix(rest, "{") {
+			var n corev1.Node
+			if err := json.Unmarshal([]byte(rest), &n); err == nil {
+				st.node = &n
+				return
+			}
+		}
+		st.nodeErr = rest
+	}
+}
+
+// evaluate records new milestones and decides: done, or a verdict (stall, crash loop,
+// timeout).
+func (sup *supervisor) evaluate(ctx context.Context, st *probeState) (bool, error) {
+	now := time.Now()
+	sec := now.Sub(sup.started).Seconds()
+	if sup.tick == 1 {
+		sup.baseRest = st.restarts
+	}
+	hit := map[k3s.Milestone]string{}
+	if !sup.fresh(st) {
+		// What the probe sees still belongs to the process before this run's (re)start: an
+		// old subnet.env, a node Ready from before, an API answering until systemd stops it,
+		// a failed state until the start job runs. Only the timeout can be judged.
+		if now.Sub(sup.started) > sup.s.in.opts.Timeout {
+			return false, sup.fail(ctx, diagnose.Timeout(sup.evidence(ctx, st), sup.lastReached(), sup.s.in.opts.Timeout))
+		}
+		return false, nil
+	}
+	if st.service == "active" {
+		hit[k3s.MilestoneServiceActive] = ""
+	}
+	if st.readyz == "ok" {
+		hit[k3s.MilestoneAPIReady] = ""
+	}
+	var taint *corev1.Taint
+	if n := st.node; n != nil {
+		hit[k3s.MilestoneRegistered] = ""
+		for i := range n.Spec.Taints {
+			if n.Spec.Taints[i].Key == k3s.TaintUninitialized {
+				taint = &n.Spec.Taints[i]
+			}
+		}
+		if taint == nil {
+			detail := ""
+			if _, seen := sup.reached[k3s.MilestoneRegistered]; !seen {
+				detail = "registered without it (the kubelet does not run with cloud-provider=external)"
+			}
+			if n.Spec.ProviderID != "" {
+				detail = "providerID " + n.Spec.ProviderID
+			}
+			hit[k3s.MilestoneTaintGone] = detail
+		}
+		if n.Spec.PodCIDR != "" {
+			hit[k3s.MilestonePodCIDR] = n.Spec.PodCIDR
+		}
+		for _, c := range n.Status.Conditions {
+			// A Ready condition counts once the kubelet of this start posted it.
+			if c.Type == corev1.NodeReady && c.Status == corev1.ConditionTrue && (st.start == 0 || c.LastHeartbeatTime.Unix() >= st.start) {
+				hit[k3s.MilestoneNodeReady] = ""
+			}
+		}
+	}
+	// subnet.env counts once flannel of this start wrote it.
+	if st.subnet != nil && !sup.flannelOff() && (st.start == 0 || st.subnetMtime == 0 || st.subnetMtime >= st.start) {
+		hit[k3s.MilestoneSubnetEnv] = st.subnet.String()
+	}
+	for _, m := range k3s.Milestones() {
+		detail, ok := hit[m]
+		if _, seen := sup.reached[m]; !ok || seen {
+			continue
+		}
+		sup.reached[m] = sec
+		sup.last = m
+		mi := events.MilestoneInfo{Name: string(m), Seconds: round1(sec), Detail: detail}
+		if sup.quick {
+			sup.pending = append(sup.pending, mi)
+		} else {
+			sup.em.Milestone(sup.hs.host.Name, mi)
+		}
+	}
+	if sup.gate != nil && sup.joinable() {
+		close(sup.gate)
+		sup.gate = nil
+	}
+	if sup.agentGate != nil && (sup.gate == nil || (sup.earlyAgents && sup.apiReady())) {
+		close(sup.agentGate)
+		sup.agentGate = nil
+	}
+	if len(sup.reached) == len(k3s.Milestones()) {
+		return true, nil
+	}
+	return sup.judge(ctx, st, now, taint)
+}
+
+// joinable reports whether other nodes may join: the API answers, the node exists and its
+// uninitialized taint is gone (the F1 gate). subnet.env is the first node's own flannel
+// milestone and not needed by joining nodes.
+func (sup *supervisor) joinable() bool {
+	for _, m := range []k3s.Milestone{k3s.MilestoneAPIReady, k3s.MilestoneRegistered, k3s.MilestoneTaintGone} {
+		if _, ok := sup.reached[m]; !ok {
+			return false
+		}
+	}
+	return true
+}
+
+// apiReady reports whether the first server's API answered in this bring-up.
+func (sup *supervisor) apiReady() bool {
+	_, ok := sup.reached[k3s.MilestoneAPIReady]
+	return ok
+}
+
+// fresh reports whether the probe's state belongs to the start this run made: the unit's
+// main process started (host clock) no earlier than the (re)start command, allowing 2 s for
+// the clock skew measurement. A server left running, or a host without systemd (no start
+// time), is always fresh.
+func (sup *supervisor) fresh(st *probeState) bool {
+	if sup.quick || st.start == 0 {
+		return true
+	}
+	hostStart := sup.started.Add(sup.hs.facts.ClockSkew).Add(-2 * time.Second)
+	return st.start >= hostStart.Unix()
+}
+
+// judge decides whether the bring-up stalled (uninitialized taint past the grace period), the
+// service crash-loops, or the timeout passed; taint is the uninitialized taint seen now.
+func (sup *supervisor) judge(ctx context.Context, st *probeState, now time.Time, taint *corev1.Taint) (bool, error) {
+	if sup.quick {
+		// Left running but not up: watch it like a fresh start, reporting what it has.
+		sup.quick = false
+		sup.em.Started(fmt.Sprintf("%s is running but not up yet; watching (stall grace %s, timeout %s)", sup.hs.host.Name, sup.s.in.opts.StallGrace, sup.s.in.opts.Timeout))
+		for _, mi := range sup.pending {
+			sup.em.Milestone(sup.hs.host.Name, mi)
+		}
+		sup.pending = nil
+	}
+
+	// Stall: the uninitialized taint outlived the grace period.
+	if taint != nil {
+		if sup.taintSince.IsZero() {
+			sup.taintSince = now
+			if created := st.node.CreationTimestamp.Time; !created.IsZero() {
+				// A node that existed before this run has carried the taint since it registered.
+				local := created.Add(-sup.hs.facts.ClockSkew)
+				if local.Before(sup.started.Add(-5 * time.Second)) {
+					sup.taintSince = local
+				}
+			}
+		}
+		if age := now.Sub(sup.taintSince); age > sup.s.in.opts.StallGrace {
+			ev := sup.evidence(ctx, st)
+			ev.TaintAge = age
+			return false, sup.fail(ctx, diagnose.UninitializedStall(ev))
+		}
+	}
+	// Crash loop: systemd restarted the unit since we started watching, or it failed.
+	if st.restarts > sup.baseRest || st.service == "failed" {
+		ev := sup.evidence(ctx, st)
+		return false, sup.fail(ctx, diagnose.ServiceFailing(ev, sup.hs.plan.Service))
+	}
+	if now.Sub(sup.started) > sup.s.in.opts.Timeout {
+		return false, sup.fail(ctx, diagnose.Timeout(sup.evidence(ctx, st), sup.lastReached(), sup.s.in.opts.Timeout))
+	}
+	return false, nil
+}
+
+func round1(f float64) float64 { return float64(int(f*10+0.5)) / 10 }
+
+func (sup *supervisor) lastReached() string {
+	if sup.last == "" {
+		return "none (the service was started)"
+	}
+	return fmt.Sprintf("%s at %.1f s", sup.last, sup.reached[sup.last])
+}
+
+// evidence gathers what a diagnosis needs in one command; on failure it falls back to the
+// probe's last state.
+func (sup *supervisor) evidence(ctx context.Context, st *probeState) diagnose.Evidence {
+	ev := diagnose.Evidence{
+		NodeName:                sup.hs.host.Name,
+		Node:                    st.node,
+		SubnetEnvPresent:        st.subnetRaw != "",
+		ServiceState:            st.service,
+		ExternalCloudController: sup.s.in.cluster.Spec.K3s.CloudController == inventory.CloudControllerExternal,
+	}
+	ectx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+	defer cancel()
+	res, err := sup.hs.c().Run(ectx, remote.Script("gather evidence", facts.EvidenceScript, facts.EvidenceArgs(sup.hs.plan.Service, sup.hs.host.Name)...).AsRoot())
+	if err != nil || res.ExitCode != 0 {
+		return ev
+	}
+	got := facts.ParseEvidence(res.Stdout)
+	ev.Journal, ev.Pods = got.Journal, got.Pods
+	if got.Node != nil {
+		ev.Node = got.Node
+	}
+	if got.SubnetEnvPresent != nil {
+		ev.SubnetEnvPresent = *got.SubnetEnvPresent
+	}
+	if got.ServiceState != "" {
+		ev.ServiceState = got.ServiceState
+	}
+	ev.ConfigArgs = diagnose.MergeConfigFiles(got.ConfigFiles)
+	return ev
+}
+
+// fail emits the diagnosis and returns it as a bring-up Failure.
+func (sup *supervisor) fail(_ context.Context, d diagnose.Diagnosis) error {
+	info := events.ErrorInfo{
+		Message:   fmt.Sprintf("%s: %s. %s", sup.hs.host.Name, d.Title, d.Message),
+		Fix:       strings.Join(d.Fixes, "\n"),
+		Diagnosis: d.ID,
+		Evidence:  d.Evidence,
+		Resume:    "fix the cause and re-run `k3strap " + sup.s.command + "`; the host keeps what was installed",
+	}
+	return &Failure{Kind: KindBringUp, Phase: events.PhaseSupervise, Host: sup.hs.host.Name, Info: info}
 }

@@ -11,7 +11,8 @@ import (
 // summary emits the run's summary event.
 func (s *session) summary(start time.Time, err error) {
 	command := s.command
-	sum := events.SummaryInfo{Command: command, OK: err == nil, ExitCode: s.in.opts.ExitCode(err), Kubeconfig: s.kubeconfig,
+	code, meaning := s.in.opts.Exit(err)
+	sum := events.SummaryInfo{Command: command, OK: err == nil, ExitCode: code, ExitMeaning: meaning, Kubeconfig: s.kubeconfig,
 		RancherURL: s.rancherURL, RancherPasswordFile: s.rancherPasswordFile, RancherPasswordNew: s.rancherPasswordNew,
 		Seconds: time.Since(start).Seconds()}
 	var failed []string

@@ -11,6 +11,7 @@ import (
 	"github.com/k3strap/k3strap/diagnose"
 	"github.com/k3strap/k3strap/events"
 	"github.com/k3strap/k3strap/facts"
+	"github.com/k3strap/k3strap/installer/plan"
 	"github.com/k3strap/k3strap/inventory"
 	"github.com/k3strap/k3strap/k3s"
 )
@@ -24,7 +25,7 @@ func testSupervisor(started time.Time) (*supervisor, *events.Recorder) {
 	s := in.newSession(commandFor("apply"))
 	hs := s.first
 	hs.facts = &facts.Host{}
-	hs.plan = &HostPlan{Host: hs.host, Service: "k3s"}
+	hs.plan = &plan.HostPlan{Host: hs.host, Service: "k3s"}
 	sup := &supervisor{s: s, hs: hs, em: in.emitter(events.PhaseSupervise), started: started,
 		reached: map[k3s.Milestone]float64{}, gate: make(chan struct{})}
 	return sup, rec

@@ -130,7 +130,7 @@ func (c *Cluster) HostSSHExplicit(h *Host) SSH {
 //   - cni calico / flannel-standalone / none set flannel-backend none, calico also
 //     disable-network-policy (docs/cni.md);
 //   - write-kubeconfig-mode defaults to 0600;
-//   - token-file is TokenFilePath (the token itself never stands in config.yaml);
+//   - token-file is k3s.PathTokenFile (the token itself never stands in config.yaml);
 //   - servers get their address, APIAddress and spec.k3s.apiEndpoint (address, kube-vip VIP)
 //     in tls-san, the first server of an HA cluster cluster-init, every other host server:
 //     RegistrationURL (the apiEndpoint when set, else ServerURL(first server)).
@@ -180,7 +180,7 @@ func (c *Cluster) HostConfig(h *Host) K3sConfig {
 	if h.Role == RoleServer && cfg.WriteKubeconfigMode == "" {
 		cfg.WriteKubeconfigMode = DefaultKubeconfigMode
 	}
-	cfg.TokenFile = TokenFilePath
+	cfg.TokenFile = k3s.PathTokenFile
 	first := c.FirstServer()
 	if h.Role == RoleServer {
 		cfg.TLSSAN = appendUnique(cfg.TLSSAN, h.Address)
@@ -207,10 +207,6 @@ func (c *Cluster) HostConfig(h *Host) K3sConfig {
 	}
 	return cfg
 }
-
-// TokenFilePath is where k3strap keeps the cluster token on every host (mode 0600). K3s reads
-// it through the token-file flag, so config.yaml (and `k3strap render`) never holds the secret.
-const TokenFilePath = "/etc/rancher/k3s/cluster-token"
 
 // ServerURL is the supervisor address nodes joining through h use (https://ADDRESS:6443;
 // docs/k3s.md).

@@ -11,7 +11,7 @@ type Dedicated string
 // Dedicated server roles.
 const (
 	// DedicatedEtcd runs etcd only: no API server, controller manager or scheduler. Its node
-	// is labelled node-role.kubernetes.io/etcd only.
+	// is labelled k3s.LabelEtcd only.
 	DedicatedEtcd Dedicated = "etcd"
 	// DedicatedControlPlane runs the control plane without etcd: it is not an etcd member and
 	// must join a server that has etcd.

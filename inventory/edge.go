@@ -6,7 +6,7 @@ import (
 	"sort"
 )
 
-// Edge and enterprise settings (issue 14): a fixed registration address for HA clusters,
+// Edge and enterprise settings: a fixed registration address for HA clusters,
 // private registries and mirrors, SELinux, the install script and the airgap bundle.
 
 // DefaultInstallScriptURL is the official K3s install script (docs/k3s.md).
@@ -104,7 +104,7 @@ type RegistryAuth struct {
 	PasswordEnv  string `yaml:"passwordEnv,omitempty"`
 }
 
-// RegistryTLS names local PEM files uploaded to the hosts (under RegistryTLSDir) and the
+// RegistryTLS names local PEM files uploaded to the hosts (under k3s.DirRegistryTLS) and the
 // insecure switch.
 type RegistryTLS struct {
 	CertFile           string `yaml:"certFile,omitempty"`
@@ -112,10 +112,6 @@ type RegistryTLS struct {
 	CAFile             string `yaml:"caFile,omitempty"`
 	InsecureSkipVerify bool   `yaml:"insecureSkipVerify,omitempty"`
 }
-
-// RegistryTLSDir is where registry TLS files are placed on the hosts:
-// RegistryTLSDir/<registry host>/{cert,key,ca}.pem.
-const RegistryTLSDir = "/etc/rancher/k3s/registries.d"
 
 // RegistryHosts returns the configs keys in order.
 func (r *Registries) RegistryHosts() []string {

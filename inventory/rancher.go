@@ -3,9 +3,11 @@ package inventory
 import (
 	"net"
 	"strings"
+
+	"github.com/k3strap/k3strap/k3s"
 )
 
-// Chart versions k3strap installs when the inventory pins none (issue 5). They are the
+// Chart versions k3strap installs when the inventory pins none. They are the
 // releases this k3strap version was checked with; pin your own with rancher.install.version
 // and rancher.install.certManager.version.
 const (
@@ -57,7 +59,7 @@ func (in *RancherInstall) EffectiveTLSSource() RancherTLSSource {
 }
 
 // RancherHostname returns the Rancher URL's host name: rancher.install.hostname, else
-// <first server address>.sslip.io (issue 5). sslip.io resolves a name that embeds an IPv4
+// <first server address>.sslip.io. sslip.io resolves a name that embeds an IPv4
 // address to that address; an IPv6 address is written with '-' for ':'. A first server given
 // by DNS name is used as is. "" when there is no install section or no server.
 func (c *Cluster) RancherHostname() string {
@@ -84,7 +86,7 @@ func (c *Cluster) RancherHostname() string {
 }
 
 // RancherReplicas returns the Rancher replica count: rancher.install.replicas, else the
-// number of servers, at most MaxRancherReplicas (issue 5).
+// number of servers, at most MaxRancherReplicas.
 func (c *Cluster) RancherReplicas() int {
 	r := c.Spec.Rancher
 	if r != nil && r.Install != nil && r.Install.Replicas > 0 {
@@ -106,8 +108,7 @@ func (c *Cluster) RancherClusterName() string {
 // their own nodes; Rancher's cattle-cluster-agent tolerates them by default (Rancher docs
 // "Rancher Agents", scheduling rules since v2.5.4).
 var roleTaintKeys = map[string]bool{
-	TaintControlPlane: true, TaintMaster: true,
-	"node-role.kubernetes.io/etcd": true, "node-role.kubernetes.io/controlplane": true,
+	k3s.TaintControlPlane: true, k3s.TaintMaster: true, k3s.LabelEtcd: true, k3s.LabelRancherControlPlane: true,
 }
 
 // FirstServerCustomTaints returns the first server's NoSchedule / NoExecute taints as K3s

@@ -21,43 +21,17 @@ type Taint struct {
 }
 
 // Well-known taint keys (docs/k3s.md).
-const (
-	// TaintUninitialized is added by the kubelet when it runs with cloud-provider=external and
-	// removed by the cloud controller once it initialised the node (F1).
-	TaintUninitialized = k3s.TaintUninitialized
-	// TaintControlPlane and TaintMaster are the control-plane taint keys; the legacy master key
-	// is the one a standalone flannel v0.24.4 forgot to tolerate (F4).
-	TaintControlPlane = "node-role.kubernetes.io/control-plane"
-	TaintMaster       = "node-role.kubernetes.io/master"
-)
+const ()
 
 // ParseTaint parses key[=value]:Effect. The effect must be NoSchedule, PreferNoSchedule or
 // NoExecute; key must be a qualified name and value a valid label value. The error says what is
 // wrong and what a valid taint looks like.
 func ParseTaint(s string) (Taint, error) {
-	const example = "write taints as key[=value]:Effect, e.g. dedicated=edge:NoExecute"
-	kv, eff, ok := strings.Cut(strings.TrimSpace(s), ":")
-	if !ok || eff == "" {
-		return Taint{}, fmt.Errorf("taint %q has no effect; %s", s, example)
+	k, v, eff, err := k3s.ParseTaint(s)
+	if err != nil {
+		return Taint{}, err
 	}
-	// A key may contain '/' but never ':', so the first ':' ends key[=value] — except that the
-	// effect part must not contain another ':'.
-	if strings.Contains(eff, ":") {
-		return Taint{}, fmt.Errorf("taint %q has more than one ':'; %s", s, example)
-	}
-	t := Taint{Effect: corev1.TaintEffect(eff)}
-	t.Key, t.Value, _ = strings.Cut(kv, "=")
-	switch t.Effect {
-	case corev1.TaintEffectNoSchedule, corev1.TaintEffectPreferNoSchedule, corev1.TaintEffectNoExecute:
-	default:
-		fix := "the effect must be NoSchedule, PreferNoSchedule or NoExecute"
-		for _, e := range []string{"NoSchedule", "PreferNoSchedule", "NoExecute"} {
-			if strings.EqualFold(e, eff) {
-				fix = fmt.Sprintf("effects are case-sensitive: write %s", e)
-			}
-		}
-		return Taint{}, fmt.Errorf("taint %q has unknown effect %q; %s", s, eff, fix)
-	}
+	t := Taint{Key: k, Value: v, Effect: corev1.TaintEffect(eff)}
 	if errs := validation.IsQualifiedName(t.Key); len(errs) > 0 {
 		return Taint{}, fmt.Errorf("taint %q has an invalid key %q: %s", s, t.Key, strings.Join(errs, "; "))
 	}
@@ -90,7 +64,7 @@ func (t Taint) Blocks() bool {
 }
 
 // Managed reports whether the taint belongs to K3s or Kubernetes (node.kubernetes.io/*,
-// node.cloudprovider.kubernetes.io/*) and must never be removed by k3strap (issue 4, F5).
+// node.cloudprovider.kubernetes.io/*) and must never be removed by k3strap (F5).
 func (t Taint) Managed() bool {
 	return strings.HasPrefix(t.Key, "node.kubernetes.io/") || strings.HasPrefix(t.Key, "node.cloudprovider.kubernetes.io/")
 }

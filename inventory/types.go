@@ -242,7 +242,7 @@ type HostK3s struct {
 // CNIType names the pod network.
 type CNIType string
 
-// CNI choices (issue 4).
+// CNI choices.
 const (
 	CNIFlannel           CNIType = "flannel"
 	CNICalico            CNIType = "calico"
@@ -288,7 +288,7 @@ type FlannelSpec struct {
 	Version string `yaml:"version,omitempty"`
 }
 
-// Rancher is the optional Rancher section (issue 5): install Rancher on the new cluster, or
+// Rancher is the optional Rancher section: install Rancher on the new cluster, or
 // register the cluster with a Rancher that runs elsewhere. Exactly one of Install and Register.
 type Rancher struct {
 	Install  *RancherInstall  `yaml:"install,omitempty"`
@@ -299,7 +299,7 @@ type Rancher struct {
 	Timeout Duration `yaml:"timeout,omitempty"`
 }
 
-// Rancher defaults (issue 5; docs/rancher.md).
+// Rancher defaults (docs/rancher.md).
 const (
 	// DefaultRancherTimeout is how long k3strap waits for Rancher after the cluster is up.
 	DefaultRancherTimeout = Duration(15 * time.Minute)

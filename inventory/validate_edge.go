@@ -22,7 +22,7 @@ var (
 	envNameRE = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
 )
 
-// edge validates the fields of issue 14: apiEndpoint, the install script, SELinux RPMs and
+// edge validates the edge and enterprise fields: apiEndpoint, the install script, SELinux RPMs and
 // registries (spec.registries and every host's own).
 func (v *validator) edge() {
 	k := &v.c.Spec.K3s

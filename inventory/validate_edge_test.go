@@ -6,7 +6,7 @@ import (
 	"testing"
 )
 
-// TestEdgeValidation: every field of issue 14 is validated with the position of the offending
+// TestEdgeValidation: every edge and enterprise field is validated with the position of the offending
 // value or key.
 func TestEdgeValidation(t *testing.T) {
 	f := "testdata/edge/bad.yaml"

@@ -15,7 +15,7 @@ import (
 	"github.com/k3strap/k3strap/k3s"
 )
 
-// Rancher validation rules (issue 5; docs/rancher.md):
+// Rancher validation rules (docs/rancher.md):
 //   - exactly one of rancher.install and rancher.register; timeout not negative;
 //   - install: version a chart version such as 2.11.3 (default DefaultRancherVersion); hostname a DNS name (not an IP
 //     address: Rancher's ingress needs a host name, e.g. <ip>.sslip.io); replicas not negative;

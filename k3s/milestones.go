@@ -5,12 +5,14 @@ package k3s
 // output.
 type Milestone string
 
-// The milestones of a server's bring-up, in their usual order. Measured on a real K3s v1.36.3
-// (docs/k3s.md): API ready 7.6 s, Node registered 9.5 s, uninitialized taint gone 13.1 s,
-// PodCIDR 13.9 s, Ready 14.0 s, subnet.env 15.8 s. The taint's removal and subnet.env are
-// independent: either may come first and neither is inferred from the other
-// (docs/failure-modes.md F1). Bring-up is done when all have been reached (subnet-env is
-// skipped with flannel off).
+// The milestones of a server's bring-up, in their usual order on a real K3s v1.36.3
+// (docs/k3s.md "Bring-up timeline"; the real-K3s lane of the end-to-end tests sees this order):
+// API ready ~9 s, unit active (K3s's READY) 0.7-1.5 s later, Node registered and Ready (the
+// kubelet reports Ready before the cloud controller initialised the node) ~10-11 s,
+// uninitialized taint gone ~13-14 s, PodCIDR ~16 s, subnet.env ~20-25 s on the 2-core test
+// machines. The taint's removal and subnet.env are independent: either may come first and
+// neither is inferred from the other (docs/failure-modes.md F1). Bring-up is done when all
+// have been reached (subnet-env is skipped with flannel off).
 const (
 	// MilestoneServiceActive: the K3s unit is active.
 	MilestoneServiceActive Milestone = "service-active"
@@ -30,11 +32,11 @@ const (
 
 // Milestones returns every milestone in bring-up order (a new slice on every call).
 func Milestones() []Milestone {
-	return []Milestone{MilestoneServiceActive, MilestoneAPIReady, MilestoneRegistered,
-		MilestoneTaintGone, MilestonePodCIDR, MilestoneSubnetEnv, MilestoneNodeReady}
+	return []Milestone{MilestoneAPIReady, MilestoneServiceActive, MilestoneRegistered, MilestoneNodeReady,
+		MilestoneTaintGone, MilestonePodCIDR, MilestoneSubnetEnv}
 }
 
-// Index returns m's position in Milestones (0 for service-active), or -1 for an unknown name.
+// Index returns m's position in Milestones (0 for api-ready), or -1 for an unknown name.
 func (m Milestone) Index() int {
 	for i, x := range Milestones() {
 		if x == m {

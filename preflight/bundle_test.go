@@ -9,7 +9,7 @@ import (
 )
 
 // TestArchBundle: a host whose architecture the airgap bundle lacks is named with the bundle
-// and what it holds (issue 14).
+// and what it holds.
 func TestArchBundle(t *testing.T) {
 	air := cp1w1()
 	air.Spec.K3s.Install = inventory.Airgap

@@ -193,7 +193,7 @@ func TestCNIKernel(t *testing.T) {
 
 // TestCNIKernelPolicy: Calico's kernel needs under kernelPolicy strict (an error naming host,
 // missing features and where they were looked for) and exclude (a warning per host, one
-// summary, and CNIExcludedHosts for the installer) — docs/failure-modes.md F2, issue 4.
+// summary, and CNIExcludedHosts for the installer) — docs/failure-modes.md F2.
 func TestCNIKernelPolicy(t *testing.T) {
 	noIPSet := only("w1", func(f *facts.Host) {
 		delete(f.Kernel.Config, "CONFIG_IP_SET")
@@ -592,7 +592,7 @@ func TestFirstNodeTaints(t *testing.T) {
 	})
 }
 
-// TestFirstNodeTaintsCNI: the CNI's workloads are components too (issue 4): the Calico
+// TestFirstNodeTaintsCNI: the CNI's workloads are components too: the Calico
 // operator's bootstrap install job does not tolerate a custom taint, the DaemonSets get
 // k3strap's rendered tolerations, and a DaemonSet that must run everywhere is judged per node.
 func TestFirstNodeTaintsCNI(t *testing.T) {

@@ -21,9 +21,9 @@ func checkExistingInstall(in *Input) []Finding {
 			return nil
 		}
 		state := describeInstall(k)
-		wantUnit, wrongUnit := "k3s", "k3s-agent"
+		wantUnit, wrongUnit := k3s.UnitServer, k3s.UnitAgent
 		if h.Role == inventory.RoleAgent {
-			wantUnit, wrongUnit = "k3s-agent", "k3s"
+			wantUnit, wrongUnit = k3s.UnitAgent, k3s.UnitServer
 		}
 		uninstall := uninstallScript(k.Service)
 		var out []Finding
@@ -88,14 +88,14 @@ func describeInstall(k facts.K3sInstall) string {
 
 // uninstallScript is the script K3s's install.sh writes for a unit (k3s when unknown).
 func uninstallScript(unit string) string {
-	if unit == "k3s-agent" {
-		return "/usr/local/bin/k3s-agent-uninstall.sh"
+	if unit == k3s.UnitAgent {
+		return k3s.PathAgentUninstall
 	}
-	return "/usr/local/bin/k3s-uninstall.sh"
+	return k3s.PathUninstall
 }
 
 func roleOfUnit(u string) string {
-	if u == "k3s-agent" {
+	if u == k3s.UnitAgent {
 		return "agent"
 	}
 	return "server"

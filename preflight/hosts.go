@@ -10,6 +10,7 @@ import (
 
 	"github.com/k3strap/k3strap/facts"
 	"github.com/k3strap/k3strap/inventory"
+	"github.com/k3strap/k3strap/k3s"
 )
 
 // checkSSH: hosts k3strap could not reach or gather facts from.
@@ -179,8 +180,6 @@ const (
 	memSlackPercent   = 90
 	diskMinKiB        = 2 << 20  // free under /var/lib/rancher below this: error
 	diskRecommendKiB  = 10 << 20 // below this: warning
-	clockWarn         = 2 * time.Second
-	clockError        = 60 * time.Second
 	rootMaxKeysWanted = 10000
 )
 
@@ -310,10 +309,10 @@ func checkClockSkew(in *Input) []Finding {
 		}
 		fix := "enable time synchronisation on the host (timedatectl set-ntp true, or chrony / ntpd; on OpenRC: rc-update add chronyd) and check the workstation's clock too"
 		switch {
-		case abs > clockError:
-			return []Finding{errorf(h.Name, fix, "the clock is %s %s this workstation (more than 60 s): certificates K3s issues look not yet valid or expired to other nodes, and etcd and token checks fail", abs.Round(100*time.Millisecond), dir)}
-		case abs > clockWarn:
-			return []Finding{warnf(h.Name, fix, "the clock is %s %s this workstation (more than 2 s)", abs.Round(100*time.Millisecond), dir)}
+		case abs > k3s.ClockSkewError:
+			return []Finding{errorf(h.Name, fix, "the clock is %s %s this workstation (more than %s): certificates K3s issues look not yet valid or expired to other nodes, and etcd and token checks fail", abs.Round(100*time.Millisecond), dir, fmtSeconds(k3s.ClockSkewError))}
+		case abs > k3s.ClockSkewWarn:
+			return []Finding{warnf(h.Name, fix, "the clock is %s %s this workstation (more than %s)", abs.Round(100*time.Millisecond), dir, fmtSeconds(k3s.ClockSkewWarn))}
 		}
 		return nil
 	})
@@ -368,3 +367,6 @@ func checkDefaultRoute(in *Input) []Finding {
 			"no %s default route: K3s needs one to choose the node IP and for its service proxy, also in airgap installs", strings.Join(missing, " or "))}
 	})
 }
+
+// fmtSeconds writes a threshold in seconds ("2 s", "60 s").
+func fmtSeconds(d time.Duration) string { return fmt.Sprintf("%g s", d.Seconds()) }

@@ -17,6 +17,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 
+	"github.com/k3strap/k3strap/checkid"
 	"github.com/k3strap/k3strap/facts"
 	"github.com/k3strap/k3strap/inventory"
 )
@@ -118,35 +119,35 @@ func (c check) Run(in *Input) []Finding {
 // Checks returns every check in its stable order (the order of the output within one host).
 func Checks() []Check {
 	cs := []Check{
-		check{id: "SSH", run: checkSSH},
-		check{id: "Sudo", run: checkSudo},
-		check{id: "OS", run: checkOS},
-		check{id: "Arch", run: checkArch},
-		check{id: "InitSystem", run: checkInitSystem},
-		check{id: "KernelConfig", run: checkKernelConfig},
-		check{id: "CNIKernel", run: checkCNIKernel},
-		check{id: "Cgroups", run: checkCgroups},
-		check{id: "Swap", run: checkSwap},
+		check{id: checkid.SSH, run: checkSSH},
+		check{id: checkid.Sudo, run: checkSudo},
+		check{id: checkid.OS, run: checkOS},
+		check{id: checkid.Arch, run: checkArch},
+		check{id: checkid.InitSystem, run: checkInitSystem},
+		check{id: checkid.KernelConfig, run: checkKernelConfig},
+		check{id: checkid.CNIKernel, run: checkCNIKernel},
+		check{id: checkid.Cgroups, run: checkCgroups},
+		check{id: checkid.Swap, run: checkSwap},
 	}
 	for _, p := range portSpecs() {
 		cs = append(cs, check{id: p.id(), run: p.run})
 	}
 	return append(cs,
-		check{id: "Mem", run: checkMem},
-		check{id: "Disk", run: checkDisk},
-		check{id: "Hostname", run: checkHostname},
-		check{id: "MachineID", run: checkMachineID},
-		check{id: "ClockSkew", run: checkClockSkew},
-		check{id: "DefaultRoute", run: checkDefaultRoute},
-		check{id: "SELinux", run: checkSELinux},
-		check{id: "ExistingInstall", run: checkExistingInstall},
-		check{id: "ServerCount", run: checkServerCount, static: true},
-		check{id: "CriticalConfig", run: checkCriticalConfig, static: true},
-		check{id: "CloudController", run: checkCloudController, static: true},
-		check{id: "FirstNodeTaints", run: checkFirstNodeTaints, static: true},
-		check{id: "RancherAgentTolerations", run: checkRancherAgentTolerations, static: true},
-		check{id: "RancherVersion", run: checkRancherVersion, static: true},
-		check{id: "AirgapRelease", run: checkAirgapRelease, static: true},
+		check{id: checkid.Mem, run: checkMem},
+		check{id: checkid.Disk, run: checkDisk},
+		check{id: checkid.Hostname, run: checkHostname},
+		check{id: checkid.MachineID, run: checkMachineID},
+		check{id: checkid.ClockSkew, run: checkClockSkew},
+		check{id: checkid.DefaultRoute, run: checkDefaultRoute},
+		check{id: checkid.SELinux, run: checkSELinux},
+		check{id: checkid.ExistingInstall, run: checkExistingInstall},
+		check{id: checkid.ServerCount, run: checkServerCount, static: true},
+		check{id: checkid.CriticalConfig, run: checkCriticalConfig, static: true},
+		check{id: checkid.CloudController, run: checkCloudController, static: true},
+		check{id: checkid.FirstNodeTaints, run: checkFirstNodeTaints, static: true},
+		check{id: checkid.RancherAgentTolerations, run: checkRancherAgentTolerations, static: true},
+		check{id: checkid.RancherVersion, run: checkRancherVersion, static: true},
+		check{id: checkid.AirgapRelease, run: checkAirgapRelease, static: true},
 	)
 }
 

@@ -9,7 +9,7 @@ import (
 	"github.com/k3strap/k3strap/inventory"
 )
 
-// Rancher checks (issue 5; docs/failure-modes.md F3 and docs/rancher.md).
+// Rancher checks (docs/failure-modes.md F3 and docs/rancher.md).
 
 // RancherAgentTaintFixedIn names the Rancher releases with the fix for rancher/rancher#49981
 // (cattle-cluster-agent Pending when the first all-role node of a K3s cluster has extra
@@ -166,19 +166,6 @@ func tolerationYAML(ts []inventory.Taint) string {
 	return "[" + strings.Join(s, ", ") + "]"
 }
 
-// rancherHelmJobTolerations are the tolerations K3s's helm-controller gives the install job of
-// a HelmChart without bootstrap (k3s-io/helm-controller pkg/controllers/chart/chart.go job()):
-// CriticalAddonsOnly, the etcd NoExecute and control-plane / master NoSchedule role taints.
-func rancherHelmJobTolerations() []corev1.Toleration {
-	exists := corev1.TolerationOpExists
-	return []corev1.Toleration{
-		{Key: "CriticalAddonsOnly", Operator: exists},
-		{Key: "node-role.kubernetes.io/etcd", Operator: exists, Effect: corev1.TaintEffectNoExecute},
-		{Key: inventory.TaintControlPlane, Operator: exists, Effect: corev1.TaintEffectNoSchedule},
-		{Key: inventory.TaintMaster, Operator: exists, Effect: corev1.TaintEffectNoSchedule},
-	}
-}
-
 func rancherInstalled(c *inventory.Cluster) bool {
 	return c.Spec.Rancher != nil && c.Spec.Rancher.Install != nil
 }
@@ -196,7 +183,7 @@ func rancherInstallTolerations(c *inventory.Cluster) []corev1.Toleration {
 	return inventory.CoreTolerations(c.Spec.Rancher.Install.Tolerations)
 }
 
-// rancherComponents are the workloads of a Rancher install (issue 5) for FirstNodeTaints: the
+// rancherComponents are the workloads of a Rancher install for FirstNodeTaints: the
 // helm-controller's install jobs (they tolerate no custom taint), cert-manager's Deployments
 // (no tolerations of their own) and Rancher's (cattle.io/os=linux only), each plus
 // rancher.install.tolerations.
@@ -205,7 +192,7 @@ func rancherComponents() []Component {
 		{
 			Name: "helm-install-cert-manager", Namespace: "kube-system", Kind: "Job",
 			Source:      "K3s helm-controller install job of HelmChart cert-manager",
-			Tolerations: rancherHelmJobTolerations(), Deployed: certManagerInstalled,
+			Tolerations: helmJobTolerations(false), Deployed: certManagerInstalled,
 		},
 		{
 			Name: "cert-manager", Namespace: "cert-manager", Kind: "Deployment",
@@ -215,7 +202,7 @@ func rancherComponents() []Component {
 		{
 			Name: "helm-install-rancher", Namespace: "kube-system", Kind: "Job",
 			Source:      "K3s helm-controller install job of HelmChart rancher",
-			Tolerations: rancherHelmJobTolerations(), Deployed: rancherInstalled,
+			Tolerations: helmJobTolerations(false), Deployed: rancherInstalled,
 		},
 		{
 			Name: "rancher", Namespace: "cattle-system", Kind: "Deployment",

@@ -7,6 +7,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/k3strap/k3strap/inventory"
+	"github.com/k3strap/k3strap/k3s"
 )
 
 // taintedFirst returns cp1 (tainted dedicated=edge:NoExecute plus the control-plane taint, which
@@ -15,7 +16,7 @@ func taintedFirst(r *inventory.Rancher) *inventory.Cluster {
 	cp := host("cp1", inventory.RoleServer)
 	cp.Taints = []inventory.Taint{
 		{Key: "dedicated", Value: "edge", Effect: corev1.TaintEffectNoExecute},
-		{Key: inventory.TaintControlPlane, Effect: corev1.TaintEffectNoSchedule},
+		{Key: k3s.TaintControlPlane, Effect: corev1.TaintEffectNoSchedule},
 	}
 	c := newCluster(cp, host("w1", inventory.RoleAgent))
 	c.Spec.Rancher = r

@@ -53,7 +53,7 @@ func k3sAddonTolerations() []corev1.Toleration {
 	secs := int64(300)
 	return []corev1.Toleration{
 		{Key: "CriticalAddonsOnly", Operator: corev1.TolerationOpExists},
-		{Key: inventory.TaintControlPlane, Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoSchedule},
+		{Key: k3s.TaintControlPlane, Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoSchedule},
 		{Key: "node.kubernetes.io/not-ready", Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoExecute, TolerationSeconds: &secs},
 		{Key: "node.kubernetes.io/unreachable", Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoExecute, TolerationSeconds: &secs},
 	}
@@ -83,29 +83,24 @@ func calicoByHelmChart(c *inventory.Cluster) bool {
 	return n == nil || n.Manifest == "" || cni.IsChartArchive(n.Manifest)
 }
 
-// helmBootstrapJobTolerations are the tolerations K3s's helm-controller gives the install job
-// of a HelmChart with bootstrap: true (k3s-io/helm-controller pkg/controllers/chart/chart.go
-// job()): CriticalAddonsOnly, the etcd NoExecute and control-plane / master NoSchedule roles,
-// and the not-ready and uninitialized NoSchedule taints. A custom taint is not among them.
-func helmBootstrapJobTolerations() []corev1.Toleration {
-	exists := corev1.TolerationOpExists
-	return []corev1.Toleration{
-		{Key: "CriticalAddonsOnly", Operator: exists},
-		{Key: "node-role.kubernetes.io/etcd", Operator: exists, Effect: corev1.TaintEffectNoExecute},
-		{Key: inventory.TaintControlPlane, Operator: exists, Effect: corev1.TaintEffectNoSchedule},
-		{Key: inventory.TaintMaster, Operator: exists, Effect: corev1.TaintEffectNoSchedule},
-		{Key: "node.kubernetes.io/not-ready", Effect: corev1.TaintEffectNoSchedule},
-		{Key: inventory.TaintUninitialized, Operator: corev1.TolerationOpEqual, Value: "true", Effect: corev1.TaintEffectNoSchedule},
+// helmJobTolerations are the tolerations K3s's helm-controller gives a HelmChart's install job
+// (k3s.HelmJobTolerations: bootstrap charts also tolerate the not-ready and uninitialized
+// taints); a custom taint is never among them.
+func helmJobTolerations(bootstrap bool) []corev1.Toleration {
+	var out []corev1.Toleration
+	for _, t := range k3s.HelmJobTolerations(bootstrap) {
+		out = append(out, corev1.Toleration{Key: t.Key, Operator: corev1.TolerationOperator(t.Operator), Value: t.Value, Effect: corev1.TaintEffect(t.Effect)})
 	}
+	return out
 }
 
 // Components returns the workloads FirstNodeTaints checks, in message order: K3s's packaged
-// add-ons, then the CNI's workloads (issue 4), then Rancher's (issue 5).
+// add-ons, then the CNI's workloads, then Rancher's.
 func Components() []Component {
 	return append(append(packagedComponents(), cniComponents()...), rancherComponents()...)
 }
 
-// cniComponents are the workloads of the pod networks k3strap deploys (issue 4): their
+// cniComponents are the workloads of the pod networks k3strap deploys: their
 // upstream tolerations plus what templates/cni renders.
 func cniComponents() []Component {
 	exists := corev1.TolerationOpExists
@@ -113,7 +108,7 @@ func cniComponents() []Component {
 		{
 			Name: "helm-install-tigera-operator", Namespace: "kube-system", Kind: "Job",
 			Source:      "K3s helm-controller install job of HelmChart tigera-operator (bootstrap)",
-			Tolerations: helmBootstrapJobTolerations(), Deployed: calicoByHelmChart,
+			Tolerations: helmJobTolerations(true), Deployed: calicoByHelmChart,
 		},
 		{
 			Name: "tigera-operator", Namespace: "tigera-operator", Kind: "Deployment",
@@ -130,8 +125,8 @@ func cniComponents() []Component {
 			Source: "tigera operator defaults + Installation.spec.controlPlaneTolerations",
 			Tolerations: []corev1.Toleration{
 				{Key: "CriticalAddonsOnly", Operator: exists},
-				{Key: inventory.TaintMaster, Operator: exists, Effect: corev1.TaintEffectNoSchedule},
-				{Key: inventory.TaintControlPlane, Operator: exists, Effect: corev1.TaintEffectNoSchedule},
+				{Key: k3s.TaintMaster, Operator: exists, Effect: corev1.TaintEffectNoSchedule},
+				{Key: k3s.TaintControlPlane, Operator: exists, Effect: corev1.TaintEffectNoSchedule},
 			},
 			Rendered: cni.CalicoControlPlaneTolerations, Deployed: cniIs(inventory.CNICalico),
 		},

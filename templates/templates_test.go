@@ -4,10 +4,9 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/k3strap/k3strap/internal/golden"
-
 	"go.yaml.in/yaml/v3"
 
+	"github.com/k3strap/k3strap/internal/golden"
 	"github.com/k3strap/k3strap/inventory"
 	"github.com/k3strap/k3strap/k3s"
 )
@@ -59,7 +58,7 @@ func TestK3sConfigRefusesSecretsAndUnknownKeys(t *testing.T) {
 	}
 }
 
-// TestRenderedKeysAreKnownFlags: everything k3strap renders is in the K3s flag table (issue 2).
+// TestRenderedKeysAreKnownFlags: everything k3strap renders is in the K3s flag table.
 func TestRenderedKeysAreKnownFlags(t *testing.T) {
 	table := k3s.Flags()
 	for _, role := range []inventory.Role{inventory.RoleServer, inventory.RoleAgent} {

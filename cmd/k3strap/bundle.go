@@ -17,7 +17,7 @@ import (
 	"github.com/k3strap/k3strap/k3s"
 )
 
-// bundleCmd writes the airgap bundle of an inventory (issue 14; docs/airgap-site.md): every
+// bundleCmd writes the airgap bundle of an inventory (docs/airgap-site.md): every
 // local artifact it names, verified (checksums files, the binaries' K3s release), in one tar
 // with a manifest. Its -o/--output is the bundle file: it shadows the global --output (the
 // command prints plain lines). Exit 2 when the inventory or an artifact is not right (missing

@@ -4,7 +4,7 @@ import (
 	"github.com/spf13/cobra"
 )
 
-// checkCmd is `k3strap check -f FILE` (issue 4): it reads every node through the first server
+// checkCmd is `k3strap check -f FILE`: it reads every node through the first server
 // and reports, per node, where its taints and labels differ from the inventory. It changes
 // nothing and exits 6 (exitDrift) when any node differs.
 func (a *app) checkCmd() *cobra.Command {

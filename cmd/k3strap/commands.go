@@ -8,6 +8,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/k3strap/k3strap/installer"
+	"github.com/k3strap/k3strap/installer/plan"
 	"github.com/k3strap/k3strap/inventory"
 	"github.com/k3strap/k3strap/k3s"
 )
@@ -72,7 +73,7 @@ func (a *app) renderCmd() *cobra.Command {
 				sel[h] = true
 			}
 			c.APIAddress = apiAddress
-			pl := &installer.Planner{Cluster: c, MaskedOnly: true}
+			pl := &plan.Planner{Cluster: c, MaskedOnly: true}
 			for i := range c.Spec.Hosts {
 				h := &c.Spec.Hosts[i]
 				if len(sel) > 0 && !sel[h.Name] {
@@ -92,7 +93,7 @@ func (a *app) renderCmd() *cobra.Command {
 
 // renderHost prints one host's plan. Airgap artifacts depend on the host's architecture,
 // which only facts reveal: the plan is shown for each architecture the inventory provides.
-func (a *app) renderHost(pl *installer.Planner, c *inventory.Cluster, h *inventory.Host) error {
+func (a *app) renderHost(pl *plan.Planner, c *inventory.Cluster, h *inventory.Host) error {
 	arches := []string{""}
 	if c.Spec.K3s.Install == inventory.Airgap {
 		arches = arches[:0]
@@ -109,8 +110,8 @@ func (a *app) renderHost(pl *installer.Planner, c *inventory.Cluster, h *invento
 		}
 		if i == 0 {
 			fmt.Fprintf(w, "### host %s (%s, %s)%s\n", h.Name, h.Address, h.Role, map[bool]string{true: " — first server, initialises the cluster", false: ""}[p.First])
-			fmt.Fprintf(w, "--- %s (mode 0600)\n%s", installer.PathConfig, k3s.Mask(string(p.ConfigYAML))) // etcd-s3 keys (issue 12)
-			fmt.Fprintf(w, "--- %s (mode 0600): the cluster token (secret, not shown)\n", installer.PathTokenFile)
+			fmt.Fprintf(w, "--- %s (mode 0600)\n%s", k3s.PathConfig, k3s.Mask(string(p.ConfigYAML))) // etcd-s3 keys
+			fmt.Fprintf(w, "--- %s (mode 0600): the cluster token (secret, not shown)\n", k3s.PathTokenFile)
 		}
 		if arch != "" {
 			fmt.Fprintf(w, "--- files for %s hosts\n", arch)
@@ -118,7 +119,7 @@ func (a *app) renderHost(pl *installer.Planner, c *inventory.Cluster, h *invento
 			fmt.Fprintln(w, "--- files")
 		}
 		for _, f := range p.Files {
-			if f.Path == installer.PathConfig {
+			if f.Path == k3s.PathConfig {
 				continue
 			}
 			src := "k3strap"
@@ -132,9 +133,9 @@ func (a *app) renderHost(pl *installer.Planner, c *inventory.Cluster, h *invento
 			fmt.Fprintf(w, "  %s  mode %04o  %s  %s  from %s\n", f.Path, f.Mode, sizeOf(f.Size), sum, src)
 		}
 		if i == 0 {
-			// Add-on manifests (CNI, issue 4) in full, unless secret or large (a local operator manifest).
+			// Add-on manifests (CNI) in full, unless secret or large (a local operator manifest).
 			for _, f := range p.Files {
-				if strings.HasPrefix(f.Path, installer.DirManifests+"/") && !f.Secret && f.Content != nil && f.Size <= 64<<10 {
+				if strings.HasPrefix(f.Path, k3s.DirManifests+"/") && !f.Secret && f.Content != nil && f.Size <= 64<<10 {
 					fmt.Fprintf(w, "--- %s (mode %04o)\n%s", f.Path, f.Mode, f.Content)
 				}
 			}
@@ -143,7 +144,7 @@ func (a *app) renderHost(pl *installer.Planner, c *inventory.Cluster, h *invento
 					fmt.Fprintf(w, "--- %s (mode %04o, secrets masked)\n%s", f.Path, f.Mode, f.Shown)
 				}
 			}
-			fmt.Fprintf(w, "--- install: %s %s (%s)\n", strings.Join(k3s.MaskEnv(p.InstallEnv), " "), installer.PathInstallScript, p.ScriptSource)
+			fmt.Fprintf(w, "--- install: %s %s (%s)\n", strings.Join(k3s.MaskEnv(p.InstallEnv), " "), k3s.PathInstallScript, p.ScriptSource)
 			fmt.Fprintf(w, "--- service: %s\n\n", p.Service)
 		}
 	}

@@ -157,7 +157,7 @@ func (a *app) kubeconfigCmd() *cobra.Command {
 func sucStepsHelp() string {
 	var b strings.Builder
 	b.WriteString("\n\nSteps with --via suc (--watch runs connect and suc-watch):\n")
-	for i, st := range installer.SUCSteps(false) {
+	for i, st := range installer.Steps("upgrade --via suc") {
 		fmt.Fprintf(&b, "  %d. %-12s %s\n", i+1, st.Phase, st.Summary)
 	}
 	return strings.TrimRight(b.String(), "\n")

@@ -1,6 +1,6 @@
 package main
 
-// Day-two commands (issue 12): backup, restore, remove-node, rotate. docs/day2.md.
+// Day-two commands: backup, restore, remove-node, rotate. docs/day2.md.
 
 import (
 	"fmt"

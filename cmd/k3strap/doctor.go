@@ -16,7 +16,7 @@ import (
 	"github.com/k3strap/k3strap/inventory"
 )
 
-// doctorCmd is `k3strap doctor` (issue 10, docs/doctor.md): diagnose a K3s cluster that already
+// doctorCmd is `k3strap doctor` (docs/doctor.md): diagnose a K3s cluster that already
 // runs, whoever installed it. With -f it also compares the inventory with the cluster; with
 // --ssh [user@]host[:port] (repeatable) it needs no inventory and finds the other nodes from
 // the cluster. Exit 0 healthy, 7 warnings only, 8 errors.

@@ -2,14 +2,37 @@ package main
 
 import (
 	"errors"
-	"fmt"
 
 	"github.com/k3strap/k3strap/installer"
 	"github.com/k3strap/k3strap/inventory"
 )
 
-// Process exit codes of k3strap (the README's table). Only this file knows the numbers: the
-// installer reports what kind of outcome a run had (installer.Kind).
+// exitMeaning is one row of k3strap's exit codes (the README's table): the process exit code,
+// the installer's kind of outcome it stands for, and the words front-ends show beside it (the
+// summary event carries them: events.SummaryInfo.ExitMeaning).
+type exitMeaning struct {
+	code    int
+	kind    installer.Kind
+	meaning string
+}
+
+// exitTable is the only place k3strap's exit codes are numbered and named: the installer
+// reports what kind of outcome a run had (installer.Kind), front-ends show what the summary
+// event says.
+var exitTable = []exitMeaning{
+	{exitOK, installer.KindOK, "success"},
+	{exitError, installer.KindError, "unexpected error"},
+	{exitInvalid, installer.KindInvalid, "invalid inventory or usage"},
+	{exitPreflight, installer.KindPreflight, "preflight failed"},
+	{exitInstall, installer.KindInstall, "install failed"},
+	{exitBringUp, installer.KindBringUp, "bring-up failed"},
+	{exitDrift, installer.KindDrift, "drift found"},
+	{exitWarnings, installer.KindFindingsWarning, "doctor found warnings"},
+	{exitFindings, installer.KindFindingsError, "doctor found errors"},
+	{exitCancelled, installer.KindCancelled, "cancelled"},
+}
+
+// Process exit codes of k3strap, in exitTable's order.
 const (
 	exitOK        = 0
 	exitError     = 1   // unexpected error
@@ -23,59 +46,26 @@ const (
 	exitCancelled = 130 // cancelled (Ctrl-C)
 )
 
-// exitCode returns the process exit code for a command's error (0 for nil).
-func exitCode(err error) int {
-	if err == nil {
-		return exitOK
+// exitOf returns the row of exitTable for a command's error (success for nil).
+func exitOf(err error) exitMeaning {
+	kind := installer.KindOf(err)
+	if err != nil && (errors.As(err, new(inventory.ErrorList)) || errors.As(err, new(usageError))) {
+		kind = installer.KindInvalid
 	}
-	if errors.As(err, new(inventory.ErrorList)) || errors.As(err, new(usageError)) {
-		return exitInvalid
+	for _, e := range exitTable {
+		if e.kind == kind {
+			return e
+		}
 	}
-	switch installer.KindOf(err) {
-	case installer.KindInvalid:
-		return exitInvalid
-	case installer.KindPreflight:
-		return exitPreflight
-	case installer.KindInstall:
-		return exitInstall
-	case installer.KindBringUp:
-		return exitBringUp
-	case installer.KindDrift:
-		return exitDrift
-	case installer.KindCancelled:
-		return exitCancelled
-	case installer.KindFindingsWarning:
-		return exitWarnings
-	case installer.KindFindingsError:
-		return exitFindings
-	}
-	return exitError
+	return exitMeaning{exitError, installer.KindError, "unexpected error"}
 }
 
-// exitMeaningOf returns what an exit code means (the README's table), for the events of a fleet
-// run and `k3strap fleet status`.
-func exitMeaningOf(code int) string {
-	switch code {
-	case exitOK:
-		return "success"
-	case exitError:
-		return "unexpected error"
-	case exitInvalid:
-		return "invalid inventory or command line"
-	case exitPreflight:
-		return "preflight failed"
-	case exitInstall:
-		return "a host step failed"
-	case exitBringUp:
-		return "the first server did not come up"
-	case exitDrift:
-		return "node taints or labels differ from the inventory"
-	case exitWarnings:
-		return "doctor found warnings"
-	case exitFindings:
-		return "doctor found errors"
-	case exitCancelled:
-		return "cancelled"
-	}
-	return fmt.Sprintf("exit code %d", code)
+// exitCode returns the process exit code for a command's error (0 for nil).
+func exitCode(err error) int { return exitOf(err).code }
+
+// exitSummary is the installer's Options.Exit: the code and meaning a run's summary event
+// carries.
+func exitSummary(err error) (int, string) {
+	e := exitOf(err)
+	return e.code, e.meaning
 }

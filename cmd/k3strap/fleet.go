@@ -154,7 +154,7 @@ func (a *app) runFleet(cmd *cobra.Command, path string, ff *fleetFlags) error {
 		Rerun:     ff.rerun,
 		StatePath: ff.state,
 		Run:       a.siteRunner(cmd, rf),
-		Exit:      func(err error) (int, string) { c := exitCode(err); return c, exitMeaningOf(c) },
+		Exit:      exitSummary,
 	}
 	if opts.Changes && f.Spec.Rollout.Pause && !(ff.yes != nil && *ff.yes) {
 		opts.Confirm = a.confirmWave

@@ -9,7 +9,7 @@ import (
 	"github.com/k3strap/k3strap/frontend/tui"
 )
 
-// initCmd is `k3strap init`: the terminal wizard that builds an inventory (issue 6), writes it
+// initCmd is `k3strap init`: the terminal wizard that builds an inventory, writes it
 // as commented YAML and offers to run preflight or apply on it right away.
 func (a *app) initCmd() *cobra.Command {
 	return &cobra.Command{

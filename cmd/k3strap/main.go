@@ -12,7 +12,7 @@ import (
 
 func main() {
 	// A soft heap limit keeps runs against hundreds of hosts within a workstation's means (the
-	// GC works harder near it; issue 13, README "Fleets"); GOMEMLIMIT overrides it.
+	// GC works harder near it; docs/development.md "Benchmarks"); GOMEMLIMIT overrides it.
 	if os.Getenv("GOMEMLIMIT") == "" {
 		debug.SetMemoryLimit(64 << 20)
 	}

@@ -121,8 +121,8 @@ func (a *app) rootCmd() *cobra.Command {
 		_ = a.v.BindPFlag(o.Key, pf.Lookup(name))
 	}
 	root.AddCommand(a.validateCmd(), a.preflightCmd(), a.renderCmd(), a.applyCmd(), a.upgradeCmd(), a.resetCmd(), a.kubeconfigCmd(), a.checkCmd(), a.doctorCmd(), a.versionCmd(), a.initCmd(), a.stepsCmd())
-	root.AddCommand(a.backupCmd(), a.restoreCmd(), a.removeNodeCmd(), a.rotateCmd()) // day2cmds.go (issue 12)
-	root.AddCommand(a.bundleCmd())                                                   // bundle.go (issue 14)
+	root.AddCommand(a.backupCmd(), a.restoreCmd(), a.removeNodeCmd(), a.rotateCmd()) // day2cmds.go
+	root.AddCommand(a.bundleCmd())                                                   // bundle.go
 	a.fleetCommands(root)                                                            // fleet.go: fleet files, `k3strap fleet`
 	describeSteps(root)
 	return root
@@ -293,7 +293,7 @@ func (a *app) installerOptions(c *inventory.Cluster, rf *runFlags) (installer.Op
 		return installer.Options{}, err
 	}
 	return installer.Options{
-		ExitCode:              exitCode,
+		Exit:                  exitSummary,
 		IgnorePreflight:       ign,
 		InsecureIgnoreHostKey: rf.insecure,
 		KubeconfigOut:         rf.kubeconfigOut,

@@ -15,14 +15,14 @@ func (a *app) stepsCmd() *cobra.Command {
 		Use:       "steps [COMMAND]",
 		Short:     "List the named steps each command runs, in order",
 		Args:      cobra.MaximumNArgs(1),
-		ValidArgs: installer.Commands(),
+		ValidArgs: stepCommands(),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			names := installer.Commands()
 			if len(args) == 1 {
 				if installer.Steps(args[0]) == nil {
-					return usageError{fmt.Errorf("no command %q runs as steps (one of: %s)", args[0], strings.Join(names, ", "))}
+					return usageError{fmt.Errorf("no command %q runs as steps (one of: %s)", args[0], strings.Join(stepCommands(), ", "))}
 				}
-				names = args
+				names = installer.Variants(args[0]) // upgrade: also upgrade --via suc and --watch
 			}
 			for i, n := range names {
 				if i > 0 {
@@ -35,6 +35,18 @@ func (a *app) stepsCmd() *cobra.Command {
 	}
 }
 
+// stepCommands are the commands `k3strap steps COMMAND` takes (variants such as
+// `upgrade --via suc` are listed with their command).
+func stepCommands() []string {
+	var out []string
+	for _, n := range installer.Commands() {
+		if !strings.Contains(n, " ") {
+			out = append(out, n)
+		}
+	}
+	return out
+}
+
 // stepList renders command's steps as numbered lines; "*" marks a step that --dry-run
 // previews instead of running (it changes something or watches a change).
 func stepList(command string) string {
@@ -44,7 +56,7 @@ func stepList(command string) string {
 		if st.Changes {
 			mark = "*"
 		}
-		fmt.Fprintf(&b, "  %2d. %s %-13s %s\n", i+1, mark, st.Phase, st.Summary)
+		fmt.Fprintf(&b, "  %2d. %s %-15s %s\n", i+1, mark, st.Phase, st.Summary)
 	}
 	return b.String()
 }

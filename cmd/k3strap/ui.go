@@ -12,7 +12,7 @@ import (
 	"github.com/k3strap/k3strap/inventory"
 )
 
-// Front-end selection for `--output auto` (issue 6): the terminal dashboard when k3strap talks
+// Front-end selection for `--output auto`: the terminal dashboard when k3strap talks
 // to a person at a terminal big enough for it, plain lines otherwise.
 
 // terminalSize returns the size of the terminal k3strap runs on, and false when stdin or
@@ -49,7 +49,7 @@ func (a *app) autoSink() events.Sink {
 		return a.fleetView(plain)
 	}
 	// The dashboard runs only on a terminal: like plain lines there, its summary shows a
-	// Rancher bootstrap password this run generated, once (issue 5).
+	// Rancher bootstrap password this run generated, once.
 	opts := tui.DashboardOptions{Verbose: a.verbose, Cancel: a.cancel, Fallback: plain, RevealRancherPassword: true}
 	// The command loaded the inventory already (load returns it): it names the rows before the
 	// first events arrive.

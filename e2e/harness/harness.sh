@@ -23,7 +23,8 @@
 #   harness.sh stop i | start i      graceful poweroff | boot again (filesystem kept)
 #   harness.sh kill i                hard crash (SIGKILL to the host's PID 1)
 #   harness.sh reset i               wipe host i's filesystem back to the base (keeps SSH host keys
-#                                    and machine-id) and boot it again
+#                                    and machine-id), give it a fresh network namespace (same
+#                                    address; loss/rate kept) and boot it again
 #   harness.sh cut i | heal i        unplug | replug host i's network cable(s)
 #   harness.sh loss i PCT            host i loses PCT % of its packets, each direction (nftables
 #                                    numgen random in the host's namespace; 0 ends it)
@@ -524,11 +525,25 @@ cmd_kill() {   # hard crash: SIGKILL PID 1 of the host; its pid namespace dies w
   rm -f "$d/pid"
 }
 cmd_start() { local i=$1; create "$i"; start_one "$i"; }
+net_reset() {   # host i gets a fresh network namespace: the kernel state a killed host leaves
+  # there (a K3s's flannel.1 VXLAN device holding UDP 8472, cni0, veths, iptables and nft rules,
+  # conntrack) is not on its disk and would outlive a reset. Loss and rate rules are re-applied.
+  local i=$1
+  # ip netns add is not safe in parallel (resets of several hosts run at once): serialise.
+  exec 6>"$SD/.net.lock"; flock 6
+  ip netns del "$(hns "$i")" 2>/dev/null || true
+  ip link del "$(pubveth "$i")" 2>/dev/null || true
+  if [ "$(topology)" = bastion ]; then ip -n "$PRIVNS" link del "$(privveth "$i")" 2>/dev/null || true; fi
+  host_net "$i"
+  if [ -f "$SD/state/loss.h$i" ] || [ -f "$SD/state/rate.h$i" ]; then link_rules "$i"; fi
+  flock -u 6; exec 6>&-
+}
 cmd_reset() {
   local i=$1 d t0=$EPOCHREALTIME; d=$(hdir "$i")
   cmd_kill "$i"; debug "h$i: killed"
   umount "$d/root" 2>/dev/null || umount -l "$d/root"
   rm -rf "$d/upper" "$d/work" "$d/rancher"
+  net_reset "$i"
   create "$i"; start_one "$i"
   log "h$i reset in $(ms_since "$t0") ms"
 }

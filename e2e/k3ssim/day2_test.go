@@ -25,7 +25,7 @@ func cli(root paths.Root, env map[string]string, args ...string) (string, string
 // TestDay2CLI: etcd-snapshot save/ls/delete on an embedded-etcd server (refused without),
 // --cluster-reset with a restore path brings the snapshot's objects back and exits 0,
 // certificate rotate backs up tls/ and the next start issues new leaf certificates, token
-// rotate replaces the server token (the old one then gets 401). (issue 12)
+// rotate replaces the server token (the old one then gets 401).
 func TestDay2CLI(t *testing.T) {
 	t.Parallel()
 	cfg := plainConfig + "cluster-init: true\n"

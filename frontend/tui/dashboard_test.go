@@ -148,7 +148,7 @@ func TestDashboardKeys(t *testing.T) {
 	// The installer stops: the remaining events arrive, then the stream ends.
 	em := events.Emitter{Sink: events.SinkFunc(func(e events.Event) { ch <- e }), Phase: "apply"}
 	em.Fail("", "apply", events.ErrorInfo{Message: "cancelled; the step that was running finished or was stopped before anything was half-written", Resume: "re-run `k3strap apply` to continue"})
-	em.Summary(events.SummaryInfo{Command: "apply", ExitCode: 130, Seconds: 9})
+	em.Summary(events.SummaryInfo{Command: "apply", ExitCode: 130, ExitMeaning: "cancelled", Seconds: 9})
 	close(ch)
 	fm := tm.FinalModel(t, teatest.WithFinalTimeout(10*time.Second)).(*probe).renderer.(*Dashboard)
 	if n := cancels.Load(); n != 1 {
@@ -228,7 +228,7 @@ func TestSessionRun(t *testing.T) {
 				em.Started("connecting")
 				close(started)
 				<-ctx.Done()
-				em.WithPhase("apply").Summary(events.SummaryInfo{Command: "apply", ExitCode: 130})
+				em.WithPhase("apply").Summary(events.SummaryInfo{Command: "apply", ExitCode: 130, ExitMeaning: "cancelled"})
 				return ctx.Err()
 			})
 	}()

@@ -139,7 +139,7 @@ func preflightFailed() *recorder {
 		Fix: "check the address and that sshd runs; try ssh -p 22 root@192.0.2.20"})
 	p.Finding("cp2", events.PreflightResult{Check: "Port-6443", Severity: "warning", Message: "port 6443 is in use by nginx", Fix: "stop nginx or move it"})
 	p.Finished(events.StatusFailed, "2 preflight errors")
-	r.em(events.PhasePreflight).Summary(events.SummaryInfo{Command: "preflight", OK: false, ExitCode: 3, Seconds: 1.2,
+	r.em(events.PhasePreflight).Summary(events.SummaryInfo{Command: "preflight", OK: false, ExitCode: 3, ExitMeaning: "preflight failed", Seconds: 1.2,
 		Next: []string{"look at: cp1, edge-1", "k3strap preflight -f lab.yaml   # again once the findings are fixed"},
 		Hosts: []events.HostResult{
 			{Host: "cp1", Role: "server", Status: events.StatusFailed, Message: "preflight: CloudController"},

@@ -14,6 +14,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/k3strap/k3strap/installer/remote"
+	"github.com/k3strap/k3strap/k3s"
 )
 
 // Errors kubectl reports that callers act on.
@@ -37,14 +38,14 @@ type Runner interface {
 // /etc/rancher/k3s/k3s.yaml, mode 0600).
 type Kubectl struct {
 	R Runner
-	// Binary is the k3s binary, default /usr/local/bin/k3s.
+	// Binary is the k3s binary, default k3s.PathBinary.
 	Binary string
 }
 
 func (k Kubectl) cmd(args ...string) remote.Cmd {
 	bin := k.Binary
 	if bin == "" {
-		bin = "/usr/local/bin/k3s"
+		bin = k3s.PathBinary
 	}
 	return remote.Command(append([]string{bin, "kubectl"}, args...)...).AsRoot()
 }

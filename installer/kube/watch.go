@@ -12,6 +12,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/k3strap/k3strap/installer/remote"
+	"github.com/k3strap/k3strap/k3s"
 )
 
 // Streamer is what WatchNodes needs from a host connection: a command whose standard output
@@ -35,14 +36,14 @@ if command -v timeout >/dev/null 2>&1; then exec timeout "$secs" "$bin" kubectl 
 exec "$bin" kubectl "$@"`
 
 // WatchNodes runs `k3s kubectl get nodes --watch -o json --output-watch-events` on a server
-// (binary "" = /usr/local/bin/k3s) and calls onEvent for every Node event, the current Nodes
+// (binary "" = k3s.PathBinary) and calls onEvent for every Node event, the current Nodes
 // first (as ADDED), from one goroutine, in order. It returns when ctx ends (nil), when the watch
 // ends on the host — the API server closes watches after a while, and the watch is killed after
 // maxAge (rounded up to whole seconds) — (nil), or with the transport's or kubectl's error
 // (wrapping ErrAPIDown when the API did not answer) or a decoding error.
 func WatchNodes(ctx context.Context, s Streamer, binary string, maxAge time.Duration, onEvent func(NodeEvent)) error {
 	if binary == "" {
-		binary = "/usr/local/bin/k3s"
+		binary = k3s.PathBinary
 	}
 	secs := strconv.Itoa(int((maxAge + time.Second - 1) / time.Second))
 	cmd := remote.Script("kubectl get nodes --watch", watchNodesScript, secs, binary,

@@ -1,5 +1,5 @@
 // Package cni renders the pod network manifests k3strap places in the first server's
-// manifests folder, where K3s's deploy controller applies them (issue 4; docs/failure-modes.md F2, F3, F4
+// manifests folder, where K3s's deploy controller applies them (docs/failure-modes.md F2, F3, F4
 // and §3): the standalone flannel DaemonSet, and for Calico the tigera operator (a HelmChart
 // by version, a local chart archive, or the user's local tigera-operator.yaml) plus the
 // operator's Installation. K3s's embedded flannel and cni.type none need no manifest.
@@ -22,6 +22,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/k3strap/k3strap/inventory"
+	"github.com/k3strap/k3strap/k3s"
 )
 
 // ExcludedLabel is the node label k3strap sets (value "true") on hosts that kernelPolicy
@@ -273,8 +274,8 @@ func CalicoNodeTolerations(c *inventory.Cluster) []corev1.Toleration {
 func CalicoControlPlaneTolerations(c *inventory.Cluster) []corev1.Toleration {
 	return inventory.AppendTolerations([]corev1.Toleration{
 		exists("CriticalAddonsOnly", ""),
-		exists(inventory.TaintControlPlane, corev1.TaintEffectNoSchedule),
-		exists(inventory.TaintMaster, corev1.TaintEffectNoSchedule),
+		exists(k3s.TaintControlPlane, corev1.TaintEffectNoSchedule),
+		exists(k3s.TaintMaster, corev1.TaintEffectNoSchedule),
 	}, DeclaredTolerations(c)...)
 }
 
@@ -297,13 +298,13 @@ func FlannelDefaultTolerations() []corev1.Toleration {
 }
 
 // FlannelTolerations are the tolerations k3strap renders for kube-flannel-ds (docs/failure-modes.md F4):
-// the upstream one, node-role.kubernetes.io/control-plane AND the legacy
-// node-role.kubernetes.io/master (any effect), plus one per declared taint, NoExecute ones
+// the upstream one, k3s.TaintControlPlane AND the legacy
+// k3s.TaintMaster (any effect), plus one per declared taint, NoExecute ones
 // included.
 func FlannelTolerations(c *inventory.Cluster) []corev1.Toleration {
 	return inventory.AppendTolerations(append(FlannelDefaultTolerations(),
-		exists(inventory.TaintControlPlane, ""),
-		exists(inventory.TaintMaster, "")), DeclaredTolerations(c)...)
+		exists(k3s.TaintControlPlane, ""),
+		exists(k3s.TaintMaster, "")), DeclaredTolerations(c)...)
 }
 
 // excludeRequirement is the node selector requirement that keeps a CNI DaemonSet off nodes
@@ -333,7 +334,7 @@ func withExclusion(a *corev1.Affinity) *corev1.Affinity {
 }
 
 // header starts every manifest k3strap renders.
-const header = "# Managed by k3strap (issue 4): rendered from the inventory; edit the inventory and re-run\n# `k3strap apply`, not this file (K3s re-applies it whenever it changes).\n"
+const header = "# Managed by k3strap: rendered from the inventory; edit the inventory and re-run\n# `k3strap apply`, not this file (K3s re-applies it whenever it changes).\n"
 
 // toYAML renders objects as one multi-document YAML file after the header. Each object is
 // encoded through JSON (k8s.io/api field names), without the empty status and null

@@ -6,13 +6,13 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/k3strap/k3strap/internal/golden"
-
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/yaml"
 
+	"github.com/k3strap/k3strap/internal/golden"
 	"github.com/k3strap/k3strap/inventory"
+	"github.com/k3strap/k3strap/k3s"
 )
 
 func taint(t *testing.T, s string) inventory.Taint {
@@ -171,7 +171,7 @@ func TestFlannelToleratesEveryDeclaredTaint(t *testing.T) {
 	for _, tl := range tols {
 		keys[tl.Key] = true
 	}
-	if !keys[inventory.TaintControlPlane] || !keys[inventory.TaintMaster] {
+	if !keys[k3s.TaintControlPlane] || !keys[k3s.TaintMaster] {
 		t.Errorf("both control-plane keys must be named explicitly: %+v", tols)
 	}
 	if tolerates(FlannelDefaultTolerations(), taint(t, "dedicated=edge:NoExecute")) {

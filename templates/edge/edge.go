@@ -1,4 +1,4 @@
-// Package edge renders the files of issue 14 (edge and enterprise hosts): K3s's
+// Package edge renders the files of edge and enterprise hosts: K3s's
 // registries.yaml (with a masked twin for `render` and dry-run) and the example kube-vip
 // manifest. Pure functions over the inventory; secrets come in through a resolver.
 package edge
@@ -14,6 +14,7 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/k3strap/k3strap/inventory"
+	"github.com/k3strap/k3strap/k3s"
 )
 
 //go:embed kube-vip.yaml
@@ -49,7 +50,7 @@ type TLSFile struct {
 }
 
 // TLSFiles returns the TLS files of r's configs with their remote paths
-// (inventory.RegistryTLSDir/<host>/{cert,key,ca}.pem), in order.
+// (k3s.DirRegistryTLS/<host>/{cert,key,ca}.pem), in order.
 func TLSFiles(r *inventory.Registries) []TLSFile {
 	var out []TLSFile
 	for _, host := range r.RegistryHosts() {
@@ -57,7 +58,7 @@ func TLSFiles(r *inventory.Registries) []TLSFile {
 		if t == nil {
 			continue
 		}
-		dir := path.Join(inventory.RegistryTLSDir, safeDir(host))
+		dir := path.Join(k3s.DirRegistryTLS, safeDir(host))
 		if t.CertFile != "" {
 			out = append(out, TLSFile{Local: t.CertFile, Remote: path.Join(dir, "cert.pem")})
 		}
@@ -151,7 +152,7 @@ func Registries(r *inventory.Registries, password Password) (real, masked []byte
 				co.Auth = ao
 			}
 			if t := c.TLS; t != nil {
-				dir := path.Join(inventory.RegistryTLSDir, safeDir(host))
+				dir := path.Join(k3s.DirRegistryTLS, safeDir(host))
 				to := &tlsOut{InsecureSkipVerify: t.InsecureSkipVerify}
 				if t.CertFile != "" {
 					to.CertFile = path.Join(dir, "cert.pem")

@@ -1,5 +1,5 @@
 // Package rancher renders the manifests k3strap places in the first server's manifests folder
-// to install Rancher without a local helm (issue 5; docs/rancher.md): helm.cattle.io/v1 HelmChart
+// to install Rancher without a local helm (docs/rancher.md): helm.cattle.io/v1 HelmChart
 // objects for cert-manager and rancher (release rancher, namespace cattle-system), applied by
 // K3s's deploy controller and installed by its helm-controller; the Secret that carries the
 // bootstrap password (referenced through the HelmChart's valuesSecrets, so the HelmChart itself

@@ -11,6 +11,7 @@ import (
 	"bytes"
 	"embed"
 	"fmt"
+	"github.com/k3strap/k3strap/k3s"
 	"regexp"
 	"sort"
 	"strings"
@@ -172,14 +173,14 @@ type drain struct {
 // serverTolerations are the control-plane taints K3s servers commonly carry (K3s's own
 // docs and the SUC Deployment's tolerations); harmless where absent.
 var serverTolerations = []Toleration{
-	{Key: "CriticalAddonsOnly", Operator: "Exists"},
-	{Key: "node-role.kubernetes.io/control-plane", Operator: "Exists", Effect: "NoSchedule"},
-	{Key: "node-role.kubernetes.io/master", Operator: "Exists", Effect: "NoSchedule"},
-	{Key: "node-role.kubernetes.io/etcd", Operator: "Exists", Effect: "NoExecute"},
+	{Key: k3s.TaintCriticalAddonsOnly, Operator: "Exists"},
+	{Key: k3s.TaintControlPlane, Operator: "Exists", Effect: "NoSchedule"},
+	{Key: k3s.TaintMaster, Operator: "Exists", Effect: "NoSchedule"},
+	{Key: k3s.TaintEtcd, Operator: "Exists", Effect: "NoExecute"},
 }
 
 // Plans returns the two Plans as multi-document YAML. Both select nodes by role
-// (node-role.kubernetes.io/control-plane) and leave out nodes labelled k3s-upgrade=disabled or
+// (k3s.LabelControlPlane) and leave out nodes labelled k3s-upgrade=disabled or
 // false and k3OS nodes, as K3s's example does — without its opt-in label, so that every node
 // of the cluster is upgraded unless opted out.
 func Plans(o Options) ([]byte, error) {
@@ -203,13 +204,13 @@ func Plans(o Options) ([]byte, error) {
 	server := plan{APIVersion: "upgrade.cattle.io/v1", Kind: "Plan",
 		Metadata: planMeta{Name: ServerPlan, Namespace: Namespace, Labels: map[string]string{"k3s-upgrade": "server", "app.kubernetes.io/managed-by": "k3strap"}},
 		Spec: planSpec{Concurrency: 1, Version: o.K3sVersion, ServiceAccountName: ServiceAccount, Cordon: true,
-			NodeSelector: selector{MatchExpressions: append(append([]requirement{}, base...), requirement{Key: "node-role.kubernetes.io/control-plane", Operator: "Exists"})},
+			NodeSelector: selector{MatchExpressions: append(append([]requirement{}, base...), requirement{Key: k3s.LabelControlPlane, Operator: "Exists"})},
 			Tolerations:  mergeTolerations(serverTolerations, tols),
 			Upgrade:      container{Image: img}}}
 	agent := plan{APIVersion: "upgrade.cattle.io/v1", Kind: "Plan",
 		Metadata: planMeta{Name: AgentPlan, Namespace: Namespace, Labels: map[string]string{"k3s-upgrade": "agent", "app.kubernetes.io/managed-by": "k3strap"}},
 		Spec: planSpec{Concurrency: conc, Version: o.K3sVersion, ServiceAccountName: ServiceAccount,
-			NodeSelector: selector{MatchExpressions: append(append([]requirement{}, base...), requirement{Key: "node-role.kubernetes.io/control-plane", Operator: "DoesNotExist"})},
+			NodeSelector: selector{MatchExpressions: append(append([]requirement{}, base...), requirement{Key: k3s.LabelControlPlane, Operator: "DoesNotExist"})},
 			Tolerations:  tols,
 			Prepare:      &container{Image: img, Args: []string{"prepare", ServerPlan}},
 			Drain:        &drain{Force: true, IgnoreDaemonSets: true, DeleteEmptydirData: true, SkipWaitForDeleteTimeout: 60, Timeout: timeout.String()},

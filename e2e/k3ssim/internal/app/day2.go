@@ -1,6 +1,6 @@
 package app
 
-// Day-two commands of the simulator (issue 12), shaped after K3s's CLI (docs.k3s.io
+// Day-two commands of the simulator, shaped after K3s's CLI (docs.k3s.io
 // cli/etcd-snapshot, cli/certificate, cli/token, datastore/backup-restore). They act on the
 // simulator's datastore — the first server's state file, which stands in for etcd — and say
 // so where it matters. What k3strap relies on matches K3s:

@@ -312,12 +312,10 @@ func (e *runtimeEnv) spawnStartup(ctx context.Context, spawn func(func()), st se
 		})
 	}
 	spawn(func() {
-		e.logAt(ctx, tReady, func() {
-			st.ready.Store(true)
-			e.opts.Notify("READY=1")
-		})
+		e.logAt(ctx, tReady, func() { st.ready.Store(true) })
 		e.logAt(ctx, tUpAndRunning, func() {
 			e.log.Infof("k3s is up and running")
+			e.opts.Notify("READY=1")
 			if st.waitUntainted && !s.DisableAgent {
 				e.log.Infof("Waiting for untainted node")
 			}

@@ -144,7 +144,7 @@ func Run(ctx context.Context, cfg Config) error {
 		}
 		cfg.Log.Klog("kubelet_node_status.go:431", "Fast updating node status as it just became ready")
 	}
-	if cfg.ControlPlane || cfg.Etcd { // an etcd-only server gets the etcd role alone (issue 12)
+	if cfg.ControlPlane || cfg.Etcd { // an etcd-only server gets the etcd role alone
 		if err := clock.SleepUntil(ctx, regAt.Add(c.D(roleLabelAfter))); err == nil {
 			_ = retry(ctx, cfg, func() error { return roleLabels(ctx, cfg) })
 			cfg.Log.Infof("Labels and annotations have been set successfully on node: %s", cfg.NodeName)

@@ -1,0 +1,42 @@
+# shellcheck shell=sh
+# What doctor needs from one node (run as root): hostname and addresses, the clock, the K3s
+# binary's version, which unit runs (k3s or k3s-agent) with its state, restart count and last
+# start, the unit's journal tail (300 lines), the K3s config file and drop-ins (lines with a key
+# matching SECRET_KEYS left out), flannel's subnet.env, the first certificate of every K3s
+# certificate file (server/tls/*.crt, server/tls/*/*.crt, agent/*.crt; PEM, parsed locally — no
+# openssl needed), free disk of K3s's data filesystem and memory. ParseDoctorNode reads it.
+# Its one argument holds journal line fragments, one per line: the journal lines older than the
+# tail that contain one of them are printed first ("@keylines"), so that a diagnosis still sees
+# the kubelet's command line of a long-running unit.
+PATH=$PATH:$K3S_BIN_DIR:/usr/sbin:/sbin
+keys=$1
+echo "@host $(hostname 2>/dev/null)"
+echo "@addrs $(hostname -I 2>/dev/null || hostname -i 2>/dev/null)"
+echo "@clock $(date +%s.%N)"
+echo "@version $("$K3S_BIN" --version 2>/dev/null | head -n 1)"
+svc=
+for u in k3s k3s-agent; do
+  if [ -n "$(systemctl show -p FragmentPath --value "$u" 2>/dev/null)" ]; then svc=$u; break; fi
+done
+echo "@unit $svc"
+if [ -n "$svc" ]; then
+  echo "@unitstate"
+  systemctl show "$svc" -p ActiveState -p SubState -p NRestarts -p ActiveEnterTimestamp -p ExecMainStartTimestamp 2>/dev/null
+  echo "@keylines"
+  journalctl -u "$svc" -n 20000 -o short --no-pager 2>/dev/null | grep -v '^-- ' |
+    awk -v n=300 '{ if (NR > n) print b[NR % n]; b[NR % n] = $0 }' | grep -F -e "$keys" | tail -n 40
+  echo "@journal"
+  journalctl -u "$svc" -n 300 -o short --no-pager 2>/dev/null | grep -v '^-- '
+fi
+echo "@config"
+for f in "$K3S_CONFIG" "$K3S_CONFIG".d/*.yaml "$K3S_CONFIG".d/*.yml; do
+  [ -r "$f" ] && { echo "@file $f"; grep -v -i -E "^[[:space:]]*\"?($SECRET_KEYS)\"?[[:space:]]*:" "$f"; }
+done
+if [ -r "$K3S_SUBNET_ENV" ]; then echo "@subnet present $(stat -c %Y "$K3S_SUBNET_ENV" 2>/dev/null)"; cat "$K3S_SUBNET_ENV"; else echo "@subnet missing"; fi
+for f in "$K3S_DATA_DIR"/server/tls/*.crt "$K3S_DATA_DIR"/server/tls/*/*.crt "$K3S_DATA_DIR"/agent/*.crt; do
+  [ -r "$f" ] && { echo "@cert $f"; sed -n '/-BEGIN CERTIFICATE-/,/-END CERTIFICATE-/{p;/-END CERTIFICATE-/q}' "$f"; }
+done
+d=$K3S_DATA_ROOT; [ -d "$d" ] || d=/
+echo "@disk $(df -Pk "$d" 2>/dev/null | awk 'NR==2{print $2, $4, $5, $6}')"
+echo "@mem $(awk '/^MemTotal:/{t=$2} /^MemAvailable:/{a=$2} END{print t, a}' /proc/meminfo 2>/dev/null)"
+echo "@end"

@@ -1,0 +1,32 @@
+# shellcheck shell=sh
+# The bring-up probe (supervise.go): prints the server's state every $3 seconds until killed:
+# service state, restart count and the main process's start time (epoch seconds, host clock),
+# subnet.env with its modification time, /readyz, the Node. One SSH channel for the whole
+# bring-up. While the Node carries taint $6 (the uninitialized taint, whose removal opens the
+# join gate) it looks every $4 seconds instead, for at most $5 such looks (a cluster in F1 never
+# loses it). Arguments: unit node interval fast fastmax taint.
+svc=$1 node=$2 interval=$3 fast=$4 fastmax=$5 taint=$6
+ready=
+out=
+while :; do
+  if command -v systemctl >/dev/null 2>&1; then
+    echo "@service $(systemctl is-active "$svc" 2>/dev/null) $(systemctl show -p NRestarts --value "$svc" 2>/dev/null)"
+    t=$(systemctl show -p ExecMainStartTimestamp --value "$svc" 2>/dev/null)
+    [ -n "$t" ] && echo "@start $(date -d "$t" +%s 2>/dev/null)"
+  elif rc-service "$svc" status >/dev/null 2>&1; then echo "@service active 0"; else echo "@service inactive 0"; fi
+  if [ -r "$K3S_SUBNET_ENV" ]; then
+    echo "@subnet-mtime $(stat -c %Y "$K3S_SUBNET_ENV" 2>/dev/null)"
+    echo "@subnet $(tr '\n' ' ' < "$K3S_SUBNET_ENV")"
+  else echo "@subnet-missing"; fi
+  if [ "$ready" != ok ]; then ready=$("$K3S_BIN" kubectl get --raw /readyz 2>/dev/null | head -c 200); echo "@readyz $ready"; fi
+  if [ "$ready" = ok ]; then
+    out=$("$K3S_BIN" kubectl get node "$node" -o json 2>&1 | tr -d '\n')
+    case "$out" in *"connection to the server"*|*"connection refused"*) ready= ;; esac
+    echo "@node $out"
+  fi
+  echo "@end"
+  nap=$interval
+  case "$out" in *"\"$taint\""*) [ "$fastmax" -gt 0 ] && { nap=$fast; fastmax=$((fastmax-1)); } ;; esac
+  out=
+  sleep "$nap"
+done

@@ -1,0 +1,126 @@
+package sucwatch
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+
+	"github.com/k3strap/k3strap/checkid"
+	"github.com/k3strap/k3strap/events"
+)
+
+func testNode(name string, server bool, version string, ready, cordoned bool, taints ...corev1.Taint) *Node {
+	n := &Node{}
+	n.Metadata.Name = name
+	n.Metadata.Labels = map[string]string{}
+	if server {
+		n.Metadata.Labels["node-role.kubernetes.io/control-plane"] = "true"
+	}
+	n.Spec.Unschedulable = cordoned
+	n.Spec.Taints = taints
+	st := "False"
+	if ready {
+		st = "True"
+	}
+	n.Status.Conditions = append(n.Status.Conditions, struct {
+		Type    string `json:"type"`
+		Status  string `json:"status"`
+		Reason  string `json:"reason"`
+		Message string `json:"message"`
+	}{Type: "Ready", Status: st, Reason: "KubeletNotReady", Message: "PLEG is not healthy"})
+	n.Status.NodeInfo.KubeletVersion = version
+	return n
+}
+
+func testJob(node string, complete bool) batchv1.Job {
+	j := batchv1.Job{ObjectMeta: metav1.ObjectMeta{Name: "apply-k3s-agent-on-" + node, Namespace: "system-upgrade",
+		Labels: map[string]string{sucLabelNode: node, sucLabelPlan: "k3s-agent"}}}
+	if complete {
+		j.Status.Conditions = []batchv1.JobCondition{{Type: batchv1.JobComplete, Status: corev1.ConditionTrue}}
+	}
+	return j
+}
+
+func testPod(job string) corev1.Pod {
+	return corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: job + "-x", Namespace: "system-upgrade", Labels: map[string]string{"job-name": job}}}
+}
+
+const oldV, newV = "v1.36.3+k3s1", "v1.36.4+k3s1"
+
+// TestSUCTracker: each node's steps are emitted once and in order even when a poll skips
+// some; a node already on the version is reported unchanged.
+func TestSUCTracker(t *testing.T) {
+	rec := &events.Recorder{}
+	tr := NewTracker(newV, events.Emitter{Sink: rec, Phase: events.PhaseSUCWatch}, []string{"cp1", "a1"}, time.Now())
+	p := &Poll{nodes: map[string]*Node{"cp1": testNode("cp1", true, newV, true, false), "a1": testNode("a1", false, oldV, true, false)}}
+	if done := tr.Observe(p, time.Now()); done != 1 {
+		t.Fatalf("done %d, want 1 (cp1 already on the version)", done)
+	}
+	p.jobs = []batchv1.Job{testJob("a1", false)}
+	p.nodes["a1"].Spec.Unschedulable = true
+	tr.Observe(p, time.Now())
+	p.nodes["a1"] = testNode("a1", false, newV, true, false)
+	p.jobs[0] = testJob("a1", true)
+	if done := tr.Observe(p, time.Now()); done != 2 {
+		t.Fatalf("done %d, want 2", done)
+	}
+	var got []string
+	for _, e := range rec.Events() {
+		got = append(got, e.Host+":"+e.Step+":"+string(e.Status))
+	}
+	want := "cp1:upgrade:unchanged a1:job:ok a1:cordon:ok a1:drain:ok a1:upgrade:ok a1:ready:ok a1:uncordon:ok"
+	if strings.Join(got, " ") != want {
+		t.Errorf("events\n got %s\nwant %s", strings.Join(got, " "), want)
+	}
+}
+
+func TestSUCDiagnoses(t *testing.T) {
+	taint := corev1.Taint{Key: "gpu", Value: "yes", Effect: corev1.TaintEffectNoSchedule}
+	n := testNode("a1", false, oldV, true, false, taint)
+	job := testJob("a1", false)
+	pod := testPod(job.Name)
+	pod.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodScheduled, Status: corev1.ConditionFalse, Reason: corev1.PodReasonUnschedulable,
+		Message: "0/4 nodes are available: 1 node(s) had untolerated taint(s), 3 node(s) didn't match Pod's node affinity/selector."}}
+	p := &Poll{nodes: map[string]*Node{"a1": n}, jobs: []batchv1.Job{job}, pods: []corev1.Pod{pod}}
+	st := DiagnoseNode(p, n, newV)
+	if st == nil || st.Diagnosis != checkid.SUCUntoleratedTaint || !strings.Contains(st.Message, "gpu=yes:NoSchedule") {
+		t.Errorf("untolerated taint: %+v", st)
+	}
+
+	pod.Status.Conditions = nil
+	pod.Status.InitContainerStatuses = []corev1.ContainerStatus{{Name: "prepare", Image: "rancher/k3s-upgrade:v1.36.4-k3s1",
+		State: corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: "ImagePullBackOff", Message: "Back-off pulling image"}}}}
+	p.pods = []corev1.Pod{pod}
+	if st := DiagnoseNode(p, n, newV); st == nil || st.Diagnosis != checkid.SUCImagePull || !strings.Contains(st.Message, "rancher/k3s-upgrade:v1.36.4-k3s1") {
+		t.Errorf("image pull: %+v", st)
+	}
+
+	n.Spec.Unschedulable = true
+	pod.Status.InitContainerStatuses = []corev1.ContainerStatus{{Name: "drain", State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{}}}}
+	p.pods = []corev1.Pod{pod}
+	st = DiagnoseNode(p, n, newV)
+	if st == nil || !st.NeedsDrainView {
+		t.Fatalf("drain: %+v", st)
+	}
+	web := corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "web-1", Namespace: "default", Labels: map[string]string{"app": "web"}}, Spec: corev1.PodSpec{NodeName: "a1"},
+		Status: corev1.PodStatus{Phase: corev1.PodRunning}}
+	one := intstr.FromInt32(1)
+	pdb := policyv1.PodDisruptionBudget{ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: "default"},
+		Spec:   policyv1.PodDisruptionBudgetSpec{MinAvailable: &one, Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "web"}}},
+		Status: policyv1.PodDisruptionBudgetStatus{CurrentHealthy: 1, DesiredHealthy: 1, ExpectedPods: 1}}
+	DiagnoseDrain(st, "a1", []corev1.Pod{web}, []policyv1.PodDisruptionBudget{pdb})
+	if st.Diagnosis != checkid.SUCDrainBlocked || !strings.Contains(st.Message, "default/web") || len(st.Evidence) != 1 {
+		t.Errorf("blocked drain: %+v", st)
+	}
+
+	back := testNode("a2", false, newV, false, true)
+	if st := DiagnoseNode(&Poll{nodes: map[string]*Node{"a2": back}}, back, newV); st == nil || st.Diagnosis != checkid.SUCNodeNotBack {
+		t.Errorf("node not back: %+v", st)
+	}
+}

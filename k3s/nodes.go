@@ -1,0 +1,94 @@
+package k3s
+
+import (
+	"fmt"
+	"strings"
+)
+
+// Node-role labels K3s puts on its nodes (k3s-io/k3s pkg/agent/run.go, pkg/etcd): every server
+// is a control-plane node (also labelled with the legacy master role), a server running
+// embedded etcd an etcd node. K3s's etcd member controller keeps LabelEtcd in line with the
+// members: deleting a server's Node removes its member.
+const (
+	LabelControlPlane = "node-role.kubernetes.io/control-plane"
+	LabelMaster       = "node-role.kubernetes.io/master"
+	LabelEtcd         = "node-role.kubernetes.io/etcd"
+	// LabelRancherControlPlane is the role label of Rancher-provisioned (RKE) nodes.
+	LabelRancherControlPlane = "node-role.kubernetes.io/controlplane"
+)
+
+// Taint keys on K3s nodes (docs/k3s.md, docs/failure-modes.md).
+const (
+	// TaintControlPlane and TaintMaster are the control-plane taint keys; the legacy master key
+	// is the one a standalone flannel v0.24.4 forgot to tolerate (F4).
+	TaintControlPlane = LabelControlPlane
+	TaintMaster       = LabelMaster
+	// TaintEtcd is the NoExecute taint of an etcd-only server (docs/day2.md).
+	TaintEtcd = LabelEtcd
+	// TaintCriticalAddonsOnly is the taint K3s's packaged add-ons tolerate; a server tainted
+	// CriticalAddonsOnly=true:NoExecute still runs them.
+	TaintCriticalAddonsOnly = "CriticalAddonsOnly"
+	// TaintNotReady is the taint of a node whose Ready condition is not True.
+	TaintNotReady = "node.kubernetes.io/not-ready"
+)
+
+// Toleration is a toleration as Kubernetes writes it (operator Exists or Equal; an empty
+// effect tolerates every effect).
+type Toleration struct {
+	Key, Operator, Value, Effect string
+}
+
+// HelmJobTolerations are the tolerations K3s's helm-controller gives the install job of a
+// HelmChart (k3s-io/helm-controller pkg/controllers/chart/chart.go job()): CriticalAddonsOnly,
+// the etcd NoExecute and control-plane / master NoSchedule role taints and, for a chart with
+// bootstrap: true, the not-ready and uninitialized NoSchedule taints. A custom taint is never
+// among them (docs/failure-modes.md F3).
+func HelmJobTolerations(bootstrap bool) []Toleration {
+	out := []Toleration{
+		{Key: TaintCriticalAddonsOnly, Operator: "Exists"},
+		{Key: TaintEtcd, Operator: "Exists", Effect: "NoExecute"},
+		{Key: TaintControlPlane, Operator: "Exists", Effect: "NoSchedule"},
+		{Key: TaintMaster, Operator: "Exists", Effect: "NoSchedule"},
+	}
+	if bootstrap {
+		out = append(out,
+			Toleration{Key: TaintNotReady, Effect: "NoSchedule"},
+			Toleration{Key: TaintUninitialized, Operator: "Equal", Value: "true", Effect: "NoSchedule"})
+	}
+	return out
+}
+
+// Taint effects a node-taint may carry.
+var taintEffects = []string{"NoSchedule", "PreferNoSchedule", "NoExecute"}
+
+// ParseTaint splits K3s's node-taint form key[=value]:Effect (the kubelet's register-with-taints
+// syntax). The effect must be NoSchedule, PreferNoSchedule or NoExecute (case-sensitive) and
+// the key non-empty; the error says what is wrong and how a taint is written. Callers that
+// validate key and value further (inventory.ParseTaint) build on it.
+func ParseTaint(s string) (key, value, effect string, err error) {
+	const example = "write taints as key[=value]:Effect, e.g. dedicated=edge:NoExecute"
+	kv, eff, ok := strings.Cut(strings.TrimSpace(s), ":")
+	if !ok || eff == "" {
+		return "", "", "", fmt.Errorf("taint %q has no effect; %s", s, example)
+	}
+	// A key may contain '/' but never ':', so the first ':' ends key[=value] — except that the
+	// effect part must not contain another ':'.
+	if strings.Contains(eff, ":") {
+		return "", "", "", fmt.Errorf("taint %q has more than one ':'; %s", s, example)
+	}
+	key, value, _ = strings.Cut(kv, "=")
+	known := false
+	for _, e := range taintEffects {
+		known = known || e == eff
+	}
+	if !known {
+		fix := "the effect must be NoSchedule, PreferNoSchedule or NoExecute"
+		for _, e := range taintEffects {
+			if strings.EqualFold(e, eff) {
+				fix = fmt.Sprintf("effects are case-sensitive: write %s", e)
+			}
+		}
+		return "", "", "", fmt.Errorf("taint %q has unknown effect %q; %s", s, eff, fix)
+	}
+	return key, value, eff, nil
+}
