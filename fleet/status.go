@@ -44,7 +44,7 @@ type SiteReport struct {
 	Cluster *Observed `json:"cluster,omitempty"`
 	// Verdict is doctor's: healthy, warnings, errors, failed (doctor did not finish) or ""
 	// (never run).
-	Verdict string `json:"doctor_verdict,omitempty"`
+	Verdict string `json:"doctorVerdict,omitempty"`
 	// Orphan says the fleet file no longer lists the site (only a state file does).
 	Orphan bool `json:"orphan,omitempty"`
 }
