@@ -137,6 +137,9 @@ func (r *runner) run(ctx context.Context, start time.Time) error {
 		}
 		if i > 0 && r.opts.Confirm != nil && r.opts.Changes && r.f.Spec.Rollout.Pause {
 			ok, err := r.opts.Confirm(ctx, w, len(r.waves))
+			if err != nil && ctx.Err() != nil {
+				return r.outcome(ctx)
+			}
 			if err != nil {
 				return err
 			}

@@ -175,9 +175,24 @@ func (a *app) runFleet(cmd *cobra.Command, path string, ff *fleetFlags) error {
 	return fleet.Run(cmd.Context(), f, plan, opts)
 }
 
-// confirmWave asks on the terminal before a wave (rollout.pause).
-func (a *app) confirmWave(_ context.Context, next fleet.Wave, of int) (bool, error) {
-	return a.confirm(fmt.Sprintf("start wave %d of %d (%s)?", next.Number, of, strings.Join(next.Names(), ", ")))
+// confirmWave asks on the terminal before a wave (rollout.pause). Ctrl-C while it waits for
+// the answer cancels the run (the read of the answer is left behind; the process ends).
+func (a *app) confirmWave(ctx context.Context, next fleet.Wave, of int) (bool, error) {
+	type answer struct {
+		yes bool
+		err error
+	}
+	ch := make(chan answer, 1)
+	go func() {
+		yes, err := a.confirm(fmt.Sprintf("start wave %d of %d (%s)?", next.Number, of, strings.Join(next.Names(), ", ")))
+		ch <- answer{yes, err}
+	}()
+	select {
+	case ans := <-ch:
+		return ans.yes, ans.err
+	case <-ctx.Done():
+		return false, ctx.Err()
+	}
 }
 
 // runFlagsOf returns the run flags cmd was given: a runFlags registered on a scratch command
