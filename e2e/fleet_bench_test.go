@@ -110,7 +110,7 @@ spec:
 func (r *scaleRig) siteLoop(sites []string, conc int, args []string) (time.Duration, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
-	xargs := append([]string{"netns", "exec", scaleNS, "xargs", "-P", fmt.Sprint(conc), "-I{}", r.bin.k3strap, "preflight", "-f", "{}"}, args...)
+	xargs := append([]string{"netns", "exec", r.ns, "xargs", "-P", fmt.Sprint(conc), "-I{}", r.bin.k3strap, "preflight", "-f", "{}"}, args...)
 	cmd := exec.CommandContext(ctx, "ip", xargs...)
 	cmd.Dir = r.dir
 	cmd.Env = append(os.Environ(), "HOME="+r.dir)
