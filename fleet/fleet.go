@@ -123,6 +123,14 @@ func (r Rollout) CanaryCount() int {
 	return *r.Canary
 }
 
+// BatchSize returns the size of the waves after the canary (DefaultBatch when unset).
+func (r Rollout) BatchSize() Amount {
+	if r.Batch == "" {
+		return DefaultBatch
+	}
+	return r.Batch
+}
+
 // Site is one site of a fleet: its inventory, loaded with the fleet's defaults.
 type Site struct {
 	// Name is the site inventory's metadata.name, unique in the fleet.

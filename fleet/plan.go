@@ -159,11 +159,7 @@ func (f *Fleet) PlanWaves(sites []*Site, changes bool) []Wave {
 	canary := min(r.CanaryCount(), len(ordered))
 	add(true, ordered[:canary])
 	rest := ordered[canary:]
-	batch := r.Batch
-	if batch == "" {
-		batch = DefaultBatch
-	}
-	size := max(batch.Of(len(sites), true), 1)
+	size := max(r.BatchSize().Of(len(sites), true), 1)
 	for _, group := range groupsOf(rest, r.GroupBy) {
 		for len(group) > 0 {
 			n := min(size, len(group))

@@ -161,7 +161,6 @@ func (r *runner) describe() string {
 	if sh := r.shard; sh.N > 0 {
 		what += " (shard " + sh.String() + ")"
 	}
-	pol := r.f.Spec.Rollout
 	conc := r.concurrency()
 	if !r.opts.Changes {
 		return fmt.Sprintf("%s, %d at a time; state %s", what, conc, r.j.Path())
@@ -170,12 +169,8 @@ func (r *runner) describe() string {
 	if len(r.waves) > 0 && r.waves[0].Canary {
 		canary = fmt.Sprintf("canary %d", len(r.waves[0].Sites))
 	}
-	batch := pol.Batch
-	if batch == "" {
-		batch = DefaultBatch
-	}
-	return fmt.Sprintf("%s in %d wave(s) (%s, then waves of %s; %d at a time; stop after %d failed); state %s",
-		what, len(r.waves), canary, batch, conc, r.maxFail, r.j.Path())
+	return fmt.Sprintf("%s in %d wave(s) (%s, then waves of %s; %d at a time; stop when more than %d fail); state %s",
+		what, len(r.waves), canary, r.f.Spec.Rollout.BatchSize(), conc, r.maxFail, r.j.Path())
 }
 
 func (r *runner) concurrency() int {
