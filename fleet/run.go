@@ -424,14 +424,16 @@ func (r *runner) outcome(ctx context.Context) error {
 	if worst == nil {
 		return nil
 	}
-	re := &RolloutError{Site: site, Err: worst, Stopped: r.stopped}
-	if r.stopped != "" {
-		pending := 0
-		for _, res := range r.results {
-			if res.Status == events.SitePending {
-				pending++
-			}
+	pending := 0
+	for _, res := range r.results {
+		if res.Status == events.SitePending {
+			pending++
 		}
+	}
+	re := &RolloutError{Site: site, Err: worst}
+	// A stop with no site left to start is the end of the rollout, not a stop.
+	if r.stopped != "" && pending > 0 {
+		re.Stopped = r.stopped
 		r.em.Fail("", "", events.ErrorInfo{
 			Message: fmt.Sprintf("the rollout stopped: %s; %d site(s) not started", r.stopped, pending),
 			Fix:     "look at the failed sites' errors above (k3strap fleet status -f " + r.f.Source + " lists them)",
