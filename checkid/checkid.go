@@ -58,6 +58,8 @@ const (
 	ServiceRestarts = "service-restarts"
 	// SlowStart: a K3s unit activating for long without a restart (K3s has not sent READY).
 	SlowStart = "slow-start"
+	// ImagePull: pods on a node cannot pull their images (the airgap images archive missing).
+	ImagePull = "image-pull"
 	// UninitializedTaint: the uninitialized taint on a node younger than the grace (info).
 	UninitializedTaint = "uninitialized-taint"
 	NoPodNetwork       = "no-pod-network"

@@ -3,6 +3,7 @@ package diagnose
 import (
 	"fmt"
 	"maps"
+	"regexp"
 	"slices"
 	"sort"
 	"strings"
@@ -858,4 +859,70 @@ func checkDisk(in *Input) []Finding {
 			Fixes:    []string{"free space on the node (unused images: `k3s crictl rmi --prune`; old logs) or grow the disk"}})
 	}
 	return out
+}
+
+// pulledImageRE finds the image a pull error names: the kubelet's `failed to pull image
+// "REF"` / `Failed to pull image "REF"` and its ErrImagePull message `image "REF"`.
+var pulledImageRE = regexp.MustCompile(`(?i)(?:pull(?:ing)? image|image) \\?"([^"\\]+)\\?"`)
+
+// checkImagePull: pods on a node that cannot start because their images (or the sandbox's
+// pause image) cannot be pulled — on an airgap site, usually the images archive was never put in
+// /var/lib/rancher/k3s/agent/images/ (docs/k3s.md "Airgap"). It judges the present: a pod that
+// runs is fine, and only events after the node's unit last started count.
+func checkImagePull(in *Input) []Finding {
+	var out []Finding
+	for i := range in.View.Nodes {
+		n := &in.View.Nodes[i]
+		var since time.Time
+		if ne := in.evidenceOf(n.Name); ne != nil && ne.Facts != nil {
+			since = ne.Facts.StartedAt
+		}
+		images := map[string]bool{}
+		var stuck []string
+		var ev []EvidenceLine
+		for _, p := range podsOn(in.View.Pods, n.Name) {
+			if running(p) {
+				continue
+			}
+			msgs := append([]string{podReason(p)}, in.podEventsSince(p.Namespace, p.Name, since)...)
+			hit := ""
+			for _, m := range msgs {
+				if !imagePullRE.MatchString(m) {
+					continue
+				}
+				hit = m
+				for _, g := range pulledImageRE.FindAllStringSubmatch(m, -1) {
+					ref := strings.TrimPrefix(strings.TrimPrefix(g[1], "docker.io/"), "library/")
+					images[ref] = true
+				}
+			}
+			if hit != "" {
+				stuck = append(stuck, p.Namespace+"/"+p.Name)
+				ev = append(ev, EvidenceLine{Text: p.Namespace + "/" + p.Name + ": " + trimLine(hit), Source: "kubectl get pods,events -A"})
+			}
+		}
+		if len(stuck) == 0 {
+			continue
+		}
+		refs := slices.Sorted(maps.Keys(images))
+		f := Finding{ID: checkid.ImagePull, Severity: SeverityError, Node: n.Name,
+			Title: fmt.Sprintf("pods on %s cannot pull their images", n.Name),
+			Message: fmt.Sprintf("%s: the container runtime on %s cannot pull %s, so these pods never start: %s.",
+				plural(len(stuck), "pod waits", "pods wait"), n.Name, orList(refs, "their images"), strings.Join(stuck, ", ")),
+			Evidence: ev,
+			Fixes: []string{
+				"on an airgap host: put the release's k3s-airgap-images-<arch>.tar.zst in /var/lib/rancher/k3s/agent/images/ (spec.k3s.airgap.<arch>.images) and restart K3s there",
+				"otherwise: let the node reach the registry, or configure a mirror (spec.registries, /etc/rancher/k3s/registries.yaml)",
+			}}
+		out = append(out, f)
+	}
+	return out
+}
+
+// orList joins items with ", ", or says def when there are none.
+func orList(items []string, def string) string {
+	if len(items) == 0 {
+		return def
+	}
+	return strings.Join(items, ", ")
 }

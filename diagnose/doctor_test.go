@@ -258,3 +258,36 @@ func TestDoctorPodNetworkJudgesThePresent(t *testing.T) {
 	in.View.Events[0].LastTimestamp = metav1.NewTime(written.Add(30 * time.Second))
 	has(t, Findings(in), "no-pod-network@vm")
 }
+
+// Pods that cannot pull their images (the sandbox's pause image on an airgap host without the
+// images archive, the real K3s v1.36.3 message) are named with the images and the airgap fix;
+// pods that run, and events from before the unit's last start, are not.
+func TestDoctorImagePull(t *testing.T) {
+	in := doctorInput(t, "node-default.json", "")
+	in.Nodes[0].Facts.StartedAt = in.Now.Add(-10 * time.Minute)
+	coredns := &in.View.Pods[0]
+	coredns.Spec.NodeName = "vm"
+	msg := `Failed to create pod sandbox: rpc error: code = Unknown desc = failed to pull image "rancher/mirrored-pause:3.10.2": failed to pull and unpack image "docker.io/rancher/mirrored-pause:3.10.2": failed to resolve reference "docker.io/rancher/mirrored-pause:3.10.2": failed to do request: Head "https://registry-1.docker.io/v2/rancher/mirrored-pause/manifests/3.10.2": dial tcp: lookup registry-1.docker.io: Temporary failure in name resolution`
+	old := corev1.Event{InvolvedObject: corev1.ObjectReference{Kind: "Pod", Namespace: "kube-system", Name: coredns.Name}, Type: "Warning", Reason: "FailedCreatePodSandBox",
+		Message: msg, LastTimestamp: metav1.NewTime(in.Now.Add(-20 * time.Minute))}
+	in.View.Events = []corev1.Event{old}
+	for _, f := range Findings(in) {
+		if f.ID == "image-pull" {
+			t.Fatalf("an event from before the unit's start made a finding: %s", f.Message)
+		}
+	}
+	recent := old
+	recent.LastTimestamp = metav1.NewTime(in.Now.Add(-time.Minute))
+	in.View.Events = []corev1.Event{recent}
+	f := has(t, Findings(in), "image-pull@vm")
+	if f.Severity != SeverityError || !strings.Contains(f.Message, "rancher/mirrored-pause:3.10.2") || !strings.Contains(f.Message, "kube-system/coredns") ||
+		!strings.Contains(strings.Join(f.Fixes, "\n"), "/var/lib/rancher/k3s/agent/images/") {
+		t.Errorf("image-pull: %s %q fixes %q", f.Severity, f.Message, f.Fixes)
+	}
+	coredns.Status.Phase = corev1.PodRunning
+	for _, f := range Findings(in) {
+		if f.ID == "image-pull" {
+			t.Errorf("a running pod made an image-pull finding: %s", f.Message)
+		}
+	}
+}

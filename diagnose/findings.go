@@ -139,7 +139,7 @@ type check func(in *Input) []Finding
 var checks = []check{
 	checkUnreachable, checkCrashLoop, checkF1, checkPodNetwork, checkCNIKernel, checkCNIToleration,
 	checkPendingOnTaint, checkLostTaints, checkIntent, checkNotReady, checkCerts, checkVersionSkew,
-	checkEtcd, checkClockSkew, checkDisk,
+	checkEtcd, checkClockSkew, checkDisk, checkImagePull,
 }
 
 // Findings judges in and returns its findings, errors first (then warnings, infos; by node,

@@ -12,7 +12,8 @@ import (
 )
 
 // handInstallReal installs the real K3s on host i as an operator following the K3s docs would,
-// without k3strap: the binary as /usr/local/bin/k3s, config.yaml, then the official install.sh
+// without k3strap: the binary as /usr/local/bin/k3s, the airgap images archive in
+// /var/lib/rancher/k3s/agent/images/ (the stand-in images), config.yaml, then the official install.sh
 // with INSTALL_K3S_SKIP_DOWNLOAD=true and the given environment (INSTALL_K3S_EXEC, K3S_URL,
 // K3S_TOKEN, ...) and INSTALL_K3S_SKIP_START, after which the unit is started with --no-block:
 // the script's own start would wait for K3s's READY (for an agent up to minutes).
@@ -32,11 +33,16 @@ func (c *testCluster) handInstallReal(i int, config string, env ...string) {
 	if err != nil {
 		c.t.Fatal(err)
 	}
+	images, err := os.ReadFile(c.real.Images)
+	if err != nil {
+		c.t.Fatal(err)
+	}
 	for _, f := range []struct {
 		path string
 		data []byte
 		mode os.FileMode
-	}{{"/usr/local/bin/k3s", bin, 0o755}, {"/root/install.sh", script, 0o755}, {"/etc/rancher/k3s/config.yaml", []byte(config), 0o600}} {
+	}{{"/usr/local/bin/k3s", bin, 0o755}, {"/root/install.sh", script, 0o755}, {"/etc/rancher/k3s/config.yaml", []byte(config), 0o600},
+		{"/var/lib/rancher/k3s/agent/images/" + filepath.Base(c.real.Images), images, 0o644}} {
 		if err := c.h.WriteFile(ctx, idx, f.path, f.data, f.mode); err != nil {
 			c.t.Fatalf("%s: writing %s: %v", c.hosts[i].Name, f.path, err)
 		}

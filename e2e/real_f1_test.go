@@ -32,9 +32,10 @@ spec:
 // the embedded cloud controller disabled and the kubelet told cloud-provider=external, the
 // supervisor diagnoses F1 and apply exits 5; the evidence is the node's arguments (the
 // kubelet's command line as the K3s journal shows it, the disabled cloud controller from the
-// node's k3s.io/node-args) and CoreDNS named Pending on the taint. (K3s's own "waiting for
-// removal" lines come from its network policy controller, which on these hosts starts minutes
-// later: they are not required.) The taint is really there and
+// node's k3s.io/node-args). (K3s's own "waiting for removal" lines come from its network
+// policy controller, which on these hosts can start minutes later, and the Pending pods exist
+// only once K3s deployed its manifests, which under load can come after the diagnosis: they
+// are logged, not required.) The taint is really there and
 // stays (the API), flannel still wrote subnet.env (the host).
 func TestRealF1(t *testing.T) {
 	c := newRealCluster(t, 1)
@@ -54,8 +55,8 @@ func TestRealF1(t *testing.T) {
 		t.Fatalf("diagnosis %+v, want F1-cloud-controller", diag)
 	}
 	ev := strings.Join(diag.Evidence, "\n")
-	for _, want := range []string{"(journal: ", "Running kubelet --cloud-provider=external", "disable-cloud-controller: true, node cp1 annotation k3s.io/node-args",
-		"Pending on the taint: kube-system/coredns"} {
+	t.Logf("F1 evidence:\n%s", ev)
+	for _, want := range []string{"(journal: ", "Running kubelet --cloud-provider=external", "disable-cloud-controller: true, node cp1 annotation k3s.io/node-args"} {
 		if !strings.Contains(ev, want) {
 			t.Errorf("F1 evidence lacks %q:\n%s", want, ev)
 		}

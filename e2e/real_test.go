@@ -8,6 +8,9 @@ package e2e
 
 import (
 	"context"
+	"crypto/sha256"
+	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"sync"
@@ -26,6 +29,11 @@ type realK3s struct {
 	InstallSh string
 	// Version is the release read from the binary (k3s.BinaryReleaseFile).
 	Version string
+	// Images is the stand-in airgap images archive (e2e/cmd/standin-images: every image this
+	// release's pods need, as labelled stand-ins), so every real-lane cluster runs its pods;
+	// Checksums then names a copy of the release's checksums with the archive's line added.
+	// Empty until withStandinImages.
+	Images string
 }
 
 var realOnce = sync.OnceValues(func() (realK3s, string) {
@@ -85,7 +93,7 @@ func newRealCluster(t testing.TB, n int) *testCluster {
 
 func newRealClusterTopology(t testing.TB, n int, topology string) *testCluster {
 	t.Helper()
-	r := requireRealK3s(t)
+	r := withStandinImages(t, requireRealK3s(t))
 	c := newClusterOpts(t, n, clusterOpts{topology: topology, real: &r})
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
@@ -110,8 +118,53 @@ func newRealClusterTopology(t testing.TB, n int, topology string) *testCluster {
 	return c
 }
 
+// withStandinImages returns r with the stand-in images archive of this test binary's build and
+// a checksums file covering it (the release's lines and the archive's, written once beside the
+// archive); it fails the test when the build failed.
+func withStandinImages(t testing.TB, r realK3s) realK3s {
+	t.Helper()
+	b := buildOnce()
+	if b.err != nil {
+		t.Fatalf("building binaries: %v", b.err)
+	}
+	sums, err := realChecksumsOnce()
+	if err != nil {
+		t.Fatalf("checksums of the real release and the stand-in images: %v", err)
+	}
+	r.Images, r.Checksums = b.standinImages, sums
+	return r
+}
+
+// realChecksumsOnce writes sha256sum-amd64.txt beside the stand-in images archive: the real
+// release's checksums file plus the archive's line, in sha256sum's format. A release without
+// a checksums file gets none (k3strap then verifies neither file).
+var realChecksumsOnce = sync.OnceValues(func() (string, error) {
+	r, _ := realOnce()
+	if r.Checksums == "" {
+		return "", nil
+	}
+	b := buildOnce()
+	sums, err := os.ReadFile(r.Checksums)
+	if err != nil {
+		return "", err
+	}
+	f, err := os.Open(b.standinImages)
+	if err != nil {
+		return "", err
+	}
+	defer f.Close()
+	h := sha256.New()
+	if _, err := io.Copy(h, f); err != nil {
+		return "", err
+	}
+	sums = fmt.Appendf(sums, "%x  %s\n", h.Sum(nil), filepath.Base(b.standinImages))
+	p := filepath.Join(filepath.Dir(b.standinImages), "sha256sum-amd64.txt")
+	return p, os.WriteFile(p, sums, 0o644)
+})
+
 // realParts are the inventory pieces of the real lane: {{template "k3s-real" .}} is the
-// release and airgap artifacts under spec.k3s (the official install.sh as airgapInstallScript)
+// release and airgap artifacts under spec.k3s (the stand-in images archive as images, the
+// official install.sh as airgapInstallScript)
 // and {{template "k3s-real-config" .}} the config keys every real-lane cluster needs on these
 // machines: no Traefik (the test binary embeds no Traefik chart) and the kubelet allowed on
 // cgroup v1.
@@ -120,6 +173,9 @@ const realParts = `{{define "k3s-real"}}    version: {{.Real.Version}}
     airgap:
       amd64:
         binary: {{.Real.Binary}}
+{{- if .Real.Images}}
+        images: {{.Real.Images}}
+{{- end}}
 {{- if .Real.Checksums}}
         checksums: {{.Real.Checksums}}
 {{- end}}

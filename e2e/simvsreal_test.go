@@ -18,8 +18,9 @@ import (
 // true.
 const simVsRealTable = "## Simulator vs real K3s"
 
-// simVsRealServer is one server with the official install.sh in both lanes, so that only the
-// binary differs: the simulator's build (Extra.artifacts unset) or the real one.
+// simVsRealServer is one server and one agent with the official install.sh in both lanes, so
+// that only the binary differs: the simulator's build (Extra.artifacts unset) or the real one
+// (TestRealPods uses its real half too).
 const simVsRealServer = `apiVersion: k3strap.io/v1alpha1
 kind: Cluster
 metadata:

@@ -31,8 +31,18 @@ const SimTimeScale = 0.15
 type built struct {
 	k3strap   string
 	artifacts string
-	err       error
+	// standinImages is the stand-in K3s airgap images archive (e2e/cmd/standin-images) the
+	// real-K3s lane uploads, so that the real K3s's pods run; standinSeconds is the time taken
+	// to build the program and write it.
+	standinImages  string
+	standinProgram string
+	standinSeconds float64
+	err            error
 }
+
+// standinImagesArchive is the file name of the stand-in images archive; K3s imports files in
+// agent/images/ by extension (.tar.zst: zstd), whatever their name.
+const standinImagesArchive = "k3strap-standin-images-amd64.tar.zst"
 
 var buildOnce = sync.OnceValue(func() built {
 	dir, err := os.MkdirTemp("", "k3strap-e2e-bin-")
@@ -40,19 +50,29 @@ var buildOnce = sync.OnceValue(func() built {
 		return built{err: err}
 	}
 	root := repoRoot()
-	b := built{k3strap: filepath.Join(dir, "k3strap"), artifacts: filepath.Join(dir, "artifacts")}
+	b := built{k3strap: filepath.Join(dir, "k3strap"), artifacts: filepath.Join(dir, "artifacts"),
+		standinImages: filepath.Join(dir, "standin", standinImagesArchive), standinProgram: filepath.Join(dir, "standin", "standin-images")}
+	standin := b.standinProgram
 	steps := [][]string{
 		{"go", "build", "-o", b.k3strap, "./cmd/k3strap"},
 		{"go", "build", "-ldflags", "-X main.version=v1.36.3+k3s1", "-o", filepath.Join(b.artifacts, "k3s"), "./e2e/k3ssim"},
 		{"go", "build", "-ldflags", "-X main.version=v1.36.4+k3s1", "-o", filepath.Join(b.artifacts, "next", "k3s"), "./e2e/k3ssim"},
 		{"go", "run", "./e2e/cmd/mkimages", filepath.Join(b.artifacts, "k3s-airgap-images-amd64.tar.zst")},
+		// The stand-in images: a static program (CGO_ENABLED=0 below) that writes itself into
+		// the archive; -trimpath and no symbol table keep the archive the same from build to build.
+		{"go", "build", "-trimpath", "-ldflags", "-s -w", "-o", standin, "./e2e/cmd/standin-images"},
+		{standin, "archive", b.standinImages},
 	}
-	for _, s := range steps {
+	for i, s := range steps {
+		start := time.Now()
 		cmd := exec.Command(s[0], s[1:]...)
 		cmd.Dir = root
 		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
 		if out, err := cmd.CombinedOutput(); err != nil {
 			return built{err: fmt.Errorf("%s: %v\n%s", strings.Join(s, " "), err, out)}
+		}
+		if i >= len(steps)-2 {
+			b.standinSeconds += time.Since(start).Seconds()
 		}
 	}
 	for _, d := range []string{b.artifacts, filepath.Join(b.artifacts, "next")} {

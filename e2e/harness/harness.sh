@@ -62,6 +62,8 @@
 # own filesystem (containerd's overlayfs snapshotter cannot stack on the overlay root; reset wipes
 # it), a oneshot unit remounts the cgroup v1 controllers read-write and creates /dev/kmsg, and the
 # image has iptables, conntrack, ipset and nftables (the test binary lacks K3s's bundled tools).
+# For its pods (runc): the @keyring system calls are allowed and K3s's containerd clamps the pods'
+# oom_score_adj to its own (this machine withholds CAP_SYS_RESOURCE); see k3s_quirks.
 #
 # Addresses: public bridge k3stbr0 = 10.123.0.1/24 in the machine's root namespace, host i =
 #   10.123.0.(10+i). Bastion topology: private bridge in its own namespace (k3st-priv; nothing of
@@ -283,13 +285,17 @@ EOF
   fi
 }
 
+# host_mac i NET: the MAC of host i's interface on net 0 (public) or 1 (private), the same at
+# every create: a reset gives the host new cables (net_reset), and peers and the machine still
+# hold the old MAC for its address in their neighbour tables for a while.
+host_mac() { printf '02:6b:%02x:%02x:%02x:%02x' "$INST" "$2" $(($1 / 256)) $(($1 % 256)); }
 host_net() {   # netns + cable(s) for host i
   local i=$1 n; n=$(hns "$i")
   ns_exists "$n" && return 0
   ip netns add "$n"
   ip -n "$n" link set lo up
   if [ "$(topology)" = flat ] || [ "$i" = 0 ]; then
-    ip link add "$(pubveth "$i")" type veth peer name eth0 netns "$n"
+    ip link add "$(pubveth "$i")" type veth peer name eth0 address "$(host_mac "$i" 0)" netns "$n"
     ip link set "$(pubveth "$i")" master "$BR" up
     ip -n "$n" addr add "$PUB.$((10 + i))/24" dev eth0
     ip -n "$n" link set eth0 up
@@ -298,7 +304,7 @@ host_net() {   # netns + cable(s) for host i
   if [ "$(topology)" = bastion ]; then
     local dev=eth0 a="$PRIV.$((10 + i))"
     [ "$i" = 0 ] && { dev=eth1; a="$PRIV.1"; }
-    ip link add "$(privveth "$i")" netns "$PRIVNS" type veth peer name "$dev" netns "$n"
+    ip link add "$(privveth "$i")" netns "$PRIVNS" type veth peer name "$dev" address "$(host_mac "$i" 1)" netns "$n"
     ip -n "$PRIVNS" link set "$(privveth "$i")" master "$PRIVBR" up
     ip -n "$n" addr add "$a/24" dev "$dev"
     ip -n "$n" link set "$dev" up
@@ -349,10 +355,42 @@ seed() {   # write host i's identity into its (mounted) root
   cp "$d/id/machine-id" "$R/etc/machine-id"
   cp -p "$d/id"/ssh_host_* "$R/etc/ssh/"
 }
+# What this machine withholds from a real K3s's containers, made up for in host i's root (written
+# at every create, so no base change; reset writes it again):
+# - CAP_SYS_RESOURCE is in no bounding set here (not even the machine's root), so no process can
+#   lower an oom_score_adj below 0, and runc fails every pod sandbox (the CRI asks -998 for it):
+#   "failed to update /proc/self/oom_score_adj: Permission denied". A vendor drop-in of both K3s
+#   units runs a script before K3s starts that gives K3s's containerd restrict_oom_score_adj
+#   (containerd CRI runtime option: the adjustment is clamped to containerd's own, as for
+#   rootless) through the config-v3.toml.d/ directory K3s's generated config.toml imports. It
+#   sits in /usr/lib (not /etc), so K3s's install and uninstall scripts never see it, and it
+#   writes nothing when the host has the capability.
+# - The kernel keyring is not namespaced, so nspawn's seccomp filter refuses keyctl with EPERM
+#   and runc fails "unable to join session keyring" (runc only tolerates ENOSYS): boot allows
+#   the @keyring system calls.
+k3s_quirks() {
+  local R=$1 u
+  install -d "$R/usr/lib/k3strap-harness"
+  cat > "$R/usr/lib/k3strap-harness/k3s-containerd-prep" <<'SCRIPT'
+#!/bin/sh
+# k3strap e2e harness (test hosts only): see harness.sh k3s_quirks.
+bnd=$(awk '/^CapBnd:/ {print $2}' /proc/self/status)
+[ $(( (0x$bnd >> 24) & 1 )) = 1 ] && exit 0     # CAP_SYS_RESOURCE present: nothing to make up
+d=/var/lib/rancher/k3s/agent/etc/containerd/config-v3.toml.d
+mkdir -p "$d"
+printf "# k3strap e2e harness: this machine withholds CAP_SYS_RESOURCE (see harness.sh k3s_quirks)\n[plugins.'io.containerd.cri.v1.runtime']\n  restrict_oom_score_adj = true\n" > "$d/90-k3strap-harness.toml"
+SCRIPT
+  chmod 0755 "$R/usr/lib/k3strap-harness/k3s-containerd-prep"
+  for u in k3s k3s-agent; do
+    install -d "$R/usr/lib/systemd/system/$u.service.d"
+    printf '[Service]\nExecStartPre=-/usr/lib/k3strap-harness/k3s-containerd-prep\n' \
+      > "$R/usr/lib/systemd/system/$u.service.d/90-k3strap-harness.conf"
+  done
+}
 prepare() {   # host i's disk: identity, overlay, seed; idempotent, parallel-safe
   local i=$1
   mkdir -p "$(hdir "$i")"
-  identity "$i"; mount_root "$i"; seed "$i"
+  identity "$i"; mount_root "$i"; seed "$i"; k3s_quirks "$(hdir "$i")/root"
   mkdir -p "$(hdir "$i")/rancher"
 }
 create() { prepare "$1"; host_net "$1"; }
@@ -433,6 +471,7 @@ boot() {
     exec setsid systemd-nspawn --quiet --boot -D "$d/root" --machine="h$i" --hostname="h$i" \
       --network-namespace-path="/run/netns/$(hns "$i")" --register=no --keep-unit \
       --link-journal=no --resolv-conf=off --timezone=off --console=read-only --capability=all \
+      --system-call-filter=@keyring \
       --bind-ro=/sys/module --bind="$d/rancher:/var/lib/rancher"
   ) </dev/null >"$d/console.log" 2>&1 9>&- &   # fd 9 = our lock: the host must not hold it
   starttime $! > "$d/start"
