@@ -242,8 +242,13 @@ func TestFleetDashboardKeys(t *testing.T) {
 	tm.Send(askMsg{question: "start wave 5 of 5?", reply: reply})
 	waitScreen(t, tm, p, "start wave 5 of 5?")
 	tm.Type("n")
-	if yes := <-reply; yes {
-		t.Error("n answered yes")
+	select {
+	case yes := <-reply:
+		if yes {
+			t.Error("n answered yes")
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("no answer to n")
 	}
 	tm.Type("q")
 	waitScreen(t, tm, p, "cancelling")
