@@ -554,7 +554,7 @@ func parseTaint(s string) (corev1.Taint, bool) {
 }
 
 // checkIntent: with an inventory, declared hosts without a node and declared taints/labels the
-// node lacks (installer.Diff computed them; docs/failure-modes.md F5).
+// node lacks (drift.Diff computed them; docs/failure-modes.md F5).
 func checkIntent(in *Input) []Finding {
 	var out []Finding
 	for _, name := range slices.Sorted(maps.Keys(in.Intent)) {
@@ -855,7 +855,7 @@ func checkDisk(in *Input) []Finding {
 		out = append(out, Finding{ID: checkid.DiskPressure, Severity: sev, Node: name,
 			Title:    fmt.Sprintf("the disk of %s is %d%% full", name, f.DiskUsedPercent),
 			Message:  fmt.Sprintf("%s has %d MiB free (%d%% used); the kubelet starts evicting pods when less than 15%% is free.", f.DiskPath, f.DiskFreeKiB/1024, f.DiskUsedPercent),
-			Evidence: []EvidenceLine{{Text: fmt.Sprintf("df %s: %d KiB free of %d KiB (%d%% used)", f.DiskPath, f.DiskFreeKiB, f.DiskTotalKiB, f.DiskUsedPercent), Source: hostSrc(ne, "df -Pk /var/lib/rancher")}},
+			Evidence: []EvidenceLine{{Text: fmt.Sprintf("df %s: %d KiB free of %d KiB (%d%% used)", f.DiskPath, f.DiskFreeKiB, f.DiskTotalKiB, f.DiskUsedPercent), Source: hostSrc(ne, "df -Pk "+k3s.DirDataRoot)}},
 			Fixes:    []string{"free space on the node (unused images: `k3s crictl rmi --prune`; old logs) or grow the disk"}})
 	}
 	return out
@@ -911,7 +911,7 @@ func checkImagePull(in *Input) []Finding {
 				plural(len(stuck), "pod waits", "pods wait"), n.Name, orList(refs, "their images"), strings.Join(stuck, ", ")),
 			Evidence: ev,
 			Fixes: []string{
-				"on an airgap host: put the release's k3s-airgap-images-<arch>.tar.zst in /var/lib/rancher/k3s/agent/images/ (spec.k3s.airgap.<arch>.images) and restart K3s there",
+				"on an airgap host: put the release's k3s-airgap-images-<arch>.tar.zst in " + k3s.DirImages + "/ (spec.k3s.airgap.<arch>.images) and restart K3s there",
 				"otherwise: let the node reach the registry, or configure a mirror (spec.registries, /etc/rancher/k3s/registries.yaml)",
 			}}
 		out = append(out, f)

@@ -84,7 +84,7 @@ type NodeEvidence struct {
 type Intent struct {
 	// Registered is false when the cluster has no node of that name.
 	Registered bool
-	// Missing are the declared taints and labels the node lacks (installer.Diff); Describe
+	// Missing are the declared taints and labels the node lacks (drift.Diff); Describe
 	// one line per difference.
 	MissingTaints []corev1.Taint
 	Labels        map[string]string
@@ -111,7 +111,7 @@ type Input struct {
 	// RancherKnown say whether it has the fix for rancher/rancher#49981 (preflight's rule).
 	RancherVersion             string
 	RancherFixed, RancherKnown bool
-	// TaintGrace is how long the uninitialized taint may stay (default 60 s); CertWarn how
+	// TaintGrace is how long the uninitialized taint may stay (default k3s.StallGrace); CertWarn how
 	// close to expiry a certificate is reported (default 90 days); ClockSkewMax the tolerated
 	// skew (default k3s.ClockSkewWarn, preflight's threshold).
 	TaintGrace, CertWarn, ClockSkewMax time.Duration
@@ -122,7 +122,7 @@ func (in *Input) defaults() {
 		in.Now = time.Now()
 	}
 	if in.TaintGrace <= 0 {
-		in.TaintGrace = 60 * time.Second
+		in.TaintGrace = k3s.StallGrace
 	}
 	if in.CertWarn <= 0 {
 		in.CertWarn = 90 * 24 * time.Hour

@@ -32,7 +32,7 @@ func (in *Installer) Upgrade(ctx context.Context) error {
 func (in *Installer) Preflight(ctx context.Context) (*preflight.Report, error) {
 	var s *session
 	err := in.runCommand(ctx, "preflight", func(ss *session) { s = ss })
-	return s.report, err
+	return s.pre.report, err
 }
 
 // Check compares every node's taints and labels with the inventory through the first server
@@ -53,8 +53,8 @@ func (in *Installer) Reset(ctx context.Context) error {
 // req says. It returns the path written.
 func (in *Installer) Kubeconfig(ctx context.Context, req KubeconfigRequest) (string, error) {
 	var s *session
-	err := in.runCommand(ctx, "kubeconfig", func(ss *session) { s = ss; s.kubeconfigReq = req })
-	return s.kubeconfig, err
+	err := in.runCommand(ctx, "kubeconfig", func(ss *session) { s = ss; s.out.kubeconfigReq = req })
+	return s.out.kubeconfig, err
 }
 
 // UpgradeSUC hands the upgrade to system-upgrade-controller (`k3strap upgrade --via suc`):

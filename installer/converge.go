@@ -197,14 +197,14 @@ func (s *session) converge(ctx context.Context, hs *hostState) (convergeResult, 
 		// (Re)starting is not retried blindly: after a lost connection the next run's facts
 		// show whether it happened. The unit is enabled right after the start is queued, in
 		// the same command: enabling does not delay the start.
-		if _, err := hs.c().Check(ctx, startCommand(hs, verb, ch.enable)); err != nil {
+		if _, err := hs.c().Check(ctx, hs.startCommand(verb, ch.enable)); err != nil {
 			return res, s.hostFailure(hs, "start", KindInstall, err)
 		}
 		res.restarted, res.verb, res.enabled = true, verb, ch.enable
 		s.in.emitter(events.PhaseInstall).Step(hs.host.Name, "start", events.StatusChanged, fmt.Sprintf("%sed %s", verb, p.Service))
 	} else if ch.enable {
 		err := s.retry(ctx, hs, "enable", func(ctx context.Context) error {
-			_, err := hs.c().Check(ctx, enableCommand(hs))
+			_, err := hs.c().Check(ctx, hs.enableCommand())
 			return err
 		})
 		if err != nil {
@@ -287,29 +287,6 @@ func unifiedDiff(path, old, new string) string {
 		FromFile: path + " (on the host)", ToFile: path + " (k3strap)", Context: 3,
 	})
 	return d
-}
-
-// startCommand (re)starts the unit without waiting for it to become ready (the supervisor
-// watches): systemd `--no-block`, OpenRC's rc-service in the background; with enable, the unit
-// is enabled right after the start is queued (see enableCommand).
-func startCommand(hs *hostState, verb string, enable bool) remote.Cmd {
-	openrc := hs.facts.InitSystem == "openrc"
-	if !openrc && !enable {
-		return remote.Command("systemctl", verb, "--no-block", hs.plan.Service).AsRoot()
-	}
-	label, flag := verb+" "+hs.plan.Service, ""
-	if enable {
-		flag = "enable"
-		if !openrc {
-			label = verb + " and enable " + hs.plan.Service
-		}
-	}
-	return remote.Script(label, startScript, hs.plan.Service, verb, flag, hs.facts.InitSystem).AsRoot()
-}
-
-// enableCommand enables the unit of hs (left running or stopped as it is).
-func enableCommand(hs *hostState) remote.Cmd {
-	return remote.Script("enable "+hs.plan.Service, enableScript, hs.plan.Service, hs.facts.InitSystem).AsRoot()
 }
 
 // upload writes one planned file, reporting progress. Concurrent uploads across hosts are

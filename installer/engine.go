@@ -77,7 +77,7 @@ func (s *session) runSteps(parent context.Context, steps []step) error {
 // first server's bring-up is waited for (unless the run was cancelled), so that its result is
 // known and a diagnosed stall — the cause of everything else — is what the run reports.
 func (s *session) settle(parent context.Context, err error) error {
-	if s.bringUp == nil || s.in.opts.DryRun {
+	if s.boot.bringUp == nil || s.in.opts.DryRun {
 		return err
 	}
 	if upErr := s.firstUp(parent); upErr != nil && parent.Err() == nil {

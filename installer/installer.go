@@ -1,8 +1,12 @@
-// Package installer takes hosts from an inventory to a running K3s cluster over SSH, in
-// phases: Connect → GatherFacts → Preflight → (per host) Upload → Configure → Install →
-// InitServer → Supervise → Join → Kubeconfig. It emits events and prints nothing; re-running
-// after any failure is safe because every step compares what the host has with what it should
-// have (checksums gathered with the facts) before changing anything.
+// Package installer runs k3strap's commands against the hosts of an inventory over SSH. Each
+// command is an ordered list of named steps (commands.go; `k3strap steps` prints them), each
+// step in its own file step_<phase>.go; the engine (engine.go) runs them on a session
+// (session.go) that holds the hosts and the state steps hand forward, typed by the stage that
+// writes it. Work that needs no session lives in packages below: plan (what each host should
+// hold), drift (node taints and labels), sucwatch, rancherapi, lock, kube (kubectl over SSH)
+// and remote (SSH). It emits events and prints nothing; re-running after any failure is safe
+// because every step compares what the host has with what it should have (checksums gathered
+// with the facts) before changing anything. docs/architecture.md draws it.
 package installer
 
 import (
@@ -13,6 +17,7 @@ import (
 	"github.com/k3strap/k3strap/events"
 	"github.com/k3strap/k3strap/installer/remote"
 	"github.com/k3strap/k3strap/inventory"
+	"github.com/k3strap/k3strap/k3s"
 	"github.com/k3strap/k3strap/preflight"
 )
 
@@ -86,7 +91,7 @@ func (o *Options) defaults() {
 		}
 	}
 	if o.StallGrace <= 0 {
-		o.StallGrace = 60 * time.Second
+		o.StallGrace = k3s.StallGrace
 	}
 	if o.Timeout <= 0 {
 		o.Timeout = 10 * time.Minute

@@ -41,7 +41,7 @@ func (s *session) joinOne(ctx context.Context, first, hs *hostState) error {
 			return ctx.Err()
 		}
 	}
-	hs.plan.SetToken(s.token, false)
+	hs.plan.SetToken(s.join.token, false)
 	view := s.nodeView()
 	upgrade := s.upgrading(hs)
 	want := ""
@@ -371,5 +371,5 @@ func nodeNotDone(n *corev1.Node, h *inventory.Host, wantEtcd bool, version strin
 // cniExcluded returns the hosts kernelPolicy exclude keeps out of the CNI: the verdict the
 // preflight step printed, by host name (empty when preflight did not run).
 func (s *session) cniExcluded() map[string]preflight.ExcludedHost {
-	return s.excluded
+	return s.pre.excluded
 }

@@ -13,7 +13,7 @@ import (
 // after). A re-run for the same snapshot picks up where the last one stopped.
 
 func (s *session) readKV(ctx context.Context, hs *hostState, file string) (map[string]string, error) {
-	out, err := s.sh(ctx, hs, "restore state", restoreStateScript, "", file, "read")
+	out, err := hs.sh(ctx, "restore state", restoreStateScript, "", file, "read")
 	if err != nil {
 		return nil, err
 	}
@@ -33,7 +33,7 @@ func (s *session) writeKV(ctx context.Context, hs *hostState, file string, kv ma
 			fmt.Fprintf(&b, "%s=%s\n", k, v)
 		}
 	}
-	_, err := s.sh(ctx, hs, "restore state", restoreStateScript, b.String(), file, "write")
+	_, err := hs.sh(ctx, "restore state", restoreStateScript, b.String(), file, "write")
 	return err
 }
 

@@ -11,7 +11,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/k3strap/k3strap/events"
-	"github.com/k3strap/k3strap/facts"
 	"github.com/k3strap/k3strap/installer/kube"
 	"github.com/k3strap/k3strap/installer/plan"
 	"github.com/k3strap/k3strap/installer/remote"
@@ -19,95 +18,51 @@ import (
 	"github.com/k3strap/k3strap/preflight"
 )
 
-// hostState is one host during a run.
-type hostState struct {
-	host *inventory.Host
-	// client is the host's connection; read it through c() (a retry may replace it).
-	client *remote.Client
-	facts  *facts.Host
-	plan   *plan.HostPlan
-	// connErr is why the host could not be reached.
-	connErr error
-	// planErr is why no plan could be built for the host (reported after preflight).
-	planErr error
-	// staged is closed when the stage step finished uploading the host's files (nil when it
-	// stages nothing for the host).
-	staged chan struct{}
-	// staging is what the stage step did there: written by it before staged is closed, applied
-	// to facts by the host's join (applyStaging), so that no other step sees facts change
-	// under it.
-	staging staging
-	// fresh says the host ran no K3s when the facts were gathered: its node is created by this
-	// run (K3s sets its labels and taints at registration).
-	fresh bool
-	// selected is false for the first server when --host left it out and the command added
-	// it for the token, the API or the lock.
-	selected bool
-
-	mu      sync.Mutex
-	status  events.Status
-	message string
+// preflightState is what the plan and preflight steps learn for the steps after them (apply,
+// upgrade, preflight; the day-two commands run plan without preflight).
+type preflightState struct {
+	// binaryReleases are the releases inside the airgap binaries, by architecture (plan step;
+	// preflight's AirgapRelease judges them).
+	binaryReleases map[string]preflight.BinaryRelease
+	// report is the preflight step's report; excluded its verdict on which hosts kernelPolicy
+	// exclude keeps out of the CNI, by host name (nil before preflight ran, e.g. in `check` or
+	// the day-two commands, which judge no kernel).
+	report   *preflight.Report
+	excluded map[string]preflight.ExcludedHost
 }
 
-// c returns the host's current connection.
-func (hs *hostState) c() *remote.Client {
-	hs.mu.Lock()
-	defer hs.mu.Unlock()
-	return hs.client
+// bootState is the first server's bring-up: started by first-server (apply, upgrade) or
+// cluster-reset (restore), followed by supervise, waited for by bring-up.
+type bootState struct {
+	// firstResult is what the first-server (or cluster-reset) step changed on the first server:
+	// supervise reads when the service was started. firstDrained says first-server drained the
+	// first server for an upgrade (bring-up uncordons it).
+	firstResult  convergeResult
+	firstDrained bool
+	// bringUp is the first server's supervisor, started by the supervise step.
+	bringUp *bringUp
 }
 
-func (hs *hostState) setClient(c *remote.Client) {
-	hs.mu.Lock()
-	old := hs.client
-	hs.client = c
-	hs.mu.Unlock()
-	if old != nil && old != c {
-		_ = old.Close()
-	}
+// joinState is what the join steps share (apply, upgrade).
+type joinState struct {
+	// token is the join token read from the first server once it is up.
+	token inventory.Secret
+	// notJoined names the servers join-servers could not join (join-agents fails naming them
+	// once the agents are done).
+	notJoined []string
 }
 
-func (hs *hostState) setResult(st events.Status, msg string) {
-	hs.mu.Lock()
-	defer hs.mu.Unlock()
-	// A failure is never overwritten by a later success message.
-	if hs.status == events.StatusFailed && st != events.StatusFailed {
-		return
-	}
-	hs.status, hs.message = st, msg
-}
-
-// setResultIfUnset records a result only when the host has none yet.
-func (hs *hostState) setResultIfUnset(st events.Status, msg string) {
-	hs.mu.Lock()
-	defer hs.mu.Unlock()
-	if hs.status == "" {
-		hs.status, hs.message = st, msg
-	}
-}
-
-// appendNote adds a note to the host's summary message, keeping its status.
-func (hs *hostState) appendNote(note string) { hs.note("", note) }
-
-// note adds a note to the host's summary message and, unless the host failed, sets status st
-// ("" keeps it; an unset status becomes ok).
-func (hs *hostState) note(st events.Status, note string) {
-	hs.mu.Lock()
-	defer hs.mu.Unlock()
-	hs.message = appendMsg(hs.message, note)
-	switch {
-	case hs.status == events.StatusFailed:
-	case st != "":
-		hs.status = st
-	case hs.status == "":
-		hs.status = events.StatusOK
-	}
-}
-
-func appendMsg(msg, add string) string {
-	if msg == "" {
-		return add
-	}
-	return msg + "; " + add
+// outputs are what a run leaves for the summary and the caller.
+type outputs struct {
+	// kubeconfig is the path the kubeconfig step wrote; kubeconfigReq what `k3strap kubeconfig`
+	// was asked for.
+	kubeconfig    string
+	kubeconfigReq KubeconfigRequest
+	// rancherURL is set once Rancher answers; rancherPasswordFile is the local 0600 file
+	// holding a generated Rancher bootstrap password, rancherPasswordNew says this run wrote it.
+	rancherURL          string
+	rancherPasswordFile string
+	rancherPasswordNew  bool
 }
 
 // session is one run of a command: its hosts with their connections, facts and plans, and
@@ -126,35 +81,21 @@ type session struct {
 	// background is the work steps left running (the supervisor, staging uploads); runSteps
 	// waits for it before the session closes.
 	background sync.WaitGroup
-	// bringUp is the first server's supervisor, started by the supervise step.
-	bringUp *bringUp
-
-	// binaryReleases are the releases inside the airgap binaries, by architecture (plan
-	// step; preflight's AirgapRelease judges them).
-	binaryReleases map[string]preflight.BinaryRelease
-	// report is the preflight step's report; excluded its verdict on which hosts
-	// kernelPolicy exclude keeps out of the CNI, by host name (nil before preflight ran, e.g.
-	// in `check`, which has no facts).
-	report   *preflight.Report
-	excluded map[string]preflight.ExcludedHost
-	// token is the join token read from the first server once it is up.
-	token inventory.Secret
-	// firstResult is what the first-server step changed on the first server (the supervise
-	// step reads when the service was started); firstDrained says it drained the first
-	// server for an upgrade (the supervise step uncordons it).
-	firstResult  convergeResult
-	firstDrained bool
 	// closers run when the session closes, last added first (the lock's release).
 	closers []func()
-	// notJoined names the servers the join-servers step could not join (the join-agents step
-	// fails naming them once the agents are done).
-	notJoined []string
-	// nodes is the shared view of the cluster's nodes through the first server.
+	// nodes is the shared view of the cluster's nodes through the first server (join,
+	// bring-up and the day-two restarts wait on it).
 	nodes *nodeView
-	// kubeconfig is the path the kubeconfig step wrote, for the summary.
-	kubeconfig string
-	// kubeconfigReq is what `k3strap kubeconfig` was asked for.
-	kubeconfigReq KubeconfigRequest
+
+	// What steps hand forward, typed by the stage that writes it; each step's doc comment
+	// says what it reads and writes. docs/architecture.md tables which command uses which.
+	pre  preflightState
+	boot bootState
+	join joinState
+	out  outputs
+	// doctor is `k3strap doctor`'s state (doctor.go); day2 the day-two commands' (day2.go).
+	doctor *doctorState
+	day2   *day2State
 
 	khMu sync.Mutex
 	kh   map[string]*remote.KnownHosts
@@ -165,21 +106,11 @@ type session struct {
 	bastionMu sync.Mutex
 	bastions  map[string]*remote.Client
 
+	// uploadSlots bounds artifact uploads in flight (ConcurrentUploads).
+	uploadSlots chan struct{}
 	// planner builds every host's plan (once, in the plan step) and lists the paths facts
 	// checksum.
 	planner *plan.Planner
-	// rancherURL is set once Rancher answers, for the summary.
-	rancherURL string
-	// rancherPasswordFile is the local 0600 file holding a generated Rancher bootstrap
-	// password; rancherPasswordNew says this run wrote it (summary).
-	rancherPasswordFile string
-	rancherPasswordNew  bool
-	// uploadSlots bounds artifact uploads in flight (ConcurrentUploads).
-	uploadSlots chan struct{}
-	// doctor is `k3strap doctor`'s state (installer/doctor.go).
-	doctor *doctorState
-	// day2 is the state of the day-two commands (installer/day2.go).
-	day2 *day2State
 }
 
 // newSession returns the session of cmd: the hosts --host selected (all when none was), in

@@ -11,6 +11,9 @@ import (
 // every milestone, including the first node's own subnet.env and Ready; after an upgrade it
 // waits for the node on the new version and uncordons it (the supervise step already did,
 // before any other server was touched).
+//
+// Reads: s.boot.bringUp, s.boot.firstResult, s.boot.firstDrained. Writes: the first server's host
+// result.
 type bringUpStep struct{}
 
 func (bringUpStep) Phase() events.Phase { return events.PhaseBringUp }
@@ -33,7 +36,7 @@ func (bringUpStep) Preview(ctx context.Context, s *session) error {
 // after an upgrade the node must be Ready on the new version, and is uncordoned when it was
 // drained. It returns the supervisor's failure, if any.
 func (s *session) firstUp(ctx context.Context) error {
-	bu := s.bringUp
+	bu := s.boot.bringUp
 	select {
 	case <-bu.done:
 	case <-ctx.Done():
@@ -46,12 +49,12 @@ func (s *session) firstUp(ctx context.Context) error {
 		return nil
 	}
 	bu.finished = true
-	hs, res := s.first, s.firstResult
+	hs, res := s.first, s.boot.firstResult
 	if s.upgrading(hs) {
 		if err := s.waitNode(ctx, hs, s.nodeView(), s.in.cluster.Spec.K3s.Version, res); err != nil {
 			return s.hostFailure(hs, "upgrade", KindBringUp, err)
 		}
-		if s.firstDrained {
+		if s.boot.firstDrained {
 			if err := s.uncordon(ctx, hs, hs); err != nil {
 				return err
 			}

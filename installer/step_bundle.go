@@ -23,6 +23,9 @@ import (
 // read — the cluster view (nodes, pods, events, DaemonSets, Deployments, Jobs, HelmCharts),
 // per node the evidence (journal tail, config files, subnet.env, certificate dates, unit
 // state) — and the findings, every text redacted (Redact); then reports doctor's verdict.
+//
+// Reads: s.doctor (view, nodes, report, req). Writes: the bundle file, s.doctor.report.Bundle;
+// returns the verdict.
 type bundleStep struct{}
 
 func (bundleStep) Phase() events.Phase { return events.PhaseBundle }

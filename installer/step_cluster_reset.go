@@ -9,6 +9,9 @@ import (
 
 // clusterResetStep runs `k3s server --cluster-reset --cluster-reset-restore-path` on the first
 // server (once per restore) and starts it; the supervise and bring-up steps follow its start.
+//
+// Reads: s.day2.restorePath, restoreID, resetDone. Writes: s.boot.firstResult (what supervise
+// follows).
 type clusterResetStep struct{}
 
 func (clusterResetStep) Phase() events.Phase { return events.PhaseClusterReset }
@@ -23,7 +26,7 @@ func (clusterResetStep) Run(ctx context.Context, s *session) error {
 	em := s.in.emitter(events.PhaseClusterReset)
 	if !d.resetDone {
 		em.Step(hs.host.Name, "cluster-reset", events.StatusRunning, "k3s server --cluster-reset --cluster-reset-restore-path="+d.restorePath)
-		_, err := s.sh(ctx, hs, "cluster-reset", clusterResetScript, "", d.restorePath)
+		_, err := hs.sh(ctx, "cluster-reset", clusterResetScript, "", d.restorePath)
 		if err != nil {
 			return s.hostFailure(hs, "cluster-reset", KindInstall, err)
 		}
@@ -32,15 +35,15 @@ func (clusterResetStep) Run(ctx context.Context, s *session) error {
 		}
 		em.Step(hs.host.Name, "cluster-reset", events.StatusChanged, "etcd restored from the snapshot, membership reset to this server")
 	}
-	if d.resetDone && s.serviceActive(ctx, hs) {
-		s.firstResult = convergeResult{}
+	if d.resetDone && hs.serviceActive(ctx) {
+		s.boot.firstResult = convergeResult{}
 		return nil
 	}
-	at, err := s.systemctl(ctx, hs, "start")
+	at, err := hs.systemctl(ctx, "start")
 	if err != nil {
 		return s.hostFailure(hs, "start", KindInstall, err)
 	}
-	s.firstResult = convergeResult{restarted: true, verb: "start", started: at}
+	s.boot.firstResult = convergeResult{restarted: true, verb: "start", started: at}
 	return nil
 }
 

@@ -15,6 +15,8 @@ import (
 // clusterViewStep reads the cluster's view through one server (doctor): nodes, pods, events,
 // DaemonSets, Deployments, Jobs and HelmCharts in one SSH command (facts.DoctorClusterScript).
 // It tries the first server, then the other reachable hosts (servers first) until one answers.
+//
+// Reads: connections. Writes: s.doctor.view, viewHost, viewErr.
 type clusterViewStep struct{}
 
 func (clusterViewStep) Phase() events.Phase { return events.PhaseClusterView }

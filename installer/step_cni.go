@@ -23,6 +23,8 @@ import (
 // cniStep says loudly which hosts run without the CNI (kernelPolicy exclude, the preflight
 // verdict; docs/failure-modes.md F2) and waits until the CNI k3strap deploys (Calico, standalone
 // flannel) runs on every node it should, naming the nodes where it does not.
+//
+// Reads: s.pre.excluded; hostState.plan. Writes: host notes (excluded hosts).
 type cniStep struct{}
 
 func (cniStep) Phase() events.Phase { return events.PhaseCNI }
@@ -32,14 +34,14 @@ func (cniStep) Summary() string {
 }
 
 func (cniStep) Run(ctx context.Context, s *session) error {
-	s.reportExcluded(s.excluded)
-	return s.waitCNI(ctx, s.first, s.excluded)
+	s.reportExcluded(s.pre.excluded)
+	return s.waitCNI(ctx, s.first, s.pre.excluded)
 }
 
 // Preview says which CNI the step would wait for; the exclusions are reported as preflight
 // judged them.
 func (cniStep) Preview(ctx context.Context, s *session) error {
-	s.reportExcluded(s.excluded)
+	s.reportExcluded(s.pre.excluded)
 	if t := s.in.cluster.Spec.CNI.Type; t != "" {
 		s.in.emitter(events.PhaseCNI).Info("", "would wait until "+string(t)+" runs on every node it should")
 	}

@@ -12,6 +12,9 @@ import (
 // connectStep dials every host of the session in parallel (or only the first server, for
 // commands that work through it). Unreachable hosts keep their error: preflight's SSH check
 // reports them; commands without preflight fail on an unreachable first server here.
+//
+// Reads: the inventory hosts (the first server only with firstOnly). Writes: each hostState's
+// connection (c()) or connErr; the known_hosts records.
 type connectStep struct {
 	firstOnly bool
 }

@@ -16,6 +16,8 @@ import (
 // by their InternalIP with the SSH settings of the first host given (user, port, key, the jump
 // host), then gathers their evidence. With an inventory it only names the nodes the inventory
 // does not declare.
+//
+// Reads: s.doctor.view, nodeOf, req. Writes: new hostStates in s.hosts, their evidence.
 type discoverStep struct{}
 
 func (discoverStep) Phase() events.Phase { return events.PhaseDiscover }

@@ -14,6 +14,8 @@ import (
 // with KindDrift when any node differs. Without gathered facts it cannot tell which hosts
 // kernelPolicy exclude keeps out of the CNI, so cni.ExcludedLabel is only judged under strict
 // (where it must be absent). See docs/failure-modes.md (F5).
+//
+// Reads: hostState.selected; the cluster's nodes. Writes: host results.
 type driftStep struct{}
 
 func (driftStep) Phase() events.Phase { return events.PhaseDrift }

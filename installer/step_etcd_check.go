@@ -3,11 +3,15 @@ package installer
 import (
 	"context"
 	"fmt"
+	"strings"
 
 	"github.com/k3strap/k3strap/events"
+	"github.com/k3strap/k3strap/k3s"
 )
 
 // etcdCheckStep refuses etcd snapshots and restore when the cluster has no embedded etcd.
+//
+// Reads: the first server's connection. Writes: nothing (refuses a cluster without embedded etcd).
 type etcdCheckStep struct{}
 
 func (etcdCheckStep) Phase() events.Phase { return events.PhaseEtcdCheck }
@@ -29,4 +33,18 @@ func (etcdCheckStep) Run(ctx context.Context, s *session) error {
 	}
 	s.in.emitter(events.PhaseEtcdCheck).Step(s.first.host.Name, "etcd", events.StatusOK, "embedded etcd")
 	return nil
+}
+
+// hasEtcd reports whether the first server runs embedded etcd.
+func (s *session) hasEtcd(ctx context.Context) (bool, error) {
+	out, err := s.first.sh(ctx, "etcd check", etcdCheckScript, "", k3s.DirEtcd)
+	return strings.TrimSpace(out) == "yes", err
+}
+
+// errNoEtcd is the refusal of etcd snapshots and restore on a cluster without embedded etcd.
+func (s *session) errNoEtcd() error {
+	return &Failure{Kind: KindInvalid, Phase: events.PhaseEtcdCheck, Host: s.first.host.Name, Info: events.ErrorInfo{
+		Message: fmt.Sprintf("the cluster has no embedded etcd (%s is missing on %s): its datastore is SQLite — a single server without cluster-init — or an external datastore, and `k3s etcd-snapshot` and --cluster-reset only work with embedded etcd", k3s.DirEtcd, s.first.host.Name),
+		Fix:     "back up a SQLite cluster by copying /var/lib/rancher/k3s/server/db/ and the token with K3s stopped (docs/day2.md); an external datastore is backed up with its own tools; a cluster with more than one server in the inventory runs embedded etcd",
+	}}
 }

@@ -10,6 +10,8 @@ import (
 // evidenceStep gathers facts and evidence from every reachable host (doctor): one SSH command
 // each (facts.DoctorNodeScript: K3s version and unit, restarts, journal, config files,
 // subnet.env, certificate expiry, disk, memory, clock), and matches each host to its node.
+//
+// Reads: connections; s.doctor.view. Writes: s.doctor.nodes, s.doctor.nodeOf.
 type evidenceStep struct{}
 
 func (evidenceStep) Phase() events.Phase { return events.PhaseEvidence }

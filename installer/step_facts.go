@@ -13,6 +13,9 @@ import (
 
 // factsStep runs the facts script on every reachable host: one SSH command per host that
 // prints one document (OS, kernel, K3s state, checksums of every managed path).
+//
+// Reads: connections; s.planner.ManagedPaths. Writes: hostState.facts (nil when unreachable:
+// connErr set) and hostState.fresh.
 type factsStep struct{}
 
 func (factsStep) Phase() events.Phase { return events.PhaseFacts }

@@ -16,7 +16,10 @@ import (
 )
 
 // findingsStep judges the evidence (diagnose.Findings) and reports each finding as an event:
-// with an inventory it also compares intent with reality (installer.Diff per declared host).
+// with an inventory it also compares intent with reality (drift.Diff per declared host).
+//
+// Reads: s.doctor (view, nodes, req) and, for the intent, hostState.
+// Writes: s.doctor.findings, s.doctor.report.Findings.
 type findingsStep struct{}
 
 func (findingsStep) Phase() events.Phase { return events.PhaseFindings }

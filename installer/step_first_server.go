@@ -23,6 +23,9 @@ func (s *session) upgrading(hs *hostState) bool {
 // inventory's, the one already there, the one of a K3s installed without k3strap, or a new
 // one), its files, the install script and the service (re)start. When its K3s version changes
 // and other nodes can take its pods, it is drained first (the supervise step uncordons it).
+//
+// Reads: the first server's facts and plan. Writes: its plan's token file; s.boot.firstResult,
+// s.boot.firstDrained.
 type firstServerStep struct{}
 
 func (firstServerStep) Phase() events.Phase { return events.PhaseFirstServer }
@@ -45,13 +48,13 @@ func (firstServerStep) Run(ctx context.Context, s *session) error {
 		if err := s.drain(ctx, hs, hs); err != nil {
 			return err
 		}
-		s.firstDrained = !s.in.opts.NoDrain
+		s.boot.firstDrained = !s.in.opts.NoDrain
 	}
 	res, err := s.converge(ctx, hs)
 	if err != nil {
 		return err
 	}
-	s.firstResult = res
+	s.boot.firstResult = res
 	em.Finished(events.StatusOK, res.describe())
 	return nil
 }

@@ -18,6 +18,9 @@ import (
 // lost (docs/failure-modes.md F5), put back by read-modify-write with conflict retries
 // (drift.Reconcile, as apply --reconcile-taints). Only after confirmation (a terminal prompt, or
 // --yes); without --fix it names what --fix would do (the commands are in the findings).
+//
+// Reads: s.doctor.findings, viewHost, req. Writes: s.doctor.findings (repaired ones removed),
+// s.doctor.report.Repaired.
 type fixStep struct{}
 
 func (fixStep) Phase() events.Phase { return events.PhaseFix }

@@ -15,6 +15,8 @@ import (
 // version changes go in batches of --upgrade-batch percent, each drained and uncordoned. One
 // agent failing does not stop the others; the step then fails naming every agent to look at.
 // Hosts that could not be planned (unreachable with the SSH check ignored) are named too.
+//
+// Reads: s.join.token, s.join.notJoined, agents' plan, facts, staging. Writes: host results.
 type joinAgentsStep struct{}
 
 func (joinAgentsStep) Phase() events.Phase { return events.PhaseJoinAgents }
@@ -24,7 +26,7 @@ func (joinAgentsStep) Summary() string {
 }
 
 func (joinAgentsStep) Run(ctx context.Context, s *session) error {
-	failed := append([]string(nil), s.notJoined...)
+	failed := append([]string(nil), s.join.notJoined...)
 	for _, hs := range s.hosts {
 		if hs.plan == nil && hs != s.first {
 			failed = append(failed, hs.host.Name)

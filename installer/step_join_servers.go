@@ -15,6 +15,9 @@ import (
 // with the join token and waited for until Ready, carrying its labels and taints and an etcd
 // member, before the next starts. A server that does not join stops further server joins;
 // the agents still join, and the join-agents step fails naming it.
+//
+// Reads: s.boot.bringUp (gate passed), joining servers' plan and facts. Writes: s.join.token,
+// s.join.notJoined, host results.
 type joinServersStep struct{}
 
 func (joinServersStep) Phase() events.Phase { return events.PhaseJoinServers }
@@ -30,8 +33,8 @@ func (joinServersStep) Run(ctx context.Context, s *session) error {
 	}
 	// Servers wait for the strict gate: the first server's node exists and its uninitialized
 	// taint is gone (the supervise step may have returned earlier, for agents).
-	if s.bringUp != nil {
-		if err := s.waitGate(ctx, s.bringUp.gate); err != nil {
+	if s.boot.bringUp != nil {
+		if err := s.waitGate(ctx, s.boot.bringUp.gate); err != nil {
 			return err
 		}
 	}
@@ -49,7 +52,7 @@ func (joinServersStep) Run(ctx context.Context, s *session) error {
 			for _, rest := range servers {
 				rest.setResultIfUnset(events.StatusSkipped, "not joined: server "+hs.host.Name+" failed first")
 			}
-			s.notJoined = append(s.notJoined, hs.host.Name)
+			s.join.notJoined = append(s.join.notJoined, hs.host.Name)
 			return nil
 		}
 	}
@@ -75,14 +78,14 @@ func (s *session) joining(role inventory.Role) []*hostState {
 
 // joinToken reads the join token from the first server, once per run.
 func (s *session) joinToken(ctx context.Context) error {
-	if s.token != "" {
+	if s.join.token != "" {
 		return nil
 	}
 	b, err := s.first.c().ReadFile(ctx, k3s.PathServerToken)
 	if err != nil {
 		return s.hostFailure(s.first, "token", KindInstall, fmt.Errorf("reading the join token: %w", err))
 	}
-	s.token = inventory.Secret(strings.TrimSpace(string(b)))
+	s.join.token = inventory.Secret(strings.TrimSpace(string(b)))
 	return nil
 }
 
@@ -97,7 +100,7 @@ func (s *session) previewJoins(ctx context.Context, hosts []*hostState) error {
 		if err := s.joinToken(ctx); err != nil {
 			return err
 		}
-		token = s.token
+		token = s.join.token
 	}
 	for _, hs := range hosts {
 		hs.plan.SetToken(token, false)

@@ -19,6 +19,8 @@ import (
 // k3s.yaml pointed at its address (or --api-address), named after the cluster, mode 0600 —
 // for apply to --kubeconfig-out (an identical file is left alone); for `k3strap kubeconfig`
 // (requested) to a file or merged into an existing one (clientcmd), as KubeconfigRequest says.
+//
+// Reads: the first server's k3s.yaml; s.out.kubeconfigReq (requested). Writes: s.out.kubeconfig.
 type kubeconfigStep struct {
 	requested bool
 }
@@ -35,13 +37,15 @@ func (k kubeconfigStep) Summary() string {
 func (k kubeconfigStep) Run(ctx context.Context, s *session) error {
 	write := s.writeKubeconfig
 	if k.requested {
-		write = func(ctx context.Context, _ *hostState) (string, error) { return s.kubeconfigCmd(ctx, s.kubeconfigReq) }
+		write = func(ctx context.Context, _ *hostState) (string, error) {
+			return s.kubeconfigCmd(ctx, s.out.kubeconfigReq)
+		}
 	}
 	path, err := write(ctx, s.first)
 	if err != nil {
 		return err
 	}
-	s.kubeconfig = path
+	s.out.kubeconfig = path
 	return nil
 }
 
@@ -52,10 +56,10 @@ func (k kubeconfigStep) Preview(ctx context.Context, s *session) error {
 		return ctx.Err()
 	}
 	verb := "write"
-	if s.kubeconfigReq.Merge {
+	if s.out.kubeconfigReq.Merge {
 		verb = "merge into"
 	}
-	path := s.kubeconfigReq.Path
+	path := s.out.kubeconfigReq.Path
 	if path == "" {
 		path = "the default kubeconfig path"
 	}

@@ -11,6 +11,8 @@ import (
 
 // lockStep takes the cluster's run lock on the first server (refreshed in the background and
 // released when the session closes), so that no two k3strap runs change the cluster at once.
+//
+// Reads: the first server's connection. Writes: the held lock, released by s.onClose.
 type lockStep struct{}
 
 func (lockStep) Phase() events.Phase { return events.PhaseLock }

@@ -13,6 +13,8 @@ import (
 // and every later step writes exactly them. It also reads the release inside each airgap
 // binary (AirgapRelease). A host whose plan cannot be built keeps the
 // error; the preflight step reports it after the findings.
+//
+// Reads: hostState.facts; the inventory. Writes: hostState.plan (or planErr); s.pre.binaryReleases.
 type planStep struct{}
 
 func (planStep) Phase() events.Phase { return events.PhasePlan }
@@ -26,7 +28,7 @@ func (planStep) Run(ctx context.Context, s *session) error {
 	em.Started("planning every host")
 	// The release inside each airgap binary, for preflight's AirgapRelease check: a binary of
 	// another release than spec.k3s.version is refused before anything is installed.
-	s.binaryReleases = preflight.ReadBinaryReleases(s.in.cluster)
+	s.pre.binaryReleases = preflight.ReadBinaryReleases(s.in.cluster)
 	for _, hs := range s.hosts {
 		if hs.facts == nil {
 			continue // unreachable: preflight's SSH check reports it

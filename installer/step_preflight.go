@@ -14,6 +14,9 @@ import (
 // every finding, and keeps the report and its CNI-exclusion verdict for later steps. It fails
 // (KindPreflight) when errors remain after --ignore-preflight-errors, and then (KindInstall)
 // when a host's plan could not be built.
+//
+// Reads: hostState.facts, plan, connErr; s.pre.binaryReleases. Writes: s.pre.report,
+// s.pre.excluded; host results of failed hosts.
 type preflightStep struct{}
 
 func (preflightStep) Phase() events.Phase { return events.PhasePreflight }
@@ -40,7 +43,7 @@ func (preflightStep) Run(ctx context.Context, s *session) error {
 // connection failures.
 func (s *session) preflightInput() *preflight.Input {
 	input := &preflight.Input{Cluster: s.in.cluster, Facts: map[string]*facts.Host{}, Unreachable: map[string]error{},
-		BinaryReleases: s.binaryReleases}
+		BinaryReleases: s.pre.binaryReleases}
 	for _, hs := range s.hosts {
 		if hs.facts != nil {
 			input.Facts[hs.host.Name] = hs.facts
@@ -60,10 +63,10 @@ func (s *session) preflight() (*preflight.Report, error) {
 	em.Started("running preflight checks")
 	input := s.preflightInput()
 	rep := preflight.Run(input, s.in.opts.IgnorePreflight)
-	s.report = rep
-	s.excluded = map[string]preflight.ExcludedHost{}
+	s.pre.report = rep
+	s.pre.excluded = map[string]preflight.ExcludedHost{}
 	for _, e := range preflight.CNIExcludedHosts(input) {
-		s.excluded[e.Host] = e
+		s.pre.excluded[e.Host] = e
 	}
 	for _, f := range rep.Findings {
 		sev := string(f.Severity)

@@ -30,6 +30,9 @@ import (
 // rancherStep installs Rancher (cert-manager and rancher HelmCharts placed by the first
 // server's plan, watched until the deployment answers) or registers the cluster in an
 // existing Rancher, when the inventory asks for either (docs/rancher.md).
+//
+// Reads: the first server's plan and facts; s.out.kubeconfig (where the password file goes).
+// Writes: s.out.rancherURL, s.out.rancherPasswordFile, s.out.rancherPasswordNew.
 type rancherStep struct{}
 
 func (rancherStep) Phase() events.Phase { return events.PhaseRancher }
@@ -342,7 +345,7 @@ func (w *rancherWatch) installStep(ctx context.Context, kc kube.Kubectl, objs []
 		return false, nil
 	}
 	w.milestone(MilestoneRancherAnswers, detail)
-	w.s.rancherURL = "https://" + host
+	w.s.out.rancherURL = "https://" + host
 	w.doneMessage = "Rancher answers at https://" + host
 	return true, nil
 }
@@ -532,14 +535,14 @@ func (w *rancherWatch) bootstrapPassword(ctx context.Context) error {
 		return w.failure(fmt.Sprintf("%s on %s: %v", p, w.first.host.Name, err), "remove the file on the server and re-run apply to generate a new password", nil)
 	}
 	local := plan.RancherPasswordFile(w.s.kubeconfigPath())
-	w.s.rancherPasswordFile = local
+	w.s.out.rancherPasswordFile = local
 	if old, err := os.ReadFile(local); err == nil && strings.TrimSpace(string(old)) == pw {
 		return nil
 	}
 	if err := writeFileAtomic(local, []byte(pw+"\n"), 0o600); err != nil {
 		return w.failure("storing Rancher's bootstrap password: "+err.Error(), "choose a writable --kubeconfig-out (the password is kept next to the kubeconfig)", nil)
 	}
-	w.s.rancherPasswordNew = true
+	w.s.out.rancherPasswordNew = true
 	w.em.Step(w.first.host.Name, "bootstrap-password", events.StatusChanged, "stored Rancher's bootstrap password in "+local+" (mode 0600)")
 	return nil
 }
@@ -655,7 +658,7 @@ func (w *rancherWatch) register(ctx context.Context) error {
 			w.wait("deployment cattle-system/"+rancherapi.ClusterAgent+" to become available", "reading it: "+err.Error())
 		case kube.DeploymentAvailable(d):
 			w.milestone(MilestoneClusterAgent, fmt.Sprintf("%d/%d replicas available", d.Status.AvailableReplicas, replicasOf(d)))
-			w.s.rancherURL = rancherURL
+			w.s.out.rancherURL = rancherURL
 			w.doneMessage = "registered with Rancher: " + rancherURL
 			return nil
 		default:

@@ -16,6 +16,9 @@ import (
 // node of the run with the inventory (taints and labels), repairs the drift with
 // --reconcile-taints by read-modify-write (or reports it with the command that repairs it).
 // See docs/failure-modes.md (F5).
+//
+// Reads: hostState.plan, s.pre.excluded; the cluster's nodes. Writes: node taints, labels and
+// annotations (read-modify-write); host notes.
 type reconcileNodesStep struct{}
 
 func (reconcileNodesStep) Phase() events.Phase { return events.PhaseReconcileNodes }
@@ -76,8 +79,8 @@ func (reconcileNodesStep) Preview(ctx context.Context, s *session) error {
 // preflight when the host's facts were gathered.
 func (s *session) desired(hs *hostState) drift.Desired {
 	var ex *bool
-	if hs.facts != nil && s.excluded != nil {
-		_, isEx := s.excluded[hs.host.Name]
+	if hs.facts != nil && s.pre.excluded != nil {
+		_, isEx := s.pre.excluded[hs.host.Name]
 		ex = &isEx
 	}
 	return drift.DesiredFor(s.in.cluster, hs.host, ex)

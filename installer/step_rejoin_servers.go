@@ -10,6 +10,8 @@ import (
 
 // rejoinServersStep moves each other server's datastore aside and starts it, one at a time,
 // waiting until it is Ready and an etcd member again.
+//
+// Reads: s.day2.restoreID. Writes: each server's restore-done record.
 type rejoinServersStep struct{}
 
 func (rejoinServersStep) Phase() events.Phase { return events.PhaseRejoinServers }
@@ -27,7 +29,7 @@ func (rejoinServersStep) Run(ctx context.Context, s *session) error {
 			continue
 		}
 		aside := k3s.DirDB + "-k3strap-restore-" + d.restoreID
-		_, err := s.sh(ctx, hs, "move db aside", moveDBAsideScript, "", k3s.DirDB, aside, k3s.Unit(string(hs.host.Role)))
+		_, err := hs.sh(ctx, "move db aside", moveDBAsideScript, "", k3s.DirDB, aside, k3s.Unit(string(hs.host.Role)))
 		if err != nil {
 			return s.hostFailure(hs, "move db aside", KindInstall, err)
 		}

@@ -15,6 +15,8 @@ import (
 )
 
 // removeNodeStep removes the nodes `k3strap remove-node NAME...` names (see removeNode).
+//
+// Reads: s.day2.remove; the cluster's nodes. Writes: removes the nodes; host results.
 type removeNodeStep struct{}
 
 func (removeNodeStep) Phase() events.Phase { return events.PhaseRemoveNode }
@@ -109,7 +111,7 @@ func (s *session) removalTarget(ctx context.Context, name string) (*removal, err
 			continue
 		}
 		left = append(left, m)
-		if hs := s.state(m); hs != nil && s.serviceActive(ctx, hs) {
+		if hs := s.state(m); hs != nil && hs.serviceActive(ctx) {
 			live = append(live, m)
 		} else {
 			down = append(down, m)
@@ -156,7 +158,7 @@ func (s *session) removeNode(ctx context.Context, name string, connect bool) err
 		em.Step(name, "drain", events.StatusChanged, "cordoned and drained")
 	}
 	if r.hs != nil {
-		if _, err := s.systemctl(ctx, r.hs, "stop"); err != nil {
+		if _, err := r.hs.systemctl(ctx, "stop"); err != nil {
 			em.Warn(name, "could not stop K3s: "+firstLine(err))
 		}
 	}

@@ -12,6 +12,9 @@ import (
 // node is deleted first (K3s removes a server's etcd member with it, and the node password
 // secret that would refuse the new machine goes too), with the same live-majority refusal as
 // remove-node; then the join steps join the new machine under the same name.
+//
+// Reads: fresh hosts' facts and plans; the cluster's nodes. Writes: deletes replaced nodes in the
+// cluster.
 type replaceNodesStep struct{}
 
 func (replaceNodesStep) Phase() events.Phase { return events.PhaseReplaceNodes }

@@ -18,6 +18,8 @@ import (
 // first server stays, it holds the run lock meanwhile and the reset hosts' Node objects are
 // deleted from the cluster. Afterwards `apply` works on those hosts again. The command layer
 // asks for confirmation first.
+//
+// Reads: hostState.facts, selected. Writes: host results; the reset hosts' Node objects.
 type resetStep struct{}
 
 func (resetStep) Phase() events.Phase { return events.PhaseReset }

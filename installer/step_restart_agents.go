@@ -12,6 +12,8 @@ import (
 
 // restartAgentsStep restarts every agent (in parallel) and waits for its node; then the
 // restore is recorded as done.
+//
+// Reads: s.day2.restoreID, restorePath. Writes: the first server's restore state (done).
 type restartAgentsStep struct{}
 
 func (restartAgentsStep) Phase() events.Phase { return events.PhaseRestartAgents }

@@ -16,6 +16,9 @@ import (
 )
 
 // restoreCheckStep finds the snapshot on the first server and starts (or resumes) the restore.
+//
+// Reads: s.day2.snapshot; the first server's restore state. Writes: s.day2.restorePath, restoreID,
+// resetDone.
 type restoreCheckStep struct{}
 
 func (restoreCheckStep) Phase() events.Phase { return events.PhaseRestoreCheck }
@@ -38,7 +41,7 @@ func (restoreCheckStep) Run(ctx context.Context, s *session) error {
 	} else if !strings.Contains(p, "/") {
 		p = path.Join(s.snapshotDir(), p)
 	}
-	out, err := s.sh(ctx, s.first, "snapshot check", sha256Script, "", p, "or-missing")
+	out, err := s.first.sh(ctx, "snapshot check", sha256Script, "", p, "or-missing")
 	if err != nil {
 		return s.hostFailure(s.first, "snapshot", KindInstall, err)
 	}
@@ -51,7 +54,7 @@ func (restoreCheckStep) Run(ctx context.Context, s *session) error {
 			if err := s.first.c().WriteFile(ctx, p, 0o600, bytes.NewReader(local), int64(len(local)), nil); err != nil {
 				return s.hostFailure(s.first, "upload snapshot", KindInstall, err)
 			}
-			if got, err := s.sh(ctx, s.first, "sha256sum", sha256Script, "", p); err != nil || strings.TrimSpace(got) != want {
+			if got, err := s.first.sh(ctx, "sha256sum", sha256Script, "", p); err != nil || strings.TrimSpace(got) != want {
 				return s.hostFailure(s.first, "upload snapshot", KindInstall, fmt.Errorf("%s: the uploaded copy's checksum differs (%v); re-run", p, err))
 			}
 			s.in.emitter(events.PhaseRestoreCheck).Step(s.first.host.Name, "upload", events.StatusChanged, fmt.Sprintf("copied %s to %s (sha256 checked)", d.snapshot, p))

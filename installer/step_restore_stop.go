@@ -8,6 +8,8 @@ import (
 )
 
 // restoreStopStep stops K3s on every server that still has to be restored or rejoined.
+//
+// Reads: s.day2.resetDone, restoreID. Writes: stops K3s on the servers.
 type restoreStopStep struct{}
 
 func (restoreStopStep) Phase() events.Phase { return events.PhaseRestoreStop }
@@ -23,7 +25,7 @@ func (restoreStopStep) Run(ctx context.Context, s *session) error {
 			em.Step(hs.host.Name, "stop", events.StatusUnchanged, "already restored (resumed run)")
 			continue
 		}
-		if _, err := s.systemctl(ctx, hs, "stop"); err != nil {
+		if _, err := hs.systemctl(ctx, "stop"); err != nil {
 			return s.hostFailure(hs, "stop", KindInstall, err)
 		}
 		em.Step(hs.host.Name, "stop", events.StatusChanged, "K3s stopped")

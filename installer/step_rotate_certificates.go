@@ -8,6 +8,8 @@ import (
 
 // rotateCertificatesStep runs `k3s certificate rotate` with K3s stopped on every node (servers one
 // at a time, then agents), each restarted and checked as a bring-up.
+//
+// Reads: connections. Writes: host results.
 type rotateCertificatesStep struct{}
 
 func (rotateCertificatesStep) Phase() events.Phase { return events.PhaseRotateCertificates }
@@ -19,7 +21,7 @@ func (rotateCertificatesStep) Summary() string {
 func (rotateCertificatesStep) Run(ctx context.Context, s *session) error {
 	return s.rotateEach(ctx, func(ctx context.Context, hs *hostState) error {
 		return s.restartAndWait(ctx, hs, "rotate", func() error {
-			_, err := s.sh(ctx, hs, "certificate rotate", certRotateScript, "")
+			_, err := hs.sh(ctx, "certificate rotate", certRotateScript, "")
 			return err
 		})
 	})

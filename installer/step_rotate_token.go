@@ -10,6 +10,9 @@ import (
 )
 
 // rotateTokenStep replaces the server token and restarts every node with it.
+//
+// Reads: the inventory's token; the first server's token. Writes: every host's token file; host
+// results.
 type rotateTokenStep struct{}
 
 func (rotateTokenStep) Phase() events.Phase { return events.PhaseRotateToken }
@@ -35,7 +38,7 @@ func (rotateTokenStep) Run(ctx context.Context, s *session) error {
 			}}
 		}
 	}
-	if _, err := s.sh(ctx, s.first, "token rotate", tokenRotateScript, newTok+"\n"); err != nil {
+	if _, err := s.first.sh(ctx, "token rotate", tokenRotateScript, newTok+"\n"); err != nil {
 		return s.hostFailure(s.first, "token rotate", KindInstall, err)
 	}
 	em.Step(s.first.host.Name, "token", events.StatusChanged, "server token rotated (the old token no longer joins)")
@@ -45,7 +48,7 @@ func (rotateTokenStep) Run(ctx context.Context, s *session) error {
 			failed = append(failed, hs.host.Name)
 			continue
 		}
-		if _, err := s.sh(ctx, hs, "token file", tokenFileScript, newTok+"\n", k3s.PathTokenFile); err != nil {
+		if _, err := hs.sh(ctx, "token file", tokenFileScript, newTok+"\n", k3s.PathTokenFile); err != nil {
 			_ = s.hostFailure(hs, "token file", KindInstall, err)
 			failed = append(failed, hs.host.Name)
 		}

@@ -18,6 +18,8 @@ import (
 // snapshotCopyStep copies the snapshot and the server token (restoring needs the token the
 // snapshot was taken with) to the workstation: files 0600, checksums compared with the host's,
 // and a NAME.sha256 file beside them.
+//
+// Reads: s.day2.backup, s.day2.saved. Writes: s.day2.local (files on the workstation).
 type snapshotCopyStep struct{}
 
 func (snapshotCopyStep) Phase() events.Phase { return events.PhaseSnapshotCopy }
@@ -45,7 +47,7 @@ func (snapshotCopyStep) Run(ctx context.Context, s *session) error {
 		if err != nil {
 			return s.hostFailure(s.first, "copy", KindInstall, fmt.Errorf("copying %s: %w", f.remote, err))
 		}
-		out, err := s.sh(ctx, s.first, "sha256sum", sha256Script, "", f.remote)
+		out, err := s.first.sh(ctx, "sha256sum", sha256Script, "", f.remote)
 		if err != nil {
 			return s.hostFailure(s.first, "copy", KindInstall, err)
 		}

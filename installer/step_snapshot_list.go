@@ -9,6 +9,8 @@ import (
 )
 
 // snapshotListStep lists the snapshots on the first server (k3s etcd-snapshot ls).
+//
+// Reads: the first server. Writes: s.day2.snapshots.
 type snapshotListStep struct{}
 
 func (snapshotListStep) Phase() events.Phase { return events.PhaseSnapshotList }
@@ -18,7 +20,7 @@ func (snapshotListStep) Summary() string {
 }
 
 func (snapshotListStep) Run(ctx context.Context, s *session) error {
-	out, err := s.sh(ctx, s.first, "etcd-snapshot ls", snapshotListScript, "")
+	out, err := s.first.sh(ctx, "etcd-snapshot ls", snapshotListScript, "")
 	if err != nil {
 		return s.hostFailure(s.first, "list", KindInstall, err)
 	}

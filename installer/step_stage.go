@@ -19,6 +19,9 @@ import (
 // Hosts that already run K3s are converged at their join turn only (a file changed under a
 // running service must be followed by its restart in the same step). The token file is
 // written at join time: it holds the first server's token.
+//
+// Reads: joining hosts' plan, facts, fresh. Writes: hostState.staged (closed when done) and
+// hostState.staging, in the background.
 type stageStep struct{}
 
 func (stageStep) Phase() events.Phase { return events.PhaseStage }

@@ -50,6 +50,9 @@ func (s *session) sucOptions() (suc.Options, error) {
 }
 
 // sucDeployStep applies SUC and the Plans through the first server's kubectl.
+//
+// Reads: the inventory (version, taints, spec.k3s.upgrade.suc). Writes: SUC and its Plans in the
+// cluster.
 type sucDeployStep struct{}
 
 func (sucDeployStep) Phase() events.Phase { return events.PhaseSUCDeploy }

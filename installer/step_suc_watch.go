@@ -14,6 +14,8 @@ import (
 )
 
 // sucWatchStep follows the Plans node by node until every selected node runs the version.
+//
+// Reads: the cluster's nodes, Plans, Jobs and pods. Writes: host results.
 type sucWatchStep struct{}
 
 func (sucWatchStep) Phase() events.Phase { return events.PhaseSUCWatch }

@@ -29,11 +29,14 @@ import (
 // taint's removal depends on an external cloud controller or F1 may be at hand — and for
 // joining servers (an etcd member added to a server that then fails would cost quorum) the
 // gate is the strict one: the API answers, the node exists and its uninitialized taint is gone
-// (docs/k3s.md "Join gates"). Reads the first server's converge result and cloud settings;
-// writes s.bringUp. A diagnosed failure at any time stops the whole run with
-// the diagnosis (joins in flight are cancelled; hosts not started yet stay uploaded only).
-// When the first server's K3s version changes (upgrade), it waits for the whole bring-up
-// instead: servers are upgraded strictly one at a time.
+// (docs/k3s.md "Join gates"). A diagnosed failure at any time stops the whole run with the
+// diagnosis (joins in flight are cancelled; hosts not started yet stay uploaded only). When
+// the first server's K3s version changes (upgrade), it waits for the whole bring-up instead:
+// servers are upgraded strictly one at a time.
+//
+// Reads: s.boot.firstResult; the first server's plan, facts and cloud settings.
+// Writes: s.boot.bringUp (the supervisor keeps running in the background; its gates open the
+// joins).
 type superviseStep struct{}
 
 func (superviseStep) Phase() events.Phase { return events.PhaseSupervise }
@@ -45,10 +48,10 @@ func (superviseStep) Summary() string {
 func (superviseStep) Run(ctx context.Context, s *session) error {
 	hs := s.first
 	bu := &bringUp{gate: make(chan struct{}), agentGate: make(chan struct{}), done: make(chan struct{})}
-	s.bringUp = bu
+	s.boot.bringUp = bu
 	sup := &supervisor{s: s, hs: hs, em: s.in.emitter(events.PhaseSupervise), gate: bu.gate, agentGate: bu.agentGate,
 		earlyAgents: !s.in.cluster.CloudSettings(hs.host).DisableCloudController}
-	res := s.firstResult
+	res := s.boot.firstResult
 	s.background.Add(1)
 	go func() {
 		defer s.background.Done()
@@ -67,10 +70,10 @@ func (superviseStep) Run(ctx context.Context, s *session) error {
 	return s.waitGate(ctx, bu.agentGate)
 }
 
-// waitGate waits until gate (one of s.bringUp's) opens, or the supervisor ends first (then the
+// waitGate waits until gate (one of s.boot.bringUp's) opens, or the supervisor ends first (then the
 // first server's bring-up result decides), or ctx ends.
 func (s *session) waitGate(ctx context.Context, gate chan struct{}) error {
-	bu := s.bringUp
+	bu := s.boot.bringUp
 	if bu == nil {
 		return nil
 	}

@@ -44,7 +44,8 @@ func phaseConstants(t *testing.T) map[string]string {
 // Every step of every command — the SUC upgrade path included — lives in a file named for its
 // phase (step_<phase>.go, dashes as underscores) that declares the step's type and nothing
 // else's; the type (<phase>Step), the phase constant (Phase<Phase>) and the printed name
-// agree; a step that changes something has a Preview.
+// agree; its doc comment says what it reads and writes; a step that changes something has a
+// Preview.
 func TestStepsLiveInFilesNamedForThem(t *testing.T) {
 	// Only these run under --dry-run; every other step changes something, or watches what a
 	// change does, and is previewed instead.
@@ -74,17 +75,25 @@ func TestStepsLiveInFilesNamedForThem(t *testing.T) {
 				t.Errorf("%s: step %s: %v", name, phase, err)
 				continue
 			}
-			f, err := parser.ParseFile(token.NewFileSet(), file, src, 0)
+			f, err := parser.ParseFile(token.NewFileSet(), file, src, parser.ParseComments)
 			if err != nil {
 				t.Fatal(err)
 			}
 			var types []string
-			ast.Inspect(f, func(n ast.Node) bool {
-				if ts, ok := n.(*ast.TypeSpec); ok && strings.HasSuffix(ts.Name.Name, "Step") {
-					types = append(types, ts.Name.Name)
+			for _, d := range f.Decls {
+				gd, ok := d.(*ast.GenDecl)
+				if !ok || gd.Tok != token.TYPE {
+					continue
 				}
-				return true
-			})
+				for _, sp := range gd.Specs {
+					if ts := sp.(*ast.TypeSpec); strings.HasSuffix(ts.Name.Name, "Step") {
+						types = append(types, ts.Name.Name)
+						if doc := gd.Doc.Text(); !strings.Contains(doc, "Reads: ") || !strings.Contains(doc, "Writes: ") {
+							t.Errorf("%s: the doc comment of %s does not say what it reads and writes", file, ts.Name.Name)
+						}
+					}
+				}
+			}
 			if len(types) != 1 || types[0] != typ {
 				t.Errorf("%s: step %s: %s declares step types %v, want only %s", name, phase, file, types, typ)
 			}

@@ -12,8 +12,8 @@ import (
 func (s *session) summary(start time.Time, err error) {
 	command := s.command
 	code, meaning := s.in.opts.Exit(err)
-	sum := events.SummaryInfo{Command: command, OK: err == nil, ExitCode: code, ExitMeaning: meaning, Kubeconfig: s.kubeconfig,
-		RancherURL: s.rancherURL, RancherPasswordFile: s.rancherPasswordFile, RancherPasswordNew: s.rancherPasswordNew,
+	sum := events.SummaryInfo{Command: command, OK: err == nil, ExitCode: code, ExitMeaning: meaning, Kubeconfig: s.out.kubeconfig,
+		RancherURL: s.out.rancherURL, RancherPasswordFile: s.out.rancherPasswordFile, RancherPasswordNew: s.out.rancherPasswordNew,
 		Seconds: time.Since(start).Seconds()}
 	var failed []string
 	for _, hs := range s.hosts {
@@ -45,8 +45,8 @@ func (s *session) summary(start time.Time, err error) {
 	}
 	switch {
 	case err == nil && command == "apply":
-		if s.kubeconfig != "" {
-			sum.Next = append(sum.Next, "export KUBECONFIG="+s.kubeconfig, "kubectl get nodes")
+		if s.out.kubeconfig != "" {
+			sum.Next = append(sum.Next, "export KUBECONFIG="+s.out.kubeconfig, "kubectl get nodes")
 		}
 	case KindOf(err) == KindDrift:
 		// check found drift: the repair is apply's, not another check.

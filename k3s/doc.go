@@ -1,7 +1,10 @@
-// Package k3s holds the rules of K3s as data: the flag names a real K3s accepts per role
-// (Flags), the settings every server must share (CriticalKeys, CriticalMismatches), the config
-// keys and environment variables whose values are secrets and the one masking function
-// (Mask), the milestones of a server's bring-up and their order (Milestones), the
+// Package k3s holds the facts and rules of K3s as data: the paths on a K3s host and the units
+// (paths.go; ShellVars hands them to remote scripts), node-role labels, taints and the
+// helm-controller's job tolerations (nodes.go), the node-taint syntax (ParseTaint), the
+// thresholds preflight, the supervisor and doctor share (thresholds.go), the flag names a real
+// K3s accepts per role (Flags), the settings every server must share (CriticalKeys,
+// CriticalMismatches), the config keys and environment variables whose values are secrets and
+// the one masking function (Mask), the milestones of a server's bring-up and their order (Milestones), the
 // cloud-controller rule that decides whether the uninitialized taint is ever removed
 // (UninitializedTaintStays, docs/failure-modes.md F1), and the K3s release format
 // (ParseRelease, DefaultVersion, BinaryRelease).

@@ -14,6 +14,7 @@ import (
 
 	"github.com/k3strap/k3strap/installer"
 	"github.com/k3strap/k3strap/inventory"
+	"github.com/k3strap/k3strap/k3s"
 )
 
 // doctorCmd is `k3strap doctor` (docs/doctor.md): diagnose a K3s cluster that already
@@ -67,7 +68,7 @@ func (a *app) doctorCmd() *cobra.Command {
 	f.BoolVar(&fix, "fix", false, "apply the safe, reversible repairs (lost taints and labels) after confirmation")
 	f.BoolVarP(&yes, "yes", "y", false, "with --fix: repair without asking (scripts)")
 	f.StringVar(&bundle, "bundle", "", "write a support bundle (FILE.tar.gz) of what doctor read, secrets redacted")
-	f.DurationVar(&grace, "stall-grace", 60*time.Second, "how long the uninitialized taint may stay before F1 is reported")
+	f.DurationVar(&grace, "stall-grace", k3s.StallGrace, "how long the uninitialized taint may stay before F1 is reported")
 	return cmd
 }
 

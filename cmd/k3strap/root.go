@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bufio"
 	"context"
 	"errors"
 	"fmt"
@@ -18,6 +19,7 @@ import (
 	"github.com/k3strap/k3strap/frontend"
 	"github.com/k3strap/k3strap/installer"
 	"github.com/k3strap/k3strap/inventory"
+	"github.com/k3strap/k3strap/k3s"
 	"github.com/k3strap/k3strap/preflight"
 )
 
@@ -120,10 +122,10 @@ func (a *app) rootCmd() *cobra.Command {
 		pf.String(name, "", o.Usage+" (env "+o.Env+")")
 		_ = a.v.BindPFlag(o.Key, pf.Lookup(name))
 	}
-	root.AddCommand(a.validateCmd(), a.preflightCmd(), a.renderCmd(), a.applyCmd(), a.upgradeCmd(), a.resetCmd(), a.kubeconfigCmd(), a.checkCmd(), a.doctorCmd(), a.versionCmd(), a.initCmd(), a.stepsCmd())
-	root.AddCommand(a.backupCmd(), a.restoreCmd(), a.removeNodeCmd(), a.rotateCmd()) // day2cmds.go
-	root.AddCommand(a.bundleCmd())                                                   // bundle.go
-	a.fleetCommands(root)                                                            // fleet.go: fleet files, `k3strap fleet`
+	// One file per command: validate.go, preflight.go, render.go, apply.go, upgrade.go, ...
+	root.AddCommand(a.validateCmd(), a.preflightCmd(), a.renderCmd(), a.applyCmd(), a.upgradeCmd(), a.resetCmd(), a.kubeconfigCmd(), a.checkCmd(), a.doctorCmd(), a.versionCmd(), a.initCmd(), a.stepsCmd(),
+		a.backupCmd(), a.restoreCmd(), a.removeNodeCmd(), a.rotateCmd(), a.bundleCmd())
+	a.fleetCommands(root) // fleet.go: fleet files, `k3strap fleet`
 	describeSteps(root)
 	return root
 }
@@ -242,7 +244,7 @@ func (rf *runFlags) register(cmd *cobra.Command, apply bool) {
 	if apply {
 		f.StringVar(&rf.kubeconfigOut, "kubeconfig-out", "", "where to write the kubeconfig (default ./<cluster name>.kubeconfig)")
 		f.StringVar(&rf.apiAddress, "api-address", "", "address clients use for the API server (default: the first server's address)")
-		f.DurationVar(&rf.stallGrace, "stall-grace", 60*time.Second, "how long the uninitialized taint may stay before the stall is diagnosed")
+		f.DurationVar(&rf.stallGrace, "stall-grace", k3s.StallGrace, "how long the uninitialized taint may stay before the stall is diagnosed")
 		f.DurationVar(&rf.timeout, "timeout", 10*time.Minute, "bring-up timeout of a server or agent")
 		f.DurationVar(&rf.pollInterval, "poll-interval", 400*time.Millisecond, "how often the bring-up supervisor looks")
 		f.BoolVar(&rf.dryRun, "dry-run", false, "connect, gather facts, run preflight and show what would change (diffs included); change nothing")
@@ -351,14 +353,30 @@ func (a *app) sudoPassword(c *inventory.Cluster, ask bool) (inventory.Secret, er
 	return inventory.Secret(string(b)), nil
 }
 
-func (a *app) versionCmd() *cobra.Command {
-	return &cobra.Command{
-		Use:   "version",
-		Short: "Print k3strap's version",
-		Args:  cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			fmt.Fprintln(a.stdout, "k3strap", version)
-			return nil
-		},
+// registerDay2 adds the flags every day-two command (backup, restore, remove-node, rotate;
+// docs/day2.md) shares with apply that matter to it.
+func registerDay2(cmd *cobra.Command, rf *runFlags, watches bool) {
+	rf.register(cmd, false)
+	f := cmd.Flags()
+	f.BoolVar(&rf.dryRun, "dry-run", false, "connect and show what would be done; change nothing")
+	if watches {
+		f.DurationVar(&rf.timeout, "timeout", 10*time.Minute, "how long a node may take to be Ready again")
+		f.DurationVar(&rf.stallGrace, "stall-grace", k3s.StallGrace, "how long the uninitialized taint may stay before the stall is diagnosed")
 	}
+}
+
+// confirm asks a yes/no question on the terminal; without a terminal it refuses and says to
+// pass --yes.
+func (a *app) confirm(question string) (bool, error) {
+	f, ok := a.stdin.(*os.File)
+	if !ok || !term.IsTerminal(int(f.Fd())) {
+		return false, usageError{fmt.Errorf("%s — not asked: stdin is not a terminal; pass --yes to confirm", question)}
+	}
+	fmt.Fprintf(a.stderr, "%s [y/N] ", question)
+	line, _ := bufio.NewReader(f).ReadString('\n')
+	switch strings.ToLower(strings.TrimSpace(line)) {
+	case "y", "yes":
+		return true, nil
+	}
+	return false, nil
 }

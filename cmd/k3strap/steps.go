@@ -74,3 +74,14 @@ func describeSteps(root *cobra.Command) {
 		c.Long = long + "\n\nSteps, in order (* = changes something or watches a change; --dry-run previews it instead):\n" + stepList(c.Name())
 	}
 }
+
+// withSteps appends the steps of the step-run command name to a subcommand's --help
+// (describeSteps does it for the top-level commands).
+func withSteps(cmd *cobra.Command, name string) *cobra.Command {
+	long := cmd.Long
+	if long == "" {
+		long = cmd.Short + "."
+	}
+	cmd.Long = long + "\n\nSteps, in order (* = changes something or watches a change; --dry-run previews it instead):\n" + stepList(name)
+	return cmd
+}

@@ -54,7 +54,7 @@ type scriptChoice struct {
 //go:embed official-install.sh
 var officialWrapper string
 
-// installScript picks the install script (docs/airgap-site.md, README "Install scripts"):
+// installScript picks the install script (docs/airgap-site.md; README "Edge and enterprise hosts"):
 // online installs run the official script downloaded by the host; airgap installs the user's
 // install.sh (spec.k3s.airgapInstallScript), else k3strap's own.
 func (pl *Planner) installScript() (scriptChoice, error) {

@@ -122,7 +122,7 @@ func (pl *Planner) Plan(h *inventory.Host, arch string) (*HostPlan, error) {
 	return pl.plan(h, &facts.Host{Arch: arch})
 }
 
-// plan builds h's plan from its facts f (architecture, SELinux, distribution; plan_edge.go).
+// plan builds h's plan from its facts f (architecture, SELinux, distribution; edge.go).
 func (pl *Planner) plan(h *inventory.Host, f *facts.Host) (*HostPlan, error) {
 	c := pl.Cluster
 	arch := f.Arch

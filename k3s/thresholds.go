@@ -12,3 +12,10 @@ const (
 	ClockSkewWarn  = 2 * time.Second
 	ClockSkewError = time.Minute
 )
+
+// StallGrace is how long a node's uninitialized taint may stay before the bring-up supervisor
+// and doctor call it a stall (F1, docs/failure-modes.md): on a real K3s v1.36.3 the embedded
+// cloud controller removes it about 3.7 s after the Node registers
+// (testdata/real-k3s-v1.36.3/timeline-default.txt), so a minute without it is no slow start.
+// --stall-grace overrides it.
+const StallGrace = 60 * time.Second
