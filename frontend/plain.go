@@ -61,7 +61,7 @@ func Keep(e events.Event, verbose, quiet bool) bool {
 	}
 	if quiet {
 		switch e.Type {
-		case events.Warning, events.Error, events.Finding, events.DoctorFindingType, events.Summary:
+		case events.Warning, events.Error, events.Finding, events.DoctorFindingType, events.Summary, events.WaveType, events.SiteResultType:
 		default:
 			return false
 		}
@@ -95,10 +95,16 @@ func PlainLines(e events.Event) []string {
 }
 
 // Prefix returns the `HH:MM:SS host phase ` prefix of e's plain lines ("-" for no host or
-// phase).
+// phase). In a fleet run the host column names the site: `site/host`, or `site` for the
+// site's cluster-wide events.
 func Prefix(e events.Event) string {
 	host := e.Host
-	if host == "" {
+	switch {
+	case e.Site != "" && host != "":
+		host = e.Site + "/" + host
+	case e.Site != "":
+		host = e.Site
+	case host == "":
 		host = "-"
 	}
 	phase := e.Phase
@@ -214,10 +220,15 @@ func plainLines(e events.Event) []string {
 			lines = append(lines, prefix+"    then: "+info.Resume)
 		}
 		return lines
+	case events.WaveType, events.SiteResultType:
+		return fleetLines(prefix, e)
 	case events.Summary:
 		s := e.Summary
 		if s == nil {
 			return []string{prefix + e.Message}
+		}
+		if s.Waves > 0 || len(s.Sites) > 0 {
+			return fleetSummaryLines(prefix, s)
 		}
 		verdict := "OK"
 		if !s.OK {

@@ -195,14 +195,14 @@ const nodeDeleteTimeout = 3 * time.Minute
 
 // orphans returns the cluster's nodes that are not in the inventory, sorted.
 func (s *session) orphans(ctx context.Context) ([]string, error) {
-	nodes, err := kube.Kubectl{R: s.first.c()}.ListNodes(ctx)
+	nodes, err := s.nodesByName(ctx)
 	if err != nil {
 		return nil, err
 	}
 	var out []string
-	for _, n := range nodes {
-		if s.in.cluster.Host(n.Name) == nil {
-			out = append(out, n.Name)
+	for name := range nodes {
+		if s.in.cluster.Host(name) == nil {
+			out = append(out, name)
 		}
 	}
 	sort.Strings(out)
