@@ -9,7 +9,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -186,15 +185,7 @@ func TestEdgeHA(t *testing.T) {
 
 	// cp1 stops and the endpoint moves to cp2 (as a VIP kube-vip manages would): the agent's
 	// heartbeats must reach cp2, which serves the API from its replica, and be read there.
-	stopCtx, stopCancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer stopCancel()
-	if err := c.h.Stop(stopCtx, c.hosts[0].Index); err != nil {
-		t.Fatal(err)
-	}
-	stoppedAt, err := strconv.ParseInt(c.exec(1, "date", "+%s"), 10, 64) // cp2's clock
-	if err != nil {
-		t.Fatal(err)
-	}
+	stoppedAt := c.stopHost(t, 0, 1) // cp2's clock
 	stopped := time.Now()
 	for i := 1; i < 3; i++ {
 		c.exec(i, "sh", "-c", "sed 's/^.* k3s-api\\.e2e$/"+c.hosts[1].Address+" k3s-api.e2e/' /etc/hosts > /tmp/hosts.e2e && cat /tmp/hosts.e2e > /etc/hosts")

@@ -164,7 +164,8 @@ var realChecksumsOnce = sync.OnceValues(func() (string, error) {
 
 // realParts are the inventory pieces of the real lane: {{template "k3s-real" .}} is the
 // release and airgap artifacts under spec.k3s (the stand-in images archive as images, the
-// official install.sh as airgapInstallScript)
+// official install.sh as airgapInstallScript; Extra.images replaces the images archive,
+// Extra.checksums the checksums file)
 // and {{template "k3s-real-config" .}} the config keys every real-lane cluster needs on these
 // machines: no Traefik (the test binary embeds no Traefik chart) and the kubelet allowed on
 // cgroup v1.
@@ -173,11 +174,11 @@ const realParts = `{{define "k3s-real"}}    version: {{.Real.Version}}
     airgap:
       amd64:
         binary: {{.Real.Binary}}
-{{- if .Real.Images}}
-        images: {{.Real.Images}}
+{{- with or .Extra.images .Real.Images}}
+        images: {{.}}
 {{- end}}
-{{- if .Real.Checksums}}
-        checksums: {{.Real.Checksums}}
+{{- with or .Extra.checksums .Real.Checksums}}
+        checksums: {{.}}
 {{- end}}
     airgapInstallScript: {{.Real.InstallSh}}{{end}}{{define "k3s-real-config"}}      disable:
         - traefik

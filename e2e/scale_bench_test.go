@@ -21,7 +21,7 @@ import (
 )
 
 // Scale benchmarks: k3strap's own cost against 100 and 500 SSH endpoints. They are
-// not harness hosts: one network namespace (scaleNS) holds 500 addresses on its loopback
+// not harness hosts: one network namespace (scaleRig.ns) holds 500 addresses on its loopback
 // interface, in 10.125.0.0/16 — a range that exists only inside that namespace — and ONE
 // OpenSSH server (the harness base image's sshd, with its own host key and authorized_keys,
 // in a private mount namespace) listens on all of them. Every "host" is therefore this
@@ -33,12 +33,15 @@ import (
 // Each is reported as a ratio to the floor measured in the same run: one plain `ssh` per host
 // running the same facts script, with k3strap's concurrency. Peak RSS is k3strap's (rusage).
 
-const scaleNS = "k3st-scale"
+// scaleNS is the scale namespace of harness h: named with the instance's prefix, so that
+// harness instances measure side by side and only their own `harness.sh down` removes it.
+func scaleNS(h *harness.Harness) string { return h.Prefix() + "-scale" }
 
 // scaleAddr is the address of scale host i (1-based).
 func scaleAddr(i int) string { return fmt.Sprintf("10.125.%d.%d", i/250, i%250+1) }
 
 type scaleRig struct {
+	ns   string
 	dir  string
 	key  string
 	sshd *exec.Cmd
@@ -59,7 +62,7 @@ func scaleUp(b *testing.B, n int) *scaleRig {
 		b.Skipf("no sshd in the harness base image: %v", err)
 	}
 	d := b.TempDir()
-	r := &scaleRig{dir: d, key: h.KeyPath(), bin: bin}
+	r := &scaleRig{ns: scaleNS(h), dir: d, key: h.KeyPath(), bin: bin}
 	pub, err := os.ReadFile(h.KeyPath() + ".pub")
 	if err != nil {
 		b.Fatal(err)
@@ -109,11 +112,11 @@ ip -n %[1]s -batch %[2]s/addrs
 ssh-keygen -q -t ed25519 -N '' -f %[2]s/ssh_host_ed25519_key
 mkdir -p %[2]s/lib /run/sshd
 cp %[3]s/usr/lib/x86_64-linux-gnu/libwrap.so.0* %[2]s/lib/
-`, scaleNS, d, base)
+`, r.ns, d, base)
 	if out, err := exec.Command("bash", "-c", setup).CombinedOutput(); err != nil {
 		b.Fatalf("scale setup: %v\n%s", err, out)
 	}
-	r.sshd = exec.Command("ip", "netns", "exec", scaleNS, "unshare", "-m", "--propagation", "private", "sh", "-c",
+	r.sshd = exec.Command("ip", "netns", "exec", r.ns, "unshare", "-m", "--propagation", "private", "sh", "-c",
 		fmt.Sprintf("mount --bind %[1]s/passwd /etc/passwd && LD_LIBRARY_PATH=%[1]s/lib exec %[2]s/usr/sbin/sshd -D -e -f %[1]s/sshd_config", d, base))
 	var sshdLog bytes.Buffer
 	r.sshd.Stdout, r.sshd.Stderr = &sshdLog, &sshdLog
@@ -123,7 +126,7 @@ cp %[3]s/usr/lib/x86_64-linux-gnu/libwrap.so.0* %[2]s/lib/
 	b.Cleanup(func() {
 		_ = r.sshd.Process.Signal(syscall.SIGTERM)
 		_ = r.sshd.Wait()
-		_ = exec.Command("ip", "netns", "del", scaleNS).Run()
+		_ = exec.Command("ip", "netns", "del", r.ns).Run()
 		if b.Failed() {
 			b.Logf("sshd:\n%s", sshdLog.String())
 		}
@@ -131,7 +134,7 @@ cp %[3]s/usr/lib/x86_64-linux-gnu/libwrap.so.0* %[2]s/lib/
 	// Wait for sshd, then record every address's host key (not measured).
 	deadline := time.Now().Add(20 * time.Second)
 	for {
-		if err := exec.Command("ip", "netns", "exec", scaleNS, "bash", "-c", "exec 3<>/dev/tcp/"+scaleAddr(1)+"/22").Run(); err == nil {
+		if err := exec.Command("ip", "netns", "exec", r.ns, "bash", "-c", "exec 3<>/dev/tcp/"+scaleAddr(1)+"/22").Run(); err == nil {
 			break
 		}
 		if time.Now().After(deadline) {
@@ -162,7 +165,7 @@ func (r *scaleRig) floor(n, conc int) (time.Duration, error) {
 			defer func() { <-sem }()
 			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 			defer cancel()
-			cmd := exec.CommandContext(ctx, "ip", "netns", "exec", scaleNS, "ssh", "-i", r.key,
+			cmd := exec.CommandContext(ctx, "ip", "netns", "exec", r.ns, "ssh", "-i", r.key,
 				"-o", "UserKnownHostsFile="+filepath.Join(r.dir, "known_hosts"), "-o", "StrictHostKeyChecking=accept-new",
 				"-o", "BatchMode=yes", "-o", "LogLevel=ERROR", "-F", "none", "root@"+scaleAddr(i), "sh", "-c", shellQuote(script))
 			if out, err := cmd.CombinedOutput(); err != nil {
@@ -244,7 +247,7 @@ type scaleRun struct {
 func (r *scaleRig) k3strap(b *testing.B, args ...string) scaleRun {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, "ip", append([]string{"netns", "exec", scaleNS, r.bin.k3strap}, args...)...)
+	cmd := exec.CommandContext(ctx, "ip", append([]string{"netns", "exec", r.ns, r.bin.k3strap}, args...)...)
 	cmd.Dir = r.dir
 	cmd.Env = append(os.Environ(), "HOME="+r.dir)
 	var out, errb bytes.Buffer

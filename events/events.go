@@ -57,6 +57,9 @@ type Event struct {
 	// Phase is the step or stage the event belongs to (see Phase); for the summary, the
 	// command.
 	Phase Phase `json:"phase,omitempty"`
+	// Site is the fleet site the event belongs to (its inventory's metadata.name), "" outside
+	// a fleet run and for the fleet's own events (fleet.go).
+	Site string `json:"site,omitempty"`
 	// Host is the inventory host name, "" for cluster-wide events.
 	Host string `json:"host,omitempty"`
 	// Step is the per-host step within the phase.
@@ -77,6 +80,9 @@ type Event struct {
 	Summary   *SummaryInfo     `json:"summary,omitempty"`
 	// Doctor is a `k3strap doctor` finding (type doctor_finding).
 	Doctor *DoctorFinding `json:"doctor,omitempty"`
+	// Wave and SiteResult are a fleet run's (types wave and site_result; fleet.go).
+	Wave       *WaveInfo   `json:"wave,omitempty"`
+	SiteResult *SiteResult `json:"siteResult,omitempty"`
 }
 
 // Upload is the progress of one file transfer.
@@ -168,6 +174,10 @@ type SummaryInfo struct {
 	RancherPasswordNew bool `json:"rancherPasswordNew,omitempty"`
 	// Next are suggested next commands.
 	Next []string `json:"next,omitempty"`
+	// Sites are a fleet run's sites in wave order, each with its outcome (pending when the run
+	// did not reach it); Waves is how many waves the run planned.
+	Sites []SiteResult `json:"sites,omitempty"`
+	Waves int          `json:"waves,omitempty"`
 	// Seconds is the run's wall time.
 	Seconds float64 `json:"seconds"`
 }

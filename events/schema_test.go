@@ -66,6 +66,20 @@ func emitAll(t *testing.T) []string {
 	em.WithPhase("apply").Summary(events.SummaryInfo{Command: "apply", OK: false, ExitCode: 5, Seconds: 80.5,
 		Hosts:      []events.HostResult{{Host: "cp1", Role: "server", Status: events.StatusFailed, Message: "bring-up", SSHCommands: 9, FileTransfers: 4}},
 		Kubeconfig: "/tmp/lab.kubeconfig", RancherURL: "https://rancher.192.0.2.10.sslip.io", Next: []string{"kubectl get nodes"}})
+	// A fleet run: a site's own events carry the site; the fleet adds waves, site results and
+	// a summary listing the sites.
+	fl := em.WithPhase(events.PhaseFleet)
+	wave := events.WaveInfo{Number: 1, Of: 3, Canary: true, Sites: []string{"store-1"}}
+	fl.Wave(events.StatusRunning, "wave 1/3 (canary): store-1", wave)
+	site := events.Emitter{Sink: events.SiteSink("store-1", sink), Phase: "connect", Now: em.Now}
+	site.Step("cp1", "connect", events.StatusOK, "connected to 192.0.2.10:22 as root")
+	res := events.SiteResult{Site: "store-1", Wave: 1, Status: events.SiteFailed, Action: "apply", ExitCode: 3, Exit: "preflight failed",
+		Host: "cp1", Phase: "preflight", Message: "CloudController", Seconds: 2.5}
+	fl.Site(res)
+	wave.Failed = 1
+	fl.Wave(events.StatusFailed, "wave 1/3 (canary): 1 failed", wave)
+	fl.Summary(events.SummaryInfo{Command: "apply", OK: false, ExitCode: 3, Seconds: 3, Waves: 3,
+		Sites: []events.SiteResult{res, {Site: "store-2", Wave: 2, Status: events.SitePending, Seconds: 0}}})
 	var lines []string
 	sc := bufio.NewScanner(&buf)
 	for sc.Scan() {
@@ -79,8 +93,8 @@ func emitAll(t *testing.T) []string {
 func TestSchemaValidatesEmittedEvents(t *testing.T) {
 	s := compileSchema(t)
 	lines := emitAll(t)
-	if len(lines) != 17 {
-		t.Fatalf("%d events written, want 17", len(lines))
+	if len(lines) != 22 {
+		t.Fatalf("%d events written, want 22", len(lines))
 	}
 	types := map[string]bool{}
 	for _, l := range lines {
@@ -109,7 +123,8 @@ func TestSchemaValidatesEmittedEvents(t *testing.T) {
 
 // allTypes is every events.Type; the schema's enum must list exactly these.
 var allTypes = []events.Type{events.PhaseStarted, events.PhaseFinished, events.HostStep, events.UploadProgress, events.Finding,
-	events.DoctorFindingType, events.Milestone, events.Warning, events.Error, events.Info, events.Debug, events.Summary}
+	events.DoctorFindingType, events.Milestone, events.Warning, events.Error, events.Info, events.Debug, events.Summary,
+	events.WaveType, events.SiteResultType}
 
 // TestSchemaRejects: the schema is not a rubber stamp.
 func TestSchemaRejects(t *testing.T) {
@@ -130,6 +145,10 @@ func TestSchemaRejects(t *testing.T) {
 		"milestone without seconds":       `{"v":1,` + ts + `,"type":"milestone","host":"cp1","milestone":{"name":"api-ready"}}`,
 		"unknown field in a host result":  `{"v":1,` + ts + `,"type":"summary","summary":{"command":"apply","ok":true,"exitCode":0,"seconds":1,"hosts":[{"host":"a","role":"server","status":"ok","sshCommands":1,"fileTransfers":0,"password":"x"}]}}`,
 		"error event without explanation": `{"v":1,` + ts + `,"type":"error","message":"boom"}`,
+		"wave without payload":            `{"v":1,` + ts + `,"type":"wave","status":"running"}`,
+		"site result without a site":      `{"v":1,` + ts + `,"type":"site_result","status":"ok","siteResult":{"site":"s","status":"done","exitCode":0,"seconds":1}}`,
+		"site result of another status":   `{"v":1,` + ts + `,"type":"site_result","site":"s","status":"ok","siteResult":{"site":"s","status":"great","exitCode":0,"seconds":1}}`,
+		"empty site":                      `{"v":1,` + ts + `,"type":"info","site":""}`,
 	}
 	for name, doc := range bad {
 		inst, err := jsonschema.UnmarshalJSON(strings.NewReader(doc))
@@ -181,6 +200,8 @@ func TestSchemaCoversEvent(t *testing.T) {
 	check("hostResult", reflect.TypeFor[events.HostResult](), defs["hostResult"].(map[string]any))
 	check("doctorFinding", reflect.TypeFor[events.DoctorFinding](), defs["doctorFinding"].(map[string]any))
 	check("evidenceLine", reflect.TypeFor[events.EvidenceLine](), defs["evidenceLine"].(map[string]any))
+	check("wave", reflect.TypeFor[events.WaveInfo](), defs["wave"].(map[string]any))
+	check("siteResult", reflect.TypeFor[events.SiteResult](), defs["siteResult"].(map[string]any))
 
 	var enum []string
 	for _, v := range doc["properties"].(map[string]any)["type"].(map[string]any)["enum"].([]any) {

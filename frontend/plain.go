@@ -61,7 +61,7 @@ func Keep(e events.Event, verbose, quiet bool) bool {
 	}
 	if quiet {
 		switch e.Type {
-		case events.Warning, events.Error, events.Finding, events.DoctorFindingType, events.Summary:
+		case events.Warning, events.Error, events.Finding, events.DoctorFindingType, events.Summary, events.WaveType, events.SiteResultType:
 		default:
 			return false
 		}
@@ -77,7 +77,14 @@ func PlainLines(e events.Event) []string {
 	var out []string
 	for _, l := range plainLines(e) {
 		prefix, rest := splitPrefix(l, e)
-		for i, part := range strings.Split(Sanitize(rest), "\n") {
+		// A step's "STEP: STATUS" is k3strap's own label, not text from a host: masked with the
+		// message, a step named like a secret key ("token") would read as `token: <secret>`
+		// and hide the whole line. The message is masked on its own, as the TUI does.
+		label := ""
+		if l := e.Step + ": " + string(e.Status); e.Type == events.HostStep && strings.HasPrefix(rest, l) {
+			label, rest = stripControl(l), rest[len(l):]
+		}
+		for i, part := range strings.Split(label+Sanitize(rest), "\n") {
 			if i > 0 {
 				part = "    " + part
 			}
@@ -88,10 +95,16 @@ func PlainLines(e events.Event) []string {
 }
 
 // Prefix returns the `HH:MM:SS host phase ` prefix of e's plain lines ("-" for no host or
-// phase).
+// phase). In a fleet run the host column names the site: `site/host`, or `site` for the
+// site's cluster-wide events.
 func Prefix(e events.Event) string {
 	host := e.Host
-	if host == "" {
+	switch {
+	case e.Site != "" && host != "":
+		host = e.Site + "/" + host
+	case e.Site != "":
+		host = e.Site
+	case host == "":
 		host = "-"
 	}
 	phase := e.Phase
@@ -117,8 +130,14 @@ var (
 // Sanitize removes terminal escape sequences and control characters other than newline and tab
 // from s (remote output must not steer the user's terminal) and masks secrets (k3s.Mask).
 func Sanitize(s string) string {
+	return k3s.Mask(stripControl(s))
+}
+
+// stripControl removes terminal escape sequences and control characters other than newline
+// and tab from s.
+func stripControl(s string) string {
 	s = ansiRE.ReplaceAllString(s, "")
-	s = strings.Map(func(r rune) rune {
+	return strings.Map(func(r rune) rune {
 		if r == '\n' || r == '\t' {
 			return r
 		}
@@ -127,7 +146,6 @@ func Sanitize(s string) string {
 		}
 		return r
 	}, s)
-	return k3s.Mask(s)
 }
 
 func plainLines(e events.Event) []string {
@@ -203,10 +221,15 @@ func plainLines(e events.Event) []string {
 			lines = append(lines, prefix+"    then: "+info.Resume)
 		}
 		return lines
+	case events.WaveType, events.SiteResultType:
+		return fleetLines(prefix, e)
 	case events.Summary:
 		s := e.Summary
 		if s == nil {
 			return []string{prefix + e.Message}
+		}
+		if s.Waves > 0 || len(s.Sites) > 0 {
+			return fleetSummaryLines(prefix, s)
 		}
 		verdict := "OK"
 		if !s.OK {

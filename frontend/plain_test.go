@@ -122,6 +122,22 @@ func TestSanitizeMasks(t *testing.T) {
 	}
 }
 
+// TestPlainStepNamedLikeASecret: a step named like a secret key (rotate token's "token") keeps
+// its line; a secret in the message is still masked.
+func TestPlainStepNamedLikeASecret(t *testing.T) {
+	at := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	lines := PlainLines(events.Event{Time: at, Type: events.HostStep, Host: "cp1", Phase: "rotate-token", Step: "token",
+		Status: events.StatusChanged, Message: "server token rotated (the old token no longer joins)"})
+	if len(lines) != 1 || !strings.HasSuffix(lines[0], "token: changed (server token rotated (the old token no longer joins))") {
+		t.Errorf("step line: %q", lines)
+	}
+	lines = PlainLines(events.Event{Time: at, Type: events.HostStep, Host: "cp1", Step: "token", Status: events.StatusFailed,
+		Message: "k3s token rotate --token s3cr3t failed"})
+	if len(lines) != 1 || strings.Contains(lines[0], "s3cr3t") {
+		t.Errorf("a secret in the message shows: %q", lines)
+	}
+}
+
 func TestJSONQuietVerbose(t *testing.T) {
 	count := func(j *JSON) map[events.Type]int {
 		var buf bytes.Buffer

@@ -15,6 +15,15 @@ import (
 	"github.com/k3strap/k3strap/inventory"
 )
 
+// snapshotName is the name K3s gives the snapshot before -<node>-<unix time>: Name, else
+// K3s's default "on-demand" (docs.k3s.io "etcd-snapshot").
+func (b BackupRequest) snapshotName() string {
+	if b.Name == "" {
+		return "on-demand"
+	}
+	return b.Name
+}
+
 // day2State is what the day-two steps of one run share.
 type day2State struct {
 	backup   BackupRequest
@@ -40,22 +49,20 @@ func (s *session) d2() *day2State {
 	return s.day2
 }
 
-// restartAndWait restarts hs's K3s (or runs between stop and start: mid, e.g. certificate
-// rotate) and waits for its node as bring-up does: Ready from a heartbeat of this start,
-// labels, taints and (servers of an HA cluster) etcd membership.
+// restartAndWait stops hs's K3s, runs mid when given (e.g. certificate rotate, which needs K3s
+// stopped), starts it and waits for its node as bring-up does: Ready from a heartbeat of this
+// start, labels, taints and (servers of an HA cluster) etcd membership. The stop is waited for
+// before the start, so that no heartbeat of the old process passes for one of the new.
 func (s *session) restartAndWait(ctx context.Context, hs *hostState, what string, mid func() error) error {
 	em := s.in.emitter(s.current)
 	em.Step(hs.host.Name, what, events.StatusRunning, "")
 	var at time.Time
-	var err error
-	if mid != nil {
-		if _, err = hs.systemctl(ctx, "stop"); err == nil {
-			if err = mid(); err == nil {
-				at, err = hs.systemctl(ctx, "start")
-			}
-		}
-	} else {
-		at, err = hs.systemctl(ctx, "restart")
+	_, err := hs.systemctl(ctx, "stop")
+	if err == nil && mid != nil {
+		err = mid()
+	}
+	if err == nil {
+		at, err = hs.systemctl(ctx, "start")
 	}
 	if err != nil {
 		return s.hostFailure(hs, what, KindInstall, err)

@@ -132,9 +132,19 @@ func (hs *hostState) serviceActive(ctx context.Context) bool {
 	return err == nil && strings.TrimSpace(string(res.Stdout)) == "active"
 }
 
-// systemctl runs `systemctl VERB unit` for hs's K3s unit and returns when it did.
+// systemctl stops hs's K3s unit (verb "stop": returns once it stopped) or starts it (verb
+// "start") and returns when it did so. A start does not wait for systemd's READY, as apply's
+// starts (startCommand) do not: a K3s agent sends READY only after a fresh node heartbeat,
+// which can come minutes after its node is Ready; callers wait for the node instead.
 func (hs *hostState) systemctl(ctx context.Context, verb string) (time.Time, error) {
 	at := time.Now()
+	if verb == "start" && hs.plan != nil {
+		if hs.c() == nil {
+			return at, fmt.Errorf("unreachable: %s", errText(hs.connErr))
+		}
+		_, err := hs.c().Check(ctx, hs.startCommand("start", false))
+		return at, err
+	}
 	_, err := hs.sh(ctx, "systemctl "+verb, systemctlScript, "", verb, k3s.Unit(string(hs.host.Role)))
 	return at, err
 }

@@ -12,6 +12,8 @@ package installer
 import (
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
+
 	"github.com/k3strap/k3strap/events"
 	"github.com/k3strap/k3strap/installer/remote"
 	"github.com/k3strap/k3strap/inventory"
@@ -73,6 +75,10 @@ type Options struct {
 	// Prune makes apply remove the nodes that are no longer in the inventory
 	// (step_remove_node.go); without it they are only reported.
 	Prune bool
+	// NodesListed, when set, is given the cluster's nodes each time the run lists them through
+	// the first server (apply's reconcile-nodes step, check): a fleet records versions and readiness
+	// from it (docs/fleet.md). It must not keep or change the slice.
+	NodesListed func([]corev1.Node)
 }
 
 func (o *Options) defaults() {

@@ -31,6 +31,7 @@ var (
 	tokenFileScript    = script("token-file.sh")
 	snapshotSaveScript = script("snapshot-save.sh")
 	snapshotListScript = script("snapshot-list.sh")
+	snapshotDirScript  = script("snapshot-dir.sh")
 	sha256Script       = script("sha256.sh")
 )
 

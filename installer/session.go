@@ -243,6 +243,9 @@ func (s *session) nodesByName(ctx context.Context) (map[string]*corev1.Node, err
 	if err != nil {
 		return nil, fmt.Errorf("listing nodes: %w", err)
 	}
+	if f := s.in.opts.NodesListed; f != nil {
+		f(nodes)
+	}
 	byName := make(map[string]*corev1.Node, len(nodes))
 	for i := range nodes {
 		byName[nodes[i].Name] = &nodes[i]

@@ -135,7 +135,7 @@ func (s *session) resetOne(ctx context.Context, hs *hostState, keeper *hostState
 	}
 	if keeper != nil {
 		kc := kube.Kubectl{R: keeper.c()}
-		if _, err := kc.Run(ctx, nil, "delete", "node", hs.host.Name, "--ignore-not-found"); err != nil {
+		if err := kc.DeleteNode(ctx, hs.host.Name, nodeDeleteTimeout); err != nil {
 			em.Warn(hs.host.Name, "could not delete its Node object: "+err.Error())
 		} else {
 			em.Step(hs.host.Name, "node", events.StatusChanged, "Node object deleted from the cluster")

@@ -4,8 +4,11 @@ import (
 	"context"
 	"fmt"
 	"path"
+	"path/filepath"
 	"regexp"
 	"strings"
+
+	"al.essio.dev/pkg/shellescape"
 
 	"github.com/k3strap/k3strap/events"
 	"github.com/k3strap/k3strap/k3s"
@@ -53,12 +56,28 @@ func (snapshotStep) Run(ctx context.Context, s *session) error {
 	return nil
 }
 
+// restoreCommands are the commands that restore the snapshot this backup saved (file is the
+// inventory): by its full name on the first server and, with --to, from the copy on this
+// machine. A name given to backup restores too (the newest snapshot of that name), which the
+// comment says.
+func (d *day2State) restoreCommands(file string) []string {
+	name := path.Base(d.saved)
+	out := []string{shellescape.QuoteCommand([]string{"k3strap", "restore", "-f", file, "--snapshot", name}) +
+		"   # or --snapshot " + shellescape.Quote(d.backup.snapshotName()) + ": the newest snapshot of that name"}
+	if len(d.local) > 0 {
+		local := d.local[0]
+		if abs, err := filepath.Abs(local); err == nil {
+			local = abs
+		}
+		out = append(out, shellescape.QuoteCommand([]string{"k3strap", "restore", "-f", file, "--snapshot", local})+
+			"   # from the copy on this machine (uploaded to the first server)")
+	}
+	return out
+}
+
 // Preview says what would be saved.
 func (snapshotStep) Preview(ctx context.Context, s *session) error {
-	name := s.d2().backup.Name
-	if name == "" {
-		name = "on-demand"
-	}
+	name := s.d2().backup.snapshotName()
 	s.in.emitter(events.PhaseSnapshot).Info(s.first.host.Name, fmt.Sprintf("would run `k3s etcd-snapshot save` (%s-%s-<time> in %s)", name, s.first.host.Name, s.snapshotDir()))
 	return ctx.Err()
 }

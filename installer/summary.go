@@ -48,6 +48,8 @@ func (s *session) summary(start time.Time, err error) {
 		if s.out.kubeconfig != "" {
 			sum.Next = append(sum.Next, "export KUBECONFIG="+s.out.kubeconfig, "kubectl get nodes")
 		}
+	case err == nil && command == "backup" && s.day2 != nil && s.day2.saved != "":
+		sum.Next = append(sum.Next, s.day2.restoreCommands(file)...)
 	case KindOf(err) == KindDrift:
 		// check found drift: the repair is apply's, not another check.
 		sum.Next = append(sum.Next, "look at: "+strings.Join(failed, ", "), fmt.Sprintf("k3strap apply --reconcile-taints -f %s   # repairs the drift by read-modify-write", file))

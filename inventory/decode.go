@@ -63,17 +63,17 @@ func (d *decoder) add(path string, p Position, msg, fix string) {
 	d.failed[path] = true
 }
 
-// document decodes the root node of one YAML document into c.
-func (d *decoder) document(doc *yaml.Node, c *Cluster) {
+// document decodes the root node of one YAML document into v (a struct value).
+func (d *decoder) document(doc *yaml.Node, v reflect.Value, kind DocumentKind) {
 	root := doc
 	if doc.Kind == yaml.DocumentNode {
 		if len(doc.Content) == 0 {
-			d.add("", posOf(doc), "the inventory is empty", "start from examples/single-server.yaml")
+			d.add("", posOf(doc), "the "+kind.Noun+" is empty", "start from "+kind.Example)
 			return
 		}
 		root = doc.Content[0]
 	}
-	d.value(root, reflect.ValueOf(c).Elem(), "")
+	d.value(root, v, "")
 }
 
 // value decodes n into v (addressable) and records n's position under path.

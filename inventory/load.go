@@ -54,25 +54,11 @@ func Load(path string, opts LoadOptions) (*Cluster, error) {
 // in errors and is the base for relative paths (its directory); empty means the current
 // directory.
 func Parse(source string, data []byte, opts LoadOptions) (*Cluster, error) {
-	d := newDecoder(source)
-	dec := yaml.NewDecoder(bytes.NewReader(data))
-	var doc yaml.Node
-	if err := dec.Decode(&doc); err != nil {
-		if errors.Is(err, io.EOF) {
-			return nil, ErrorList{{File: source, Message: "the inventory is empty", Fix: "start from examples/single-server.yaml"}}
-		}
-		return nil, ErrorList{syntaxError(source, data, err)}
-	}
-	var next yaml.Node
-	switch err := dec.Decode(&next); {
-	case err == nil:
-		d.add("", posOf(&next), "the file holds more than one YAML document", "keep one cluster per inventory file (remove the '---' and what follows)")
-	case !errors.Is(err, io.EOF):
-		return nil, ErrorList{syntaxError(source, data, err)}
-	}
-
 	c := &Cluster{}
-	d.document(&doc, c)
+	d, fatal := decodeDocument(source, data, c, clusterDocument)
+	if fatal != nil {
+		return nil, fatal
+	}
 	c.Source = source
 	c.Positions = d.pos
 	c.KeyPositions = d.keyPos

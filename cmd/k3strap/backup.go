@@ -15,7 +15,7 @@ func (a *app) backupCmd() *cobra.Command {
 		Long: "backup runs `k3s etcd-snapshot save` on the first server (embedded etcd only; the inventory's\n" +
 			"spec.k3s.etcdSnapshots settings apply). With --to DIR the snapshot and the server token — restoring needs the\n" +
 			"token the snapshot was taken with — are copied over SFTP to DIR (mode 0600, sha256 compared with the host's,\n" +
-			"NAME.sha256 beside them).",
+			"NAME.sha256 beside them). The summary gives the exact `k3strap restore` command for what it saved.",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			in, err := a.loadInstaller(rf, nil)

@@ -40,7 +40,7 @@ func (a *app) restoreCmd() *cobra.Command {
 		},
 	}
 	registerDay2(cmd, rf, true)
-	cmd.Flags().StringVar(&snapshot, "snapshot", "", "snapshot name (in the first server's snapshot directory), path on the first server, or a copy on this machine (backup --to; uploaded, sha256 checked)")
+	cmd.Flags().StringVar(&snapshot, "snapshot", "", "snapshot: the name given to `backup --name` (the newest snapshot of that name), a full snapshot name in the first server's snapshot directory, a path on the first server, or a copy on this machine (backup --to; uploaded, sha256 checked)")
 	cmd.Flags().BoolVarP(&yes, "yes", "y", false, "do not ask for confirmation (for scripts)")
 	return cmd
 }

@@ -44,6 +44,10 @@ type app struct {
 	loaded  *inventory.Cluster
 	loadErr error
 
+	// fleetView, set by a fleet run, makes --output auto show the fleet's dashboard instead of
+	// the cluster's (fleet.go); plain is the sink it falls back to.
+	fleetView func(plain events.Sink) events.Sink
+
 	closers []func()
 	// cancel cancels the context of the command that runs (the terminal UI's q key).
 	cancel context.CancelFunc
@@ -121,6 +125,7 @@ func (a *app) rootCmd() *cobra.Command {
 	// One file per command: validate.go, preflight.go, render.go, apply.go, upgrade.go, ...
 	root.AddCommand(a.validateCmd(), a.preflightCmd(), a.renderCmd(), a.applyCmd(), a.upgradeCmd(), a.resetCmd(), a.kubeconfigCmd(), a.checkCmd(), a.doctorCmd(), a.versionCmd(), a.initCmd(), a.stepsCmd(),
 		a.backupCmd(), a.restoreCmd(), a.removeNodeCmd(), a.rotateCmd(), a.bundleCmd())
+	a.fleetCommands(root) // fleet.go: fleet files, `k3strap fleet`
 	describeSteps(root)
 	return root
 }

@@ -45,6 +45,9 @@ func (a *app) autoSink() events.Sink {
 	if !a.useTUI() {
 		return plain
 	}
+	if a.fleetView != nil {
+		return a.fleetView(plain)
+	}
 	// The dashboard runs only on a terminal: like plain lines there, its summary shows a
 	// Rancher bootstrap password this run generated, once.
 	opts := tui.DashboardOptions{Verbose: a.verbose, Cancel: a.cancel, Fallback: plain, RevealRancherPassword: true}

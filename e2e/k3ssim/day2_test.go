@@ -83,6 +83,13 @@ func TestDay2CLI(t *testing.T) {
 	if code != 0 || !strings.Contains(e, "Managed etcd cluster membership has been reset, restart without --cluster-reset flag now") {
 		t.Fatalf("cluster-reset: %d %s", code, e)
 	}
+	// As K3s v1.36.3: the old member data in db/etcd-old-<time>, server/tls backed up again.
+	if old, _ := filepath.Glob(root.Path("/var/lib/rancher/k3s/server/db/etcd-old-*")); len(old) != 1 {
+		t.Errorf("cluster-reset left %d db/etcd-old-* directories, want 1", len(old))
+	}
+	if tlsBackups, _ := filepath.Glob(root.Path("/var/lib/rancher/k3s/server/tls-*")); len(tlsBackups) < 1 || !strings.Contains(e, "Cluster reset: backing up certificates directory to /var/lib/rancher/k3s/server/tls-") {
+		t.Errorf("cluster-reset did not back up server/tls: %v\n%s", tlsBackups, e)
+	}
 	s2 := startSim(t, "server", root, "cp1", []string{"--token", "n3wpassw0rd"}, nil)
 	s2.waitReadyz(10 * time.Second)
 	out, _, _ := s2.kubectl("", "get", "namespaces", "-o", "name")
@@ -94,6 +101,21 @@ func TestDay2CLI(t *testing.T) {
 	}
 	if _, e, code := cli(root, nil, "etcd-snapshot", "delete", m[1]); code != 0 || !strings.Contains(e, "deleted") {
 		t.Errorf("delete: %d %s", code, e)
+	}
+
+	// An agent's rotation moves its leaf certificates into agent/tls-<time>, as K3s does.
+	agent := newRoot(t, map[string]string{
+		"/var/lib/rancher/k3s/agent/client-kubelet.crt": "old", "/var/lib/rancher/k3s/agent/client-kubelet.key": "old",
+		"/var/lib/rancher/k3s/agent/server-ca.crt": "ca",
+	})
+	_, e, code = cli(agent, nil, "certificate", "rotate")
+	moved, _ := filepath.Glob(agent.Path("/var/lib/rancher/k3s/agent/tls-*/client-kubelet.crt"))
+	if _, err := os.Stat(agent.Path("/var/lib/rancher/k3s/agent/client-kubelet.crt")); code != 0 || len(moved) != 1 || err == nil ||
+		!strings.Contains(e, "Successfully backed up certificates to /var/lib/rancher/k3s/agent/tls-") {
+		t.Errorf("agent certificate rotate: exit %d, moved %v, old one still there: %v\n%s", code, moved, err == nil, e)
+	}
+	if _, err := os.Stat(agent.Path("/var/lib/rancher/k3s/agent/server-ca.crt")); err != nil {
+		t.Error("the agent's CA went with the rotation")
 	}
 
 	// Without embedded etcd: refused.

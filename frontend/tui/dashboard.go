@@ -113,6 +113,7 @@ type failure struct {
 // Dashboard is the bubbletea model of a run's live view. It is driven by events (see
 // Session) and keys; it renders within the window size it is given.
 type Dashboard struct {
+	runView
 	opts   DashboardOptions
 	st     styles
 	width  int
@@ -125,7 +126,6 @@ type Dashboard struct {
 	byName map[string]*hostRow
 
 	phase      events.Phase
-	started    time.Time
 	uploads    []*upload
 	uploaded   int
 	findings   []finding
@@ -136,7 +136,6 @@ type Dashboard struct {
 	failures   []failure
 	warnings   []string
 	changes    []change // apply --dry-run: what would change
-	log        []string
 	summary    *events.SummaryInfo
 
 	cancelling bool
@@ -153,10 +152,7 @@ type Dashboard struct {
 // result for the run's error (nil allowed), shows the final frame and quits. A nil src makes a
 // dashboard driven only by EventMsg and DoneMsg (tests).
 func NewDashboard(opts DashboardOptions, src <-chan events.Event, result func() error) *Dashboard {
-	if opts.LogLines <= 0 {
-		opts.LogLines = 500
-	}
-	d := &Dashboard{opts: opts, st: newStyles(), width: MinWidth, height: MinHeight, byName: map[string]*hostRow{}, src: src, res: result}
+	d := &Dashboard{runView: newRunView(opts.LogLines, opts.Verbose, opts.Now), opts: opts, st: newStyles(), width: MinWidth, height: MinHeight, byName: map[string]*hostRow{}, src: src, res: result}
 	d.spin = spinner.New(spinner.WithSpinner(spinner.MiniDot), spinner.WithStyle(d.st.accent))
 	d.bar = progress.New(progress.WithFillCharacters('█', '░'), progress.WithoutPercentage(), progress.WithColors(lipgloss.Green))
 	for _, h := range opts.Hosts {
@@ -185,13 +181,6 @@ func (d *Dashboard) host(name string) *hostRow {
 	return d.addHost(HostInfo{Name: name})
 }
 
-func (d *Dashboard) now() time.Time {
-	if d.opts.Now != nil {
-		return d.opts.Now()
-	}
-	return time.Now()
-}
-
 // EventMsg carries events into the dashboard.
 type EventMsg []events.Event
 
@@ -201,13 +190,15 @@ type DoneMsg struct{ Err error }
 // maxBatch bounds how many queued events one message carries (one render per batch).
 const maxBatch = 256
 
-// next waits for the next events on src: a batch of what is queued, or DoneMsg when src is
-// closed.
-func (d *Dashboard) next() tea.Cmd {
-	if d.src == nil {
+// next waits for the next events on src (nextBatch).
+func (d *Dashboard) next() tea.Cmd { return nextBatch(d.src, d.res) }
+
+// nextBatch waits for the next events on src: a batch of what is queued, or DoneMsg (with
+// res's error) when src is closed. Nil for a nil src.
+func nextBatch(src <-chan events.Event, res func() error) tea.Cmd {
+	if src == nil {
 		return nil
 	}
-	src, res := d.src, d.res
 	return func() tea.Msg {
 		e, ok := <-src
 		if !ok {
@@ -291,21 +282,9 @@ func (d *Dashboard) key(k tea.KeyPressMsg) tea.Cmd {
 	return nil
 }
 
-func (d *Dashboard) addLog(lines ...string) {
-	d.log = append(d.log, lines...)
-	if over := len(d.log) - d.opts.LogLines; over > 0 {
-		d.log = append(d.log[:0:0], d.log[over:]...)
-	}
-}
-
 // apply folds one event into the state.
 func (d *Dashboard) apply(e events.Event) {
-	if d.started.IsZero() && !e.Time.IsZero() {
-		d.started = e.Time
-	}
-	if frontend.Keep(e, d.opts.Verbose, false) && !(e.Type == events.UploadProgress && e.Upload != nil && !e.Upload.Done && !d.opts.Verbose) {
-		d.addLog(frontend.PlainLines(e)...)
-	}
+	d.observe(e)
 	r := d.host(e.Host)
 	if r != nil && e.Type != events.Debug && e.Type != events.Info && e.Type != events.Warning {
 		r.touched, r.idle = true, false

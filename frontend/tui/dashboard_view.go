@@ -131,16 +131,6 @@ func shrink(s section, n int, st styles) section {
 	return out
 }
 
-func (d *Dashboard) elapsed() float64 {
-	if d.summary != nil {
-		return d.summary.Seconds
-	}
-	if d.started.IsZero() {
-		return 0
-	}
-	return max(0, d.now().Sub(d.started).Seconds())
-}
-
 func (d *Dashboard) header() section {
 	st := d.st
 	title := "k3strap"
@@ -152,22 +142,15 @@ func (d *Dashboard) header() section {
 		left += st.dim.Render(" · cluster ") + st.bold.Render(d.opts.Cluster)
 	}
 	left += st.dim.Render(fmt.Sprintf(" · %d %s", len(d.hosts), plural(len(d.hosts), "host", "hosts")))
-	var right string
+	right := runVerdict(st, d.summary, d.finished, d.cancelling)
 	switch {
-	case d.summary != nil && d.summary.OK:
-		right = st.ok.Render("✓ done")
-	case d.summary != nil:
-		right = st.fail.Render(fmt.Sprintf("✗ failed (exit %d)", d.summary.ExitCode))
-	case d.finished:
-		right = st.fail.Render("✗ stopped")
-	case d.cancelling:
-		right = st.warn.Render("cancelling…")
+	case right != "":
 	case d.phase != "":
 		right = d.spinner() + " " + string(d.phase)
 	default:
 		right = d.spinner() + " starting"
 	}
-	right += st.dim.Render(fmt.Sprintf("  %.1fs", d.elapsed()))
+	right += st.dim.Render(fmt.Sprintf("  %.1fs", d.elapsed(d.summary)))
 	gap := max(1, d.width-lipgloss.Width(left)-lipgloss.Width(right))
 	return section{lines: []string{left + strings.Repeat(" ", gap) + right}, fixed: true}
 }

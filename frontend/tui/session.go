@@ -48,7 +48,10 @@ const eventBuffer = 1024
 type Session struct {
 	ch   chan events.Event
 	prog *tea.Program
+	// dash is the dashboard of a cluster's run (Start), nil for a fleet's (StartFleet).
 	dash *Dashboard
+	// fallback receives the events the program could not show (DashboardOptions.Fallback).
+	fallback events.Sink
 
 	mu     sync.Mutex
 	closed bool
@@ -60,14 +63,23 @@ type Session struct {
 
 // Start runs a dashboard on term in a goroutine. opts.Cancel is what q/ctrl+c call.
 func Start(term Terminal, opts DashboardOptions) *Session {
-	s := &Session{ch: make(chan events.Event, eventBuffer), exited: make(chan struct{})}
+	s := newSession(opts.Fallback)
 	s.dash = NewDashboard(opts, s.ch, s.result)
-	s.prog = tea.NewProgram(s.dash, term.options()...)
+	s.run(term, s.dash)
+	return s
+}
+
+func newSession(fallback events.Sink) *Session {
+	return &Session{ch: make(chan events.Event, eventBuffer), exited: make(chan struct{}), fallback: fallback}
+}
+
+// run runs model on term in a goroutine.
+func (s *Session) run(term Terminal, model tea.Model) {
+	s.prog = tea.NewProgram(model, term.options()...)
 	go func() {
 		defer close(s.exited)
 		_, s.progErr = s.prog.Run()
 	}()
-	return s
 }
 
 // Emit queues e for the dashboard. Events emitted after Finish are dropped; events the
@@ -84,8 +96,8 @@ func (s *Session) Emit(e events.Event) {
 	select {
 	case s.ch <- e:
 	case <-s.exited:
-		if fb := s.dash.opts.Fallback; fb != nil {
-			fb.Emit(e)
+		if s.fallback != nil {
+			s.fallback.Emit(e)
 		}
 	}
 }
@@ -114,7 +126,8 @@ func (s *Session) Finish(err error) error {
 	return s.progErr
 }
 
-// Dashboard returns the session's model (for inspection after Finish).
+// Dashboard returns the session's cluster dashboard (for inspection after Finish); nil for a
+// fleet's.
 func (s *Session) Dashboard() *Dashboard { return s.dash }
 
 // Run shows a dashboard on term while run runs in a goroutine: run gets a context that q or

@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 
@@ -84,6 +85,15 @@ func Classify(host, what string, stderr []byte) error {
 		return fmt.Errorf("%s: kubectl %s: %s", host, what, msg)
 	}
 	return fmt.Errorf("%s: kubectl %s: %w: %s", host, what, kind, msg)
+}
+
+// DeleteNode deletes the Node named name (one already gone is no error) and waits at most
+// timeout for it to go. A server's Node of an embedded-etcd cluster carries K3s's finalizer
+// wrangler.cattle.io/managed-etcd-controller: it goes once K3s has removed the server's etcd
+// member (docs/day2.md), so the wait is bounded rather than kubectl's default of forever.
+func (k Kubectl) DeleteNode(ctx context.Context, name string, timeout time.Duration) error {
+	_, err := k.Run(ctx, nil, "delete", "node", name, "--ignore-not-found", "--timeout="+timeout.String())
+	return err
 }
 
 // GetNode returns the Node named name.

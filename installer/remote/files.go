@@ -274,7 +274,9 @@ func (c *Client) WriteFileResumable(ctx context.Context, dst string, mode os.Fil
 			return tr, err
 		}
 	}
-	var held int64
+	// held is the size of the partial file the host holds, -1 when there is none: an empty
+	// partial file of an empty content is complete, a missing one still has to be created.
+	held := int64(-1)
 	err := c.sftpDo(ctx, "looking for a partial upload of "+dst, func(sc *sftp.Client) error {
 		fi, err := sc.Stat(part)
 		if errors.Is(err, os.ErrNotExist) {

@@ -452,3 +452,54 @@ func TestResumeSkipsHoles(t *testing.T) {
 		t.Fatalf("the target is the partial file still open for writing (%v)", err)
 	}
 }
+
+// TestEmptyFileUploads: a zero-byte file (an empty airgap images archive, an empty manifest)
+// uploads like any other, resumable or not, also over an existing file: there is nothing to
+// send, yet the partial file must exist for the finishing step to copy it into place.
+func TestEmptyFileUploads(t *testing.T) {
+	if os.Getuid() != 0 {
+		t.Skip("the finishing step chowns to root: needs root")
+	}
+	s := newTestServer(t)
+	c := s.dial(t, nil)
+	sum := sha256.Sum256(nil)
+	empty := hex.EncodeToString(sum[:])
+	dir := t.TempDir()
+	fresh, over := filepath.Join(dir, "images", "images.tar"), filepath.Join(dir, "old.tar")
+	if err := os.WriteFile(over, []byte("an older, non-empty archive"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, dst := range []string{fresh, over} {
+		tr, err := c.WriteFileResumable(context.Background(), dst, 0o644, bytes.NewReader(nil), 0, empty, nil)
+		if err != nil {
+			t.Fatalf("resumable upload of an empty file to %s: %v", dst, err)
+		}
+		if tr.Sent != 0 || tr.Resumed != 0 {
+			t.Errorf("%s: %+v, want nothing sent", dst, tr)
+		}
+		fi, err := os.Stat(dst)
+		if err != nil || fi.Size() != 0 || fi.Mode().Perm() != 0o644 {
+			t.Fatalf("%s after the upload: %v %v", dst, fi, err)
+		}
+		ents, _ := os.ReadDir(filepath.Dir(dst))
+		for _, e := range ents {
+			if e.Name() != filepath.Base(dst) && e.Name() != "images" && e.Name() != "old.tar" {
+				t.Errorf("left behind: %s", e.Name())
+			}
+		}
+	}
+	// Again: the same empty content over itself (a re-run) works too.
+	if _, err := c.WriteFileResumable(context.Background(), fresh, 0o600, bytes.NewReader(nil), 0, empty, nil); err != nil {
+		t.Fatalf("second upload: %v", err)
+	}
+	if fi, err := os.Stat(fresh); err != nil || fi.Mode().Perm() != 0o600 {
+		t.Fatalf("after the second upload: %v %v", fi, err)
+	}
+	plain := filepath.Join(dir, "plain")
+	if err := c.WriteFile(context.Background(), plain, 0o640, bytes.NewReader(nil), 0, nil); err != nil {
+		t.Fatalf("WriteFile of an empty file: %v", err)
+	}
+	if fi, err := os.Stat(plain); err != nil || fi.Size() != 0 || fi.Mode().Perm() != 0o640 {
+		t.Fatalf("plain empty file: %v %v", fi, err)
+	}
+}

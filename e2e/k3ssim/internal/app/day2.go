@@ -11,10 +11,12 @@ package app
 //   - `k3s etcd-snapshot ls|list` prints Name, Location (file://...), Size, Created.
 //   - `k3s etcd-snapshot delete NAME...` removes local snapshots.
 //   - `k3s server --cluster-reset [--cluster-reset-restore-path P]` (K3s stopped) restores the
-//     snapshot, resets the membership to this one node, logs K3s's "restart without
-//     --cluster-reset" line and exits 0.
+//     snapshot (the old member data moved to db/etcd-old-<unix time>, server/tls backed up to
+//     tls-<unix time>), resets the membership to this one node, logs K3s's "restart without
+//     --cluster-reset" shutdown line and exits 0.
 //   - `k3s certificate rotate` (K3s stopped) moves <data-dir>/server/tls to tls-<unix time>
-//     keeping the CAs, so every leaf certificate is issued anew at the next start.
+//     keeping the CAs, so every leaf certificate is issued anew at the next start; on an agent
+//     its leaf certificates move to <data-dir>/agent/tls-<unix time>.
 //   - `k3s token rotate [--token OLD] --new-token NEW` asks the running server to replace its
 //     server token; the old one no longer joins.
 
@@ -122,7 +124,15 @@ func runEtcdSnapshot(_ context.Context, opts Options, args []string) int {
 		entries, _ := os.ReadDir(dir)
 		tw := tabwriter.NewWriter(opts.Stdout, 0, 0, 1, ' ', 0)
 		fmt.Fprintln(tw, "Name\tLocation\tSize\tCreated")
-		sort.Slice(entries, func(i, j int) bool { return entries[i].Name() < entries[j].Name() })
+		// Oldest first, as K3s v1.36.3 lists them (not by name).
+		sort.SliceStable(entries, func(i, j int) bool {
+			a, errA := entries[i].Info()
+			b, errB := entries[j].Info()
+			if errA != nil || errB != nil || a.ModTime().Equal(b.ModTime()) {
+				return entries[i].Name() < entries[j].Name()
+			}
+			return a.ModTime().Before(b.ModTime())
+		})
 		for _, en := range entries {
 			fi, err := en.Info()
 			if err != nil || en.IsDir() {
@@ -180,16 +190,31 @@ func (e *runtimeEnv) clusterReset() int {
 			e.log.Fatalf("Error: etcd: %s is not a snapshot of this (simulated) datastore", p)
 			return exitFatal
 		}
-		e.log.Infof("Pre-restore etcd database moved to %s", filepath.Join(e.s.DataDir, "server", "db", fmt.Sprintf("etcd-old-%d", time.Now().Unix())))
+		// As K3s v1.36.3 does: the member's data moves to db/etcd-old-<unix time>, and the
+		// certificates directory is backed up to server/tls-<unix time> (the snapshot's
+		// bootstrap data then rewrites it).
+		now := time.Now().Unix()
+		old := fmt.Sprintf("etcd-old-%d", now)
+		if err := os.Rename(etcdMarker(e.dataDir), filepath.Join(e.dataDir, "server", "db", old)); err != nil {
+			e.log.Fatalf("Error: %v", err)
+			return exitFatal
+		}
+		e.log.Infof("Pre-restore etcd database moved to %s", filepath.Join(e.s.DataDir, "server", "db", old))
 		if err := pki.WriteFileAtomic(filepath.Join(e.dataDir, "server", "db", StateFile), data, 0o600); err != nil {
 			e.log.Fatalf("Error: %v", err)
 			return exitFatal
 		}
 		e.log.Infof("Restoring etcd snapshot from %s", p)
+		tlsBackup := fmt.Sprintf("tls-%d", now)
+		if err := copyDir(filepath.Join(e.dataDir, "server", "tls"), filepath.Join(e.dataDir, "server", tlsBackup)); err != nil {
+			e.log.Fatalf("Error: %v", err)
+			return exitFatal
+		}
+		e.log.Infof("Cluster reset: backing up certificates directory to %s", filepath.Join(e.s.DataDir, "server", tlsBackup))
 	}
 	markEtcd(e.dataDir, e.nodeName)
 	_ = os.WriteFile(filepath.Join(e.dataDir, "server", "db", "reset-flag"), nil, 0o600)
-	e.log.Infof("Managed etcd cluster membership has been reset, restart without --cluster-reset flag now. Backup and delete ${datadir}/server/db on each peer etcd server and rejoin the nodes")
+	e.log.Errorf("Shutdown request received: %q", "Managed etcd cluster membership has been reset, restart without --cluster-reset flag now. Backup and delete ${datadir}/server/db on each peer etcd server and rejoin the nodes")
 	return exitOK
 }
 
@@ -210,7 +235,7 @@ func runCertificate(_ context.Context, opts Options, args []string) int {
 	}
 	tlsDir := filepath.Join(dataDir, "server", "tls")
 	if _, err := os.Stat(tlsDir); err == nil {
-		log.Infof("Server detected, rotating server certificates")
+		log.Infof("Server detected, rotating agent and server certificates")
 		backup := filepath.Join(dataDir, "server", fmt.Sprintf("tls-%d", time.Now().Unix()))
 		if err := copyDir(tlsDir, backup); err != nil {
 			log.Fatalf("Error: %v", err)
@@ -232,11 +257,23 @@ func runCertificate(_ context.Context, opts Options, args []string) int {
 		log.Fatalf("Error: no K3s data in %s", dataDir)
 		return exitFatal
 	}
+	// K3s moves the agent's leaf certificates into agent/tls-<unix time> (v1.36.3: the
+	// kubelet's client and serving certificates, kube-proxy's and k3s-controller's).
 	log.Infof("Agent detected, rotating agent certificates")
-	for _, n := range []string{"client-kubelet.crt", "client-kubelet.key", "serving-kubelet.crt", "serving-kubelet.key", "client-kube-proxy.crt", "client-kube-proxy.key"} {
-		_ = os.Remove(filepath.Join(agentDir, n))
+	backup := filepath.Join(agentDir, fmt.Sprintf("tls-%d", time.Now().Unix()))
+	if err := os.MkdirAll(backup, 0o755); err != nil {
+		log.Fatalf("Error: %v", err)
+		return exitFatal
 	}
-	log.Infof("Successfully rotated agent certificates, please restart k3s agent to rotate certificates")
+	for _, svc := range []string{"kube-proxy", "kubelet", "k3s-controller"} {
+		log.Infof("Rotating certificates for %s", svc)
+	}
+	for _, n := range []string{"client-k3s-controller", "client-kube-proxy", "client-kubelet", "serving-kubelet"} {
+		for _, ext := range []string{".crt", ".key"} {
+			_ = os.Rename(filepath.Join(agentDir, n+ext), filepath.Join(backup, n+ext))
+		}
+	}
+	log.Infof("Successfully backed up certificates to %s, please restart k3s server or agent to rotate certificates", strings.TrimPrefix(backup, string(opts.Root)))
 	return exitOK
 }
 

@@ -1,0 +1,110 @@
+package main
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/k3strap/k3strap/events"
+	"github.com/k3strap/k3strap/fleet"
+)
+
+// fleetDir writes a fleet of two sites whose hosts listen at port (sshTrap) and returns the
+// fleet file.
+func fleetDir(t *testing.T, port int, rollout string) string {
+	t.Helper()
+	dir := t.TempDir()
+	write := func(name, body string) {
+		p := filepath.Join(dir, name)
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte(body), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i, addr := range []string{"127.0.0.2", "127.0.0.3"} {
+		write(filepath.Join("sites", string(rune('a'+i))+".yaml"), "apiVersion: k3strap.io/v1alpha1\nkind: Cluster\nmetadata: {name: store-"+string(rune('a'+i))+"}\nspec:\n  hosts:\n    - {name: cp1, address: "+addr+", role: server}\n")
+	}
+	write("fleet.yaml", "apiVersion: k3strap.io/v1alpha1\nkind: Fleet\nmetadata: {name: stores}\nspec:\n  sites: [{path: \"sites/*.yaml\"}]\n  defaults:\n    k3s: {version: v1.36.3+k3s1}\n    ssh: {user: root, port: "+itoa(port)+", connectTimeout: 2s, knownHosts: ./known_hosts}\n"+rollout)
+	return filepath.Join(dir, "fleet.yaml")
+}
+
+func itoa(i int) string { b, _ := json.Marshal(i); return string(b) }
+
+// TestFleetValidate: validate takes a fleet file, connects to no host and prints the waves.
+func TestFleetValidate(t *testing.T) {
+	port, dials := sshTrap(t)
+	path := fleetDir(t, port, "  rollout: {canary: 1, batch: 1}\n")
+	code, out, errs := runArgs("validate", "-f", path)
+	if code != 0 || !strings.Contains(out, "valid — fleet stores, 2 sites; apply rolls out in 2 wave(s)") || !strings.Contains(out, "wave 1 (canary): store-a") {
+		t.Fatalf("exit %d\n%s\n%s", code, out, errs)
+	}
+	if dials.Load() != 0 {
+		t.Errorf("validate connected %d times", dials.Load())
+	}
+}
+
+// TestFleetFlags: per-cluster flags are refused with a fleet, fleet flags without one.
+func TestFleetFlags(t *testing.T) {
+	port, _ := sshTrap(t)
+	path := fleetDir(t, port, "")
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"apply", "-f", path, "--host", "cp1"}, "--host does not go with a fleet file: hosts are per site"},
+		{[]string{"doctor", "-f", path, "--fix"}, "--fix does not go with a fleet file"},
+		{[]string{"apply", "-f", path, "--shard", "3/2"}, "--shard \"3/2\": write I/N"},
+		{[]string{"apply", "-f", path, "--site", "nope"}, "--site nope: the fleet"},
+		{[]string{"preflight", "-f", filepath.Join(filepath.Dir(path), "sites", "a.yaml"), "--shard", "1/2"}, "--shard is for fleets"},
+	} {
+		code, out, errs := runArgs(c.args...)
+		if code != 2 || !strings.Contains(errs, c.want) {
+			t.Errorf("%v: exit %d, want 2 with %q\n%s%s", c.args, code, c.want, out, errs)
+		}
+	}
+}
+
+// TestFleetPreflightRuns: a fleet preflight runs every site (here: no SSH key, so preflight
+// fails on each), stamps their events with the site,
+// records the outcome in the state file, and `fleet status` reads it.
+func TestFleetPreflightRuns(t *testing.T) {
+	port, _ := sshTrap(t)
+	path := fleetDir(t, port, "")
+	code, out, errs := runArgs("preflight", "-f", path, "--output", "json", "--ssh-config", "none")
+	if code != 3 {
+		t.Fatalf("preflight against hosts that close the connection: exit %d, want 3\n%s%s", code, out, errs)
+	}
+	sites := map[string]events.SiteResult{}
+	for _, l := range strings.Split(strings.TrimSpace(out), "\n") {
+		var e events.Event
+		if err := json.Unmarshal([]byte(l), &e); err != nil {
+			t.Fatalf("%q: %v", l, err)
+		}
+		if e.Type == events.HostStep && e.Site == "" {
+			t.Errorf("a site's event without its site: %s", l)
+		}
+		if e.SiteResult != nil {
+			sites[e.Site] = *e.SiteResult
+		}
+	}
+	for _, s := range []string{"store-a", "store-b"} {
+		if r := sites[s]; r.Status != events.SiteFailed || r.ExitCode != 3 || r.Exit != "preflight failed" {
+			t.Errorf("%s: %+v", s, r)
+		}
+	}
+	st, err := fleet.ReadState(strings.TrimSuffix(path, ".yaml") + ".state.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r := st.Sites["store-a"].Preflight; r == nil || r.ExitCode != 3 || st.Sites["store-a"].Rollout != nil {
+		t.Errorf("state %+v", st.Sites["store-a"])
+	}
+	code, out, errs = runArgs("fleet", "status", "-f", path)
+	if code != 0 || !strings.Contains(out, "fleet stores: 2 site(s)") || !strings.Contains(out, "totals: 2 pending") {
+		t.Errorf("fleet status: exit %d\n%s%s", code, out, errs)
+	}
+}
