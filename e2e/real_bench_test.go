@@ -17,10 +17,7 @@ kind: Cluster
 metadata:
   name: real-ha
 spec:
-  k3s:
-{{template "k3s-real" .}}
-    config:
-{{template "k3s-real-config" .}}
+{{template "spec-k3s-real" .}}
 {{template "ssh-root" .}}
   hosts:
 {{- range $i, $h := .Hosts}}

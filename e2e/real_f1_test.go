@@ -14,13 +14,7 @@ kind: Cluster
 metadata:
   name: real
 spec:
-  k3s:
-{{template "k3s-real" .}}
-    config:
-{{template "k3s-real-config" .}}
-{{- if .Extra.config}}
-{{.Extra.config}}
-{{- end}}
+{{template "spec-k3s-real" .}}
 {{template "ssh-root" .}}
   hosts:
     - name: cp1

@@ -168,7 +168,8 @@ var realChecksumsOnce = sync.OnceValues(func() (string, error) {
 // Extra.checksums the checksums file)
 // and {{template "k3s-real-config" .}} the config keys every real-lane cluster needs on these
 // machines: no Traefik (the test binary embeds no Traefik chart) and the kubelet allowed on
-// cgroup v1.
+// cgroup v1; {{template "spec-k3s-real" .}} is the whole spec.k3s of a real-lane cluster: both,
+// plus Extra.config's cluster config lines.
 const realParts = `{{define "k3s-real"}}    version: {{.Real.Version}}
     install: airgap
     airgap:
@@ -186,4 +187,10 @@ const realParts = `{{define "k3s-real"}}    version: {{.Real.Version}}
         - fail-cgroupv1=false   # the harness machine boots with cgroup v1
 {{- range .Extra.kubeletArgs}}
         - {{.}}
+{{- end}}{{end}}{{define "spec-k3s-real"}}  k3s:
+{{template "k3s-real" .}}
+    config:
+{{template "k3s-real-config" .}}
+{{- with .Extra.config}}
+{{.}}
 {{- end}}{{end}}`
