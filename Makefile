@@ -28,20 +28,29 @@ setup:
 build:
 	$(GO) build -ldflags "-X main.version=$(VERSION)" -o bin/k3strap ./cmd/k3strap
 
-# The airgap artifacts of the demo: the K3s SIMULATOR (K3s itself cannot be downloaded here),
-# a stand-in images archive, and their sha256sum file, as a K3s release ships them.
+# The airgap artifacts of the demo and their sha256sum file, as a K3s release ships them: the K3s
+# SIMULATOR and its images archive, or with K3S_BINARY (a K3s release's k3s, e.g.
+# `make demo K3S_BINARY=/path/to/k3s`) that real K3s with the stand-in images archive of the
+# real-K3s tests (labelled stand-ins: docs/testing-stand-ins.md).
 artifacts:
 	@mkdir -p .artifacts
-	CGO_ENABLED=0 $(GO) build -ldflags "-X main.version=$(K3S_SIM_VERSION)" -o .artifacts/k3s ./e2e/k3ssim
-	$(GO) run ./e2e/cmd/mkimages .artifacts/k3s-airgap-images-amd64.tar.zst
+	@if [ -n "$(K3S_BINARY)" ]; then \
+	  set -x; cp "$(K3S_BINARY)" .artifacts/k3s && chmod 0755 .artifacts/k3s && \
+	  $(GO) run ./e2e/cmd/standin-images archive .artifacts/k3s-airgap-images-amd64.tar.zst; \
+	else \
+	  set -x; CGO_ENABLED=0 $(GO) build -ldflags "-X main.version=$(K3S_SIM_VERSION)" -o .artifacts/k3s ./e2e/k3ssim && \
+	  $(GO) run ./e2e/cmd/mkimages .artifacts/k3s-airgap-images-amd64.tar.zst; \
+	fi
 	cd .artifacts && sha256sum k3s k3s-airgap-images-amd64.tar.zst > sha256sum-amd64.txt
 
 # One throw-away host (systemd + OpenSSH in its own network namespace), then the real command.
 # The throw-away host gets new SSH host keys whenever the harness recreates it (and the tests
 # change them on purpose), so the demo starts its known_hosts afresh: k3strap records the key on
-# first contact (trust on first use) and refuses a changed one afterwards.
+# first contact (trust on first use) and refuses a changed one afterwards. A real K3s needs the
+# machine sysctls its kubelet sets (held until `make demo-down` puts them back).
 demo: setup build artifacts
 	$(SUDO) bash $(HARNESS) up 1
+	@if [ -n "$(K3S_BINARY)" ]; then set -x; $(SUDO) bash $(HARNESS) sysctl-hold; fi
 	rm -f $(HARNESS_DIR)/demo_known_hosts
 	./bin/k3strap apply -f examples/single-server.yaml --kubeconfig-out demo.kubeconfig
 
