@@ -209,3 +209,65 @@ func TestRangePrefixes(t *testing.T) {
 		t.Errorf("%v", s)
 	}
 }
+
+// TestNetworkPolicyMarks: K3s's network policy controller (kube-router) gives each pod a
+// KUBE-POD-FW chain that sends the packet through its policy chains, which mark what a policy
+// allows, and rejects what is left unmarked. With no NetworkPolicy the default chain marks
+// every packet, so the reject never applies: a real K3s v1.36.3 cluster with running pods made
+// doctor report that reject (rule 6, verbatim below) as a host firewall dropping pod traffic.
+// With the mark taken away (a policy that allows nothing) the same reject must be found.
+func TestNetworkPolicyMarks(t *testing.T) {
+	chain := func(defaultRule string) string {
+		return `*filter
+:INPUT ACCEPT [0:0]
+:FORWARD ACCEPT [0:0]
+:OUTPUT ACCEPT [0:0]
+:KUBE-ROUTER-FORWARD - [0:0]
+:KUBE-POD-FW-ZSWAXKPSQJ3TVCVR - [0:0]
+:KUBE-NWPLCY-DEFAULT - [0:0]
+-A FORWARD -m comment --comment "kube-router netpol - TEMCG2JMHZYE7H7T" -j KUBE-ROUTER-FORWARD
+-A KUBE-ROUTER-FORWARD -d 10.42.0.3/32 -m comment --comment "rule to jump traffic destined to POD name:coredns-54996dc9b4-qrb86 namespace: kube-system to chain KUBE-POD-FW-ZSWAXKPSQJ3TVCVR" -j KUBE-POD-FW-ZSWAXKPSQJ3TVCVR
+-A KUBE-POD-FW-ZSWAXKPSQJ3TVCVR -m comment --comment "rule for stateful firewall for pod" -m conntrack --ctstate RELATED,ESTABLISHED -j ACCEPT
+-A KUBE-POD-FW-ZSWAXKPSQJ3TVCVR -m comment --comment "rule to drop invalid state for pod" -m conntrack --ctstate INVALID -j DROP
+-A KUBE-POD-FW-ZSWAXKPSQJ3TVCVR -d 10.42.0.3/32 -m comment --comment "rule to permit the traffic traffic to pods when source is the pod's local node" -m addrtype --src-type LOCAL -j ACCEPT
+-A KUBE-POD-FW-ZSWAXKPSQJ3TVCVR -m comment --comment "run through default network policy chain" -j KUBE-NWPLCY-DEFAULT
+-A KUBE-POD-FW-ZSWAXKPSQJ3TVCVR -m comment --comment "rule to log dropped traffic POD name:coredns-54996dc9b4-qrb86 namespace: kube-system" -m mark ! --mark 0x10000/0x10000 -j NFLOG --nflog-group 100
+-A KUBE-POD-FW-ZSWAXKPSQJ3TVCVR -m comment --comment "rule to REJECT traffic destined for POD name:coredns-54996dc9b4-qrb86 namespace: kube-system" -m mark ! --mark 0x10000/0x10000 -j REJECT --reject-with icmp-port-unreachable
+-A KUBE-POD-FW-ZSWAXKPSQJ3TVCVR -j MARK --set-xmark 0x0/0x10000
+-A KUBE-POD-FW-ZSWAXKPSQJ3TVCVR -m comment --comment "set mark to ACCEPT traffic that comply to network policies" -j MARK --set-xmark 0x20000/0x20000
+` + defaultRule + `
+COMMIT
+`
+	}
+	dns := Packet{Family: 4, Proto: "udp", Src: netip.MustParseAddr("10.42.1.5"), Dst: netip.MustParseAddr("10.42.0.3"), DPort: 53, Hook: "forward"}
+	for _, tc := range []struct {
+		name, defaultRule string
+		want              Outcome
+	}{
+		{"no policy: every packet marked", `-A KUBE-NWPLCY-DEFAULT -m comment --comment "rule to mark traffic matching a network policy" -j MARK --set-xmark 0x10000/0x10000`, Accepted},
+		{"a policy allowing nothing", ``, Dropped},
+		{"--set-mark form", `-A KUBE-NWPLCY-DEFAULT -j MARK --set-mark 0x10000/0x10000`, Accepted},
+		{"--or-mark form", `-A KUBE-NWPLCY-DEFAULT -j MARK --or-mark 0x10000`, Accepted},
+		{"marked only from one source", `-A KUBE-NWPLCY-DEFAULT -s 10.42.2.0/24 -j MARK --set-xmark 0x10000/0x10000`, Dropped},
+	} {
+		cs, err := ParseIptablesSave(chain(tc.defaultRule), "ip", IptablesNft)
+		if err != nil {
+			t.Fatal(err)
+		}
+		d := (&Ruleset{Chains: cs}).Evaluate(dns)
+		if d.Outcome != tc.want || !d.Certain() {
+			t.Errorf("%s: %s by %s (certain %v), want %s", tc.name, d.Outcome, d.By, d.Certain(), tc.want)
+		}
+		if tc.want == Dropped && (!d.Rejected || !strings.Contains(d.By.String(), "rule 6")) {
+			t.Errorf("%s: dropped by %s, want kube-router's reject (rule 6)", tc.name, d.By)
+		}
+	}
+	// A MARK rule that may or may not apply leaves the mark unknown: the reject is uncertain.
+	cs, err := ParseIptablesSave(chain(`-A KUBE-NWPLCY-DEFAULT -m set --match-set allowed src -j MARK --set-xmark 0x10000/0x10000`), "ip", IptablesNft)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := (&Ruleset{Chains: cs}).Evaluate(dns); d.Certain() {
+		t.Errorf("mark set under an unknown match: %s by %s, certain; want uncertain", d.Outcome, d.By)
+	}
+}

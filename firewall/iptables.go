@@ -222,7 +222,15 @@ func parseIptablesRule(args []string, family string) Rule {
 				r.Verdict = Reject
 			case "RETURN":
 				r.Verdict = Return
-			case "LOG", "MARK", "CONNMARK", "MASQUERADE", "SNAT", "DNAT", "REDIRECT", "NOTRACK", "CT", "TCPMSS", "NFLOG", "AUDIT", "CHECKSUM", "TRACE":
+			case "MARK":
+				r.Verdict = Continue
+				r.SetMark = parseMarkTarget(args[i+1:])
+				if r.SetMark == nil {
+					// a MARK option the evaluator does not read: the mark is unknown after it
+					r.SetMark = &MarkSet{Mask: 0xffffffff, Value: 0xffffffff}
+					r.Matches = append(r.Matches, Match{Kind: KindUnknown, Desc: "MARK " + strings.Join(args[i+1:], " ")})
+				}
+			case "LOG", "CONNMARK", "MASQUERADE", "SNAT", "DNAT", "REDIRECT", "NOTRACK", "CT", "TCPMSS", "NFLOG", "AUDIT", "CHECKSUM", "TRACE":
 				r.Verdict = Continue
 			case "NFQUEUE", "QUEUE", "TPROXY":
 				r.Verdict = Unknown
@@ -308,6 +316,32 @@ func parsePortList(s string) ([][2]int, bool) {
 }
 
 // parseMark reads 0x4000/0x4000 or 0x8000.
+// parseMarkTarget reads the options of a MARK target (`--set-xmark V/M`, which iptables-save
+// prints for every form, or `--set-mark`, `--and-mark`, `--or-mark`, `--xor-mark`); nil when
+// they say nothing it knows.
+func parseMarkTarget(opts []string) *MarkSet {
+	for i := 0; i+1 < len(opts); i++ {
+		v, m, ok := parseMark(opts[i+1])
+		if !ok {
+			return nil
+		}
+		switch opts[i] {
+		case "--set-xmark":
+			return &MarkSet{Value: v, Mask: m}
+		case "--set-mark":
+			// (mark AND NOT m) OR v == (mark AND NOT (m OR v)) XOR v
+			return &MarkSet{Value: v, Mask: m | v}
+		case "--and-mark":
+			return &MarkSet{Mask: ^v}
+		case "--or-mark":
+			return &MarkSet{Value: v, Mask: v}
+		case "--xor-mark":
+			return &MarkSet{Value: v}
+		}
+	}
+	return nil
+}
+
 func parseMark(s string) (uint32, uint32, bool) {
 	v, m, hasMask := strings.Cut(s, "/")
 	vv, err := strconv.ParseUint(v, 0, 32)

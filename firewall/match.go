@@ -29,7 +29,7 @@ const (
 	// KindFamily: the IP family (Strings: ipv4, ipv6).
 	KindFamily Kind = "family"
 	// KindMark: the packet mark masked (Mark & Mask == Value in Ports[0][0]); packets k3strap
-	// asks about carry no mark.
+	// asks about enter with mark 0, and MARK rules on their way change it (Rule.SetMark).
 	KindMark Kind = "mark"
 	// KindAddrType: address type of the destination (Strings[0] "dst") or source ("src"),
 	// Strings[1] the type (LOCAL, ...).
@@ -173,7 +173,10 @@ func (m Match) evalPlain(p Packet) tri {
 		if len(m.Ports) > 0 {
 			want = uint32(m.Ports[0][0])
 		}
-		return triOf(0&m.Mask == want)
+		if p.markUnknown {
+			return triUnknown
+		}
+		return triOf(p.Mark&m.Mask == want)
 	case KindAddrType:
 		if len(m.Strings) < 2 || !strings.EqualFold(m.Strings[1], "LOCAL") {
 			return triUnknown

@@ -134,7 +134,20 @@ type Rule struct {
 	VerdictMap *VerdictMap
 	// Counter is the rule's counter, when it has one.
 	Counter *Counter
+	// SetMark is what an iptables MARK target does to the packet mark; nil for other rules.
+	SetMark *MarkSet
 }
+
+// MarkSet changes a packet's mark as iptables' MARK target does (iptables-save prints every
+// form as `--set-xmark Value/Mask`): the new mark is (mark AND NOT Mask) XOR Value. K3s's
+// network policy controller (kube-router) marks the packets a policy allows, then rejects
+// unmarked ones in each pod's KUBE-POD-FW chain, so marks decide whether those rules apply.
+type MarkSet struct {
+	Value, Mask uint32
+}
+
+// apply returns mark changed by s.
+func (s MarkSet) apply(mark uint32) uint32 { return (mark &^ s.Mask) ^ s.Value }
 
 // Counter is an nftables or iptables counter.
 type Counter struct {
@@ -217,6 +230,11 @@ type Packet struct {
 	Iif, Oif string
 	// Hook is input (to this host), output (from this host) or forward (through it).
 	Hook string
+	// Mark is the packet mark (fwmark): 0 when the packet enters the first chain; the
+	// evaluator changes it as MARK rules do. markUnknown: a MARK rule that may or may not have
+	// applied changed it.
+	Mark        uint32
+	markUnknown bool
 }
 
 func (p Packet) sports() (int, int) {
@@ -316,6 +334,7 @@ func (rs *Ruleset) Evaluate(p Packet) Decision {
 		d.Path = append(d.Path, c)
 		w := walker{rs: rs, p: p}
 		res := w.walk(c, 0)
+		p = w.p // the mark goes on with the packet
 		if res.verdict == Drop || res.verdict == Reject {
 			d.Outcome, d.By, d.Rejected = Dropped, res.by, res.verdict == Reject
 			d.Uncertain = append(d.Uncertain, w.mayAccept...)
@@ -362,6 +381,13 @@ func (w *walker) walk(c *Chain, depth int) walkResult {
 					w.uncertain(c, ref, e.Verdict, e.Target, depth)
 				}
 				continue
+			}
+		}
+		if r.SetMark != nil {
+			if m == triTrue {
+				w.p.Mark = r.SetMark.apply(w.p.Mark)
+			} else if r.SetMark.apply(w.p.Mark) != w.p.Mark {
+				w.p.markUnknown = true
 			}
 		}
 		if m == triUnknown {

@@ -31,8 +31,11 @@ func (pathsStep) Summary() string {
 }
 
 // pathConnectTimeout bounds each TCP connect of the path check: a filtered port costs this
-// once, whatever the number of hosts (all probes run at once).
-const pathConnectTimeout = time.Second
+// once, whatever the number of hosts (all probes run at once). 3.2 s lets the kernel send the
+// SYN twice more (Linux's initial retransmission timeout is 1 s, doubling: RFC 6298), so a
+// lossy link that K3s itself would get through is not reported as blocked (docs/preflight.md
+// "The path check").
+const pathConnectTimeout = 3200 * time.Millisecond
 
 func (pathsStep) Run(ctx context.Context, s *session) error {
 	em := s.in.emitter(events.PhasePaths)

@@ -242,7 +242,7 @@ func (o *PathOptions) defaults() {
 
 const (
 	udpCount  = 3
-	mtuCopies = 2
+	mtuCopies = 3
 	// readyWait bounds how long the hosts may take to start and bind their listeners.
 	readyWait = 10 * time.Second
 	// receiptGrace is how long datagrams may take to arrive after the last sender is done
