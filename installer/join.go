@@ -12,6 +12,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/k3strap/k3strap/events"
+	"github.com/k3strap/k3strap/installer/drift"
 	"github.com/k3strap/k3strap/installer/kube"
 	"github.com/k3strap/k3strap/inventory"
 	"github.com/k3strap/k3strap/k3s"
@@ -68,8 +69,26 @@ func (s *session) joinOne(ctx context.Context, first, hs *hostState) error {
 		}
 		res.upgradedFrom = hs.facts.K3s.BinaryVersion
 	}
+	if hs.fresh {
+		s.recordDeclared(ctx, first, hs, view)
+	}
 	hs.setResult(res.status(), res.describe())
 	return nil
+}
+
+// recordDeclared writes, on a node this run created (waitNode saw it carry its declared taints
+// and labels), the annotations that record what the inventory declared (drift.AnnotationTaints,
+// drift.AnnotationLabels) and the CNI label — now, while the first server may still be coming
+// up, so that the reconcile-nodes step at the end of apply finds nothing to write. Best effort:
+// whatever fails here, that step reports and writes.
+func (s *session) recordDeclared(ctx context.Context, first, hs *hostState, view *nodeView) {
+	n, err := view.get(ctx, hs.host.Name)
+	if err != nil || n == nil {
+		return
+	}
+	if _, wrote, err := drift.ReconcileFrom(ctx, kube.Kubectl{R: first.c()}, s.desired(hs), drift.RepairCNILabel, n, nil); err == nil && wrote {
+		s.in.emitter(s.current).Debug(hs.host.Name, "recorded the declared taints and labels in "+drift.AnnotationTaints+" / "+drift.AnnotationLabels)
+	}
 }
 
 // drain cordons and drains hs's node through the first server before an upgrade (unless

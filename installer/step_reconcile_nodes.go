@@ -9,6 +9,7 @@ import (
 	"github.com/k3strap/k3strap/installer/drift"
 	"github.com/k3strap/k3strap/installer/kube"
 	"github.com/k3strap/k3strap/templates/cni"
+	corev1 "k8s.io/api/core/v1"
 )
 
 // reconcileNodesStep keeps the nodes true to the inventory after bring-up, on every apply: it labels
@@ -28,10 +29,20 @@ func (reconcileNodesStep) Summary() string {
 }
 
 func (reconcileNodesStep) Run(ctx context.Context, s *session) error {
-	if err := s.reportOrPrune(ctx); err != nil { // nodes no longer in the inventory
+	if s.first == nil || s.first.c() == nil {
+		return nil
+	}
+	// One list serves both: the nodes no longer in the inventory, and the first read of each
+	// node to reconcile (a write carries that read's resourceVersion; a conflict reads again).
+	// Unreadable, each node is read on its own.
+	byName, err := s.nodesByName(ctx)
+	if err != nil {
+		byName = nil
+	}
+	if err := s.reportOrPrune(ctx, byName); err != nil { // nodes no longer in the inventory
 		return err
 	}
-	return s.reconcileNodes(ctx, s.first)
+	return s.reconcileNodes(ctx, s.first, byName)
 }
 
 // Preview reports the drift of every node of the run and what apply would write.
@@ -41,12 +52,12 @@ func (reconcileNodesStep) Preview(ctx context.Context, s *session) error {
 		em.Info("", "the cluster does not exist yet: nodes get their taints and labels from node-taint / node-label when they register")
 		return nil
 	}
-	if err := s.reportOrPrune(ctx); err != nil { // nodes no longer in the inventory
-		return err
-	}
 	byName, err := s.nodesByName(ctx)
 	if err != nil {
 		return s.hostFailure(s.first, "nodes", KindInstall, err)
+	}
+	if err := s.reportOrPrune(ctx, byName); err != nil { // nodes no longer in the inventory
+		return err
 	}
 	for _, hs := range s.hosts {
 		if hs.plan == nil {
@@ -86,8 +97,9 @@ func (s *session) desired(hs *hostState) drift.Desired {
 	return drift.DesiredFor(s.in.cluster, hs.host, ex)
 }
 
-// reconcileNodes is the nodes step on the cluster reached through first.
-func (s *session) reconcileNodes(ctx context.Context, first *hostState) error {
+// reconcileNodes is the nodes step on the cluster reached through first. listed is the
+// cluster's node list by name, each node's first read (nil: every node is read on its own).
+func (s *session) reconcileNodes(ctx context.Context, first *hostState, listed map[string]*corev1.Node) error {
 	if first == nil || first.c() == nil {
 		return nil
 	}
@@ -107,9 +119,12 @@ func (s *session) reconcileNodes(ctx context.Context, first *hostState) error {
 		// Transport failures reconnect and start over (s.retry): every attempt re-reads the
 		// node and writes only with the resourceVersion it read, so a replace whose answer
 		// was lost is harmless.
+		read := listed[hs.host.Name]
 		err := s.retry(ctx, first, "reconciling node "+hs.host.Name, func(ctx context.Context) error {
 			var err error
-			nd, wrote, err = drift.Reconcile(ctx, kube.Kubectl{R: first.c()}, d, mode, func(attempt int, err error) {
+			node := read
+			read = nil // an attempt after a transport failure reads the node again
+			nd, wrote, err = drift.ReconcileFrom(ctx, kube.Kubectl{R: first.c()}, d, mode, node, func(attempt int, err error) {
 				em.Info(hs.host.Name, fmt.Sprintf("node %s changed since it was read (409 Conflict on attempt %d: a concurrent write); reading it again and retrying, so that write is kept", hs.host.Name, attempt))
 			})
 			return err

@@ -194,11 +194,7 @@ func (s *session) removeNode(ctx context.Context, name string, connect bool) err
 const nodeDeleteTimeout = 3 * time.Minute
 
 // orphans returns the cluster's nodes that are not in the inventory, sorted.
-func (s *session) orphans(ctx context.Context) ([]string, error) {
-	nodes, err := s.nodesByName(ctx)
-	if err != nil {
-		return nil, err
-	}
+func (s *session) orphans(nodes map[string]*corev1.Node) []string {
 	var out []string
 	for name := range nodes {
 		if s.in.cluster.Host(name) == nil {
@@ -206,17 +202,18 @@ func (s *session) orphans(ctx context.Context) ([]string, error) {
 		}
 	}
 	sort.Strings(out)
-	return out, nil
+	return out
 }
 
 // reportOrPrune is apply's handling of nodes that are no longer in the inventory: reported
-// (nothing changes), or removed with --prune. Only when the run covers every host.
-func (s *session) reportOrPrune(ctx context.Context) error {
+// (nothing changes), or removed with --prune. Only when the run covers every host. nodes is
+// the cluster's node list by name (nil when it could not be read: nothing to report).
+func (s *session) reportOrPrune(ctx context.Context, nodes map[string]*corev1.Node) error {
 	if len(s.in.opts.Hosts) > 0 || s.first == nil || s.first.c() == nil {
 		return nil
 	}
-	names, err := s.orphans(ctx)
-	if err != nil || len(names) == 0 {
+	names := s.orphans(nodes)
+	if len(names) == 0 {
 		return nil
 	}
 	em := s.in.emitter(events.PhaseReconcileNodes)

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -50,17 +51,17 @@ func (superviseStep) Run(ctx context.Context, s *session) error {
 	bu := &bringUp{gate: make(chan struct{}), agentGate: make(chan struct{}), done: make(chan struct{})}
 	s.boot.bringUp = bu
 	sup := &supervisor{s: s, hs: hs, em: s.in.emitter(events.PhaseSupervise), gate: bu.gate, agentGate: bu.agentGate,
-		earlyAgents: !s.in.cluster.CloudSettings(hs.host).DisableCloudController}
+		earlyAgents: !s.in.cluster.CloudSettings(hs.host).DisableCloudController, up: func() { bu.finish(nil) }}
 	res := s.boot.firstResult
 	s.background.Add(1)
 	go func() {
 		defer s.background.Done()
-		defer close(bu.done)
-		bu.err = sup.run(ctx, res)
-		if bu.err != nil && ctx.Err() == nil {
-			hs.setResult(events.StatusFailed, "bring-up: "+firstLine(bu.err))
-			s.abort(bu.err)
+		err := sup.run(ctx, res)
+		if err != nil && ctx.Err() == nil {
+			hs.setResult(events.StatusFailed, "bring-up: "+firstLine(err))
+			s.abort(err)
 		}
+		bu.finish(err)
 	}()
 	if s.upgrading(hs) {
 		// An upgrade is one server at a time: the first is Ready on the new version and
@@ -99,9 +100,19 @@ type bringUp struct {
 	// when agents may join; done when the supervisor finished, with err.
 	gate, agentGate, done chan struct{}
 	err                   error
+	once                  sync.Once
 	// finished says firstUp completed the first server's result (read and written by the
 	// steps' goroutine only).
 	finished bool
+}
+
+// finish records the supervisor's result and closes done, once: as soon as the server is up
+// (the probe's channel is still being closed then), or when the supervisor returns.
+func (bu *bringUp) finish(err error) {
+	bu.once.Do(func() {
+		bu.err = err
+		close(bu.done)
+	})
 }
 
 // gatePoll is how often the probe looks at the Node while its uninitialized taint is on, and
@@ -151,6 +162,8 @@ type supervisor struct {
 	// answers when earlyAgents (the embedded cloud controller removes the taint); then nil.
 	agentGate   chan struct{}
 	earlyAgents bool
+	// up is called once every milestone is reached, before the probe's channel is closed.
+	up func()
 }
 
 func (sup *supervisor) flannelOff() bool {
@@ -211,6 +224,7 @@ func (sup *supervisor) run(ctx context.Context, res convergeResult) error {
 		}
 		if d {
 			done = true
+			sup.reportUp()
 			cancel()
 			return
 		}
@@ -220,11 +234,6 @@ func (sup *supervisor) run(ctx context.Context, res convergeResult) error {
 	case verdict != nil:
 		return verdict
 	case done:
-		if sup.quick {
-			sup.em.Step(sup.hs.host.Name, "health", events.StatusOK, "already up: node Ready, no uninitialized taint"+map[bool]string{true: "", false: ", subnet.env present"}[sup.flannelOff()])
-		} else {
-			sup.em.Finished(events.StatusOK, fmt.Sprintf("%s is up after %.1f s", sup.hs.host.Name, time.Since(sup.started).Seconds()))
-		}
 		return nil
 	case ctx.Err() != nil:
 		return ctx.Err()
@@ -232,6 +241,18 @@ func (sup *supervisor) run(ctx context.Context, res convergeResult) error {
 		return sup.s.hostFailure(sup.hs, "supervise", KindBringUp, fmt.Errorf("watching bring-up: %w", err))
 	}
 	return sup.fail(ctx, diagnose.Timeout(sup.evidence(ctx, st), sup.lastReached(), opts.Timeout))
+}
+
+// reportUp says the first server is up and lets the steps waiting for it go on at once.
+func (sup *supervisor) reportUp() {
+	if sup.quick {
+		sup.em.Step(sup.hs.host.Name, "health", events.StatusOK, "already up: node Ready, no uninitialized taint"+map[bool]string{true: "", false: ", subnet.env present"}[sup.flannelOff()])
+	} else {
+		sup.em.Finished(events.StatusOK, fmt.Sprintf("%s is up after %.1f s", sup.hs.host.Name, time.Since(sup.started).Seconds()))
+	}
+	if sup.up != nil {
+		sup.up()
+	}
 }
 
 func (sup *supervisor) parse(st *probeState, line string) {

@@ -336,12 +336,23 @@ var conflictBackoff = wait.Backoff{Steps: 6, Duration: 100 * time.Millisecond, F
 // returns the drift found before the change (on the last read) and whether it wrote.
 // onConflict is called for each conflict with the attempt number.
 func Reconcile(ctx context.Context, api API, d Desired, mode RepairMode, onConflict func(attempt int, err error)) (Node, bool, error) {
+	return ReconcileFrom(ctx, api, d, mode, nil, onConflict)
+}
+
+// ReconcileFrom is Reconcile whose first attempt starts from read, the node as a list just
+// returned it (not modified; nil: GET it); the replace carries read's resourceVersion, so a
+// node changed since the list gets 409 Conflict and the next attempt GETs it.
+func ReconcileFrom(ctx context.Context, api API, d Desired, mode RepairMode, read *corev1.Node, onConflict func(attempt int, err error)) (Node, bool, error) {
 	var drift Node
 	wrote := false
 	attempt := 0
 	err := retry.OnError(conflictBackoff, func(err error) bool { return errors.Is(err, kube.ErrConflict) && ctx.Err() == nil }, func() error {
 		attempt++
-		n, err := api.GetNode(ctx, d.Name)
+		n, err := read.DeepCopy(), error(nil)
+		read = nil
+		if n == nil {
+			n, err = api.GetNode(ctx, d.Name)
+		}
 		if errors.Is(err, kube.ErrNotFound) {
 			drift = Diff(nil, d)
 			return nil

@@ -281,3 +281,48 @@ func TestCNIExcludedLabel(t *testing.T) {
 		t.Errorf("unregistered: %+v", d)
 	}
 }
+
+// countingNodes counts the GETs of a fakeNodes.
+type countingNodes struct {
+	*fakeNodes
+	gets int
+}
+
+func (c *countingNodes) GetNode(ctx context.Context, name string) (*corev1.Node, error) {
+	c.gets++
+	return c.fakeNodes.GetNode(ctx, name)
+}
+
+// TestReconcileFromList: a node from a fresh list is reconciled without reading it again; a
+// listed node changed since the list is not overwritten (its stale resourceVersion gets 409)
+// but read again, and the change made in between is kept. The listed node is not modified.
+func TestReconcileFromList(t *testing.T) {
+	c, h := taintCluster(t, "dedicated=edge:NoExecute")
+	api := &countingNodes{fakeNodes: newFakeNodes(node("w1", map[string]string{"site": "lab"}, nil))}
+	listed, err := api.ListNodes(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, wrote, err := ReconcileFrom(context.Background(), api, DesiredFor(c, h, nil), RepairAll, &listed[0], never)
+	if err != nil || !wrote || api.gets != 0 || api.replaces != 1 {
+		t.Fatalf("fresh list: wrote=%v err=%v gets=%d replaces=%d, want one replace and no GET", wrote, err, api.gets, api.replaces)
+	}
+	if len(listed[0].Spec.Taints) != 0 {
+		t.Errorf("the listed node was modified: %v", listed[0].Spec.Taints)
+	}
+
+	// Listed, then changed by someone else before the replace.
+	api = &countingNodes{fakeNodes: newFakeNodes(node("w1", map[string]string{"site": "lab"}, nil))}
+	listed, _ = api.ListNodes(context.Background())
+	api.concurrentWrites = 1
+	api.concurrent = func(n *corev1.Node) { n.Labels["other.io/seen"] = "yes" }
+	var conflicts int
+	_, wrote, err = ReconcileFrom(context.Background(), api, DesiredFor(c, h, nil), RepairAll, &listed[0], func(int, error) { conflicts++ })
+	if err != nil || !wrote || conflicts != 1 || api.gets != 1 {
+		t.Fatalf("stale list: wrote=%v err=%v conflicts=%d gets=%d, want one conflict then a GET", wrote, err, conflicts, api.gets)
+	}
+	after := api.node("w1")
+	if after.Labels["other.io/seen"] != "yes" || !strings.Contains(strings.Join(taintStrings(after), " "), "dedicated=edge:NoExecute") {
+		t.Errorf("after the retry: labels %v taints %v, want both the concurrent label and the repair", after.Labels, taintStrings(after))
+	}
+}

@@ -28,5 +28,9 @@ while :; do
   nap=$interval
   case "$out" in *"\"$taint\""*) [ "$fastmax" -gt 0 ] && { nap=$fast; fastmax=$((fastmax-1)); } ;; esac
   out=
-  sleep "$nap"
+  # subnet.env is usually the last milestone: while it is missing, its arrival ends the nap
+  # ($1 is the inner shell's).
+  # shellcheck disable=SC2016
+  if [ -r "$K3S_SUBNET_ENV" ] || ! command -v timeout >/dev/null 2>&1; then sleep "$nap"
+  else timeout "$nap" sh -c 'while [ ! -r "$1" ]; do sleep 0.05; done' _ "$K3S_SUBNET_ENV" || true; fi
 done
