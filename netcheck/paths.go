@@ -519,9 +519,30 @@ func RunPaths(ctx context.Context, c *Cluster, hosts []ProbeHost, opt PathOption
 	}
 	go1(bySource)
 	rep.Rounds = 1
+	// answered: every probe has its answer — each connect its result, each datagram probe a
+	// first arrival — so the copies still being sent change nothing (the usual case: every
+	// path open ends the round at once, not after the last copy's 200 ms).
+	answered := func() bool {
+		for id, k := range kinds {
+			switch k {
+			case "tcp":
+				if _, ok := tcpRes[id]; !ok {
+					return false
+				}
+			case "udp", "mtu":
+				if len(got[id]) == 0 {
+					return false
+				}
+			}
+		}
+		return true
+	}
 	roundWait := func(expect func() bool) {
 		deadline := time.Now().Add(opt.ConnectTimeout + 2*time.Second)
 		wait(deadline, func() bool {
+			if answered() {
+				return true
+			}
 			for _, r := range runs {
 				if r.probing && !r.exited {
 					return false

@@ -29,8 +29,10 @@ while :; do
   case "$out" in *"\"$taint\""*) [ "$fastmax" -gt 0 ] && { nap=$fast; fastmax=$((fastmax-1)); } ;; esac
   out=
   # subnet.env is usually the last milestone: while it is missing, its arrival ends the nap
-  # ($1 is the inner shell's).
+  # ($1 is the inner shell's). The nap does not hold the channel's output: when k3strap ends
+  # the probe (SIGTERM, then the channel's close), the channel closes at once rather than when
+  # an orphaned sleep ends.
   # shellcheck disable=SC2016
-  if [ -r "$K3S_SUBNET_ENV" ] || ! command -v timeout >/dev/null 2>&1; then sleep "$nap"
-  else timeout "$nap" sh -c 'while [ ! -r "$1" ]; do sleep 0.05; done' _ "$K3S_SUBNET_ENV" || true; fi
+  if [ -r "$K3S_SUBNET_ENV" ] || ! command -v timeout >/dev/null 2>&1; then sleep "$nap" >/dev/null 2>&1
+  else timeout "$nap" sh -c 'while [ ! -r "$1" ]; do sleep 0.05; done' _ "$K3S_SUBNET_ENV" >/dev/null 2>&1 || true; fi
 done
