@@ -93,20 +93,39 @@ sub payload {
 # rest wait in @tcpq.
 my $maxconn = 200;
 my @tcpq;
+# Connects refused by a local rule (EPERM: a packet filter dropped the SYN on its way out)
+# are tried again 0.1 s later while their time lasts: a rule that drops now and then (a rate
+# limit) is not a closed path; one that always drops still fails. Entries as in @tcpq plus the
+# first try's time and when to try again.
+my @tcpwait;
+
+sub tcp_refused {
+	my ($p, $t0, $e) = @_;
+	my ($kind, $id, $host, $port, $ms) = @$p;
+	if ($e == Errno::EPERM() && now() + 0.1 < $t0 + $ms / 1000) {
+		push @tcpwait, [ $kind, $id, $host, $port, $ms, $t0, now() + 0.1 ];
+		return;
+	}
+	print "tcp $id fail " . int((now() - $t0) * 1000) . " " . errname($e) . "\n";
+}
 
 sub open_tcp {
 	while (@tcpq && keys(%conn) < $maxconn) {
-		my ($kind, $id, $host, $port, $ms) = @{ shift @tcpq };
-		my $t = now();
+		my $p = shift @tcpq;
+		my ($kind, $id, $host, $port, $ms, $t0) = @$p;
+		$t0 //= now();
 		my $ai = addr($host, $port, SOCK_STREAM);
-		if (!$ai) { print "tcp $id fail EADDR 0\n"; next; }
+		if (!$ai) { print "tcp $id fail 0 EADDR\n"; next; }
 		my $s;
-		socket($s, $ai->{family}, SOCK_STREAM, 0) or do { print "tcp $id fail " . errname($! + 0) . " 0\n"; next };
+		socket($s, $ai->{family}, SOCK_STREAM, 0) or do { print "tcp $id fail 0 " . errname($! + 0) . "\n"; next };
 		nonblock($s);
 		if (!connect($s, $ai->{addr}) && $! != Errno::EINPROGRESS()) {
-			print "tcp $id fail " . errname($! + 0) . " 0\n"; close $s; next;
+			my $e = $! + 0;
+			close $s;
+			tcp_refused($p, $t0, $e);
+			next;
 		}
-		$conn{fileno($s)} = { s => $s, id => $id, t0 => $t, until => $t + $ms / 1000, state => 'connect', buf => '' };
+		$conn{fileno($s)} = { s => $s, id => $id, t0 => $t0, until => $t0 + $ms / 1000, state => 'connect', buf => '', p => $p };
 	}
 }
 
@@ -153,17 +172,21 @@ sub pump_sends {
 					my $opt = $x->{fam} == AF_INET6 ? getsockopt($x->{s}, IPPROTO_IPV6, 24) : getsockopt($x->{s}, IPPROTO_IP, 14);
 					my $pmtu = defined $opt ? unpack('i', $opt) : 0;
 					print "mtu $x->{id} emsgsize $x->{size} $pmtu\n";
-				} else {
-					print "$x->{kind} $x->{id} fail " . errname($e) . "\n";
+					$x->{done} = 1;
+					last;
 				}
-				$x->{done} = 1;
-				last;
+				# A copy a local rule refused (EPERM, ...): the next copies still go; the probe
+				# fails only when none could be sent.
+				$x->{err} = $e;
+			} else {
+				$x->{ok}++;
 			}
 			$x->{seq}++;
 			$x->{at} += 0.1;
 		}
 		if (!$x->{done} && $x->{seq} >= $x->{n}) {
-			print $x->{kind} eq 'mtu' ? "mtu $x->{id} sent $x->{size}\n" : "udp $x->{id} sent $x->{n}\n";
+			if (!$x->{ok}) { print "$x->{kind} $x->{id} fail " . errname($x->{err}) . "\n"; }
+			else { print $x->{kind} eq 'mtu' ? "mtu $x->{id} sent $x->{size}\n" : "udp $x->{id} sent $x->{ok}\n"; }
 			$x->{done} = 1;
 		}
 	}
@@ -230,6 +253,7 @@ while (1) {
 			my $c = $conn{$fd} or next;
 			if ($c->{state} eq 'connect' && vec($wout, $fd, 1)) {
 				my $e = unpack('i', getsockopt($c->{s}, SOL_SOCKET, SO_ERROR) // pack('i', 0));
+				if ($e == Errno::EPERM()) { delete $conn{$fd}; close $c->{s}; tcp_refused($c->{p}, $c->{t0}, $e); next; }
 				if ($e) { finish_conn($fd, "fail MS " . errname($e)); next; }
 				$c->{state} = 'greet';
 				$c->{until} = now() + 1.5;
@@ -249,9 +273,13 @@ while (1) {
 		next unless $t > $c->{until};
 		finish_conn($fd, $c->{state} eq 'connect' ? "timeout MS" : "other MS");
 	}
+	if (@tcpwait) {
+		push @tcpq, grep { $_->[6] <= $t } @tcpwait;
+		@tcpwait = grep { $_->[6] > $t } @tcpwait;
+	}
 	open_tcp() if @tcpq;
 	pump_sends() if @sends;
-	if ($running && !%conn && !@sends && !@tcpq) { print "probed\n"; $running = 0; }
+	if ($running && !%conn && !@sends && !@tcpq && !@tcpwait) { print "probed\n"; $running = 0; }
 	last if !$stdin_open;
 }
 exit 0;

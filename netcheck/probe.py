@@ -63,21 +63,33 @@ def payload(pid, seq, size):
 # At most this many connects are open at once; the rest wait in tcpq.
 MAXCONN = 200
 tcpq = []
+# Connects refused by a local rule (EPERM: a packet filter dropped the SYN on its way out) are
+# tried again 0.1 s later while their time lasts: a rule that drops now and then (a rate limit)
+# is not a closed path; one that always drops still fails. (probe, first try, next try)
+tcpwait = []
+
+
+def tcp_refused(p, t0, e):
+    if e == errno.EPERM and time.monotonic() + 0.1 < t0 + int(p[4]) / 1000.0:
+        tcpwait.append((p, t0, time.monotonic() + 0.1))
+        return
+    emit("tcp %s fail %d %s" % (p[1], int((time.monotonic() - t0) * 1000), errname(e)))
 
 
 def open_tcp():
     while tcpq and len(conn) < MAXCONN:
-        p = tcpq.pop(0)
+        item = tcpq.pop(0)
+        p, t0 = item if isinstance(item, tuple) else (item, None)
         pid, host, port, ms = p[1], p[2], int(p[3]), int(p[4])
-        t = time.monotonic()
+        t = time.monotonic() if t0 is None else t0
         s = socket.socket(family(host), socket.SOCK_STREAM)
         s.setblocking(False)
         e = s.connect_ex((host, port))
         if e not in (0, errno.EINPROGRESS):
-            emit("tcp %s fail %s 0" % (pid, errname(e)))
             s.close()
+            tcp_refused(p, t, e)
             continue
-        conn[s.fileno()] = {"s": s, "id": pid, "t0": t, "until": t + ms / 1000.0, "state": "connect", "buf": b""}
+        conn[s.fileno()] = {"s": s, "id": pid, "t0": t, "until": t + ms / 1000.0, "state": "connect", "buf": b"", "p": p}
 
 
 def start_probes():
@@ -123,6 +135,7 @@ def pump_sends():
         while x["seq"] < x["n"] and x["at"] <= t:
             try:
                 x["s"].send(payload(x["id"], x["seq"], x["size"]))
+                x["ok"] = x.get("ok", 0) + 1
             except OSError as e:
                 if x["kind"] == "mtu" and e.errno == errno.EMSGSIZE:
                     v6 = x["s"].family == socket.AF_INET6
@@ -131,14 +144,18 @@ def pump_sends():
                     except OSError:
                         pmtu = 0
                     emit("mtu %s emsgsize %d %d" % (x["id"], x["size"], pmtu))
-                else:
-                    emit("%s %s fail %s" % (x["kind"], x["id"], errname(e.errno)))
-                x["done"] = True
-                break
+                    x["done"] = True
+                    break
+                # A copy a local rule refused (EPERM, ...): the next copies still go; the probe
+                # fails only when none could be sent.
+                x["err"] = e.errno
             x["seq"] += 1
             x["at"] += 0.1
         if not x.get("done") and x["seq"] >= x["n"]:
-            emit("mtu %s sent %d" % (x["id"], x["size"]) if x["kind"] == "mtu" else "udp %s sent %d" % (x["id"], x["n"]))
+            if not x.get("ok"):
+                emit("%s %s fail %s" % (x["kind"], x["id"], errname(x["err"])))
+            else:
+                emit("mtu %s sent %d" % (x["id"], x["size"]) if x["kind"] == "mtu" else "udp %s sent %d" % (x["id"], x["ok"]))
             x["done"] = True
     for x in sends:
         if x.get("done"):
@@ -220,6 +237,11 @@ def main():
                 continue
             if c["state"] == "connect" and fd in wout:
                 e = c["s"].getsockopt(socket.SOL_SOCKET, socket.SO_ERROR)
+                if e == errno.EPERM:
+                    conn.pop(fd)
+                    c["s"].close()
+                    tcp_refused(c["p"], c["t0"], e)
+                    continue
                 if e:
                     finish_conn(fd, "fail MS " + errname(e))
                     continue
@@ -241,11 +263,15 @@ def main():
             c = conn[fd]
             if t > c["until"]:
                 finish_conn(fd, "timeout MS" if c["state"] == "connect" else "other MS")
+        if tcpwait:
+            due = [w for w in tcpwait if w[2] <= t]
+            tcpwait[:] = [w for w in tcpwait if w[2] > t]
+            tcpq.extend((p, t0) for p, t0, _ in due)
         if tcpq:
             open_tcp()
         if sends:
             pump_sends()
-        if running and not conn and not sends and not tcpq:
+        if running and not conn and not sends and not tcpq and not tcpwait:
             emit("probed")
             running = False
 
