@@ -3,6 +3,7 @@ package installer
 import (
 	"context"
 	"fmt"
+	"maps"
 	"sort"
 	"strconv"
 	"strings"
@@ -210,6 +211,32 @@ const nodeWatchedInterval = 5 * time.Second
 func (v *nodeView) get(ctx context.Context, name string) (*corev1.Node, error) {
 	v.mu.Lock()
 	defer v.mu.Unlock()
+	if err := v.refresh(ctx); err != nil {
+		return nil, err
+	}
+	return v.nodes[name], nil
+}
+
+// all returns every node by name as of the view (listed again when older than the interval);
+// the nodes are shared: read them, do not change them.
+func (v *nodeView) all(ctx context.Context) (map[string]*corev1.Node, error) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	if err := v.refresh(ctx); err != nil {
+		return nil, err
+	}
+	return maps.Clone(v.nodes), nil
+}
+
+// current reports whether the view's watch delivers events (the view is up to date).
+func (v *nodeView) current() bool {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	return v.live
+}
+
+// refresh lists the nodes again when the view is older than its interval; v.mu is held.
+func (v *nodeView) refresh(ctx context.Context) error {
 	every := v.interval
 	if v.live {
 		every = nodeWatchedInterval
@@ -231,10 +258,7 @@ func (v *nodeView) get(ctx context.Context, name string) (*corev1.Node, error) {
 			v.nodes = nodes
 		}
 	}
-	if v.err != nil {
-		return nil, v.err
-	}
-	return v.nodes[name], nil
+	return v.err
 }
 
 // newerVersion says whether resourceVersion a is newer than b. Resource versions are opaque

@@ -233,6 +233,27 @@ func (s *session) hostFailure(hs *hostState, step string, kind Kind, err error) 
 
 // nodesByName lists the cluster's nodes through the first server (retried after reconnecting,
 // a list is idempotent), by name.
+// currentNodes is the cluster's nodes by name for the steps after the joins: the run's node
+// view when the joins kept it up to date (its watch streams), else a fresh list
+// (nodesByName); opts.NodesListed is told either way.
+func (s *session) currentNodes(ctx context.Context) (map[string]*corev1.Node, error) {
+	if s.nodes == nil || !s.nodes.current() {
+		return s.nodesByName(ctx)
+	}
+	byName, err := s.nodes.all(ctx)
+	if err != nil {
+		return s.nodesByName(ctx)
+	}
+	if f := s.in.opts.NodesListed; f != nil {
+		list := make([]corev1.Node, 0, len(byName))
+		for _, n := range byName {
+			list = append(list, *n)
+		}
+		f(list)
+	}
+	return byName, nil
+}
+
 func (s *session) nodesByName(ctx context.Context) (map[string]*corev1.Node, error) {
 	var nodes []corev1.Node
 	err := s.retry(ctx, s.first, "listing nodes", func(ctx context.Context) error {

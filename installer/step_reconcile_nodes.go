@@ -32,10 +32,10 @@ func (reconcileNodesStep) Run(ctx context.Context, s *session) error {
 	if s.first == nil || s.first.c() == nil {
 		return nil
 	}
-	// One list serves both: the nodes no longer in the inventory, and the first read of each
-	// node to reconcile (a write carries that read's resourceVersion; a conflict reads again).
-	// Unreadable, each node is read on its own.
-	byName, err := s.nodesByName(ctx)
+	// One view of the nodes serves both: the nodes no longer in the inventory, and the first
+	// read of each node to reconcile (a write carries that read's resourceVersion; a conflict
+	// reads again). Unreadable, each node is read on its own.
+	byName, err := s.currentNodes(ctx)
 	if err != nil {
 		byName = nil
 	}
