@@ -217,13 +217,16 @@ func (v *nodeView) get(ctx context.Context, name string) (*corev1.Node, error) {
 	return v.nodes[name], nil
 }
 
-// all returns every node by name as of the view (listed again when older than the interval);
-// the nodes are shared: read them, do not change them.
+// all returns every node by name as of the view: as the watch keeps it while it streams,
+// else listed again when older than the interval. The nodes are shared: read them, do not
+// change them.
 func (v *nodeView) all(ctx context.Context) (map[string]*corev1.Node, error) {
 	v.mu.Lock()
 	defer v.mu.Unlock()
-	if err := v.refresh(ctx); err != nil {
-		return nil, err
+	if !v.live || v.nodes == nil {
+		if err := v.refresh(ctx); err != nil {
+			return nil, err
+		}
 	}
 	return maps.Clone(v.nodes), nil
 }
