@@ -138,6 +138,9 @@ type probeState struct {
 	nodeErr     string
 	subnetRaw   string
 	subnet      *diagnose.SubnetEnv
+	// quickTick: the probe reported only the service and subnet.env (it just appeared); the
+	// milestones it completes count, nothing is judged from it.
+	quickTick bool
 }
 
 type supervisor struct {
@@ -275,6 +278,8 @@ func (sup *supervisor) parse(st *probeState, line string) {
 		if se, err := diagnose.ParseSubnetEnv(rest); err == nil {
 			st.subnet = &se
 		}
+	case "@quick":
+		st.quickTick = true
 	case "@subnet-missing":
 		st.subnetRaw, st.subnet = "", nil
 	case "@readyz":
@@ -372,6 +377,9 @@ func (sup *supervisor) evaluate(ctx context.Context, st *probeState) (bool, erro
 	}
 	if len(sup.reached) == len(k3s.Milestones()) {
 		return true, nil
+	}
+	if st.quickTick {
+		return false, nil
 	}
 	return sup.judge(ctx, st, now, taint)
 }

@@ -5,10 +5,12 @@
 # bring-up. While the Node carries taint $6 (the uninitialized taint, whose removal opens the
 # join gate) it looks every $4 seconds instead, for at most $5 such looks (a cluster in F1 never
 # loses it). Arguments: unit node interval fast fastmax taint.
+# When subnet.env appears during a nap, a quick tick (@quick: service and subnet.env only, no
+# API call) reports it at once; the full tick follows.
 svc=$1 node=$2 interval=$3 fast=$4 fastmax=$5 taint=$6
 ready=
 out=
-while :; do
+service_and_subnet() {
   if command -v systemctl >/dev/null 2>&1; then
     echo "@service $(systemctl is-active "$svc" 2>/dev/null) $(systemctl show -p NRestarts --value "$svc" 2>/dev/null)"
     t=$(systemctl show -p ExecMainStartTimestamp --value "$svc" 2>/dev/null)
@@ -18,6 +20,9 @@ while :; do
     echo "@subnet-mtime $(stat -c %Y "$K3S_SUBNET_ENV" 2>/dev/null)"
     echo "@subnet $(tr '\n' ' ' < "$K3S_SUBNET_ENV")"
   else echo "@subnet-missing"; fi
+}
+while :; do
+  service_and_subnet
   if [ "$ready" != ok ]; then ready=$("$K3S_BIN" kubectl get --raw /readyz 2>/dev/null | head -c 200); echo "@readyz $ready"; fi
   if [ "$ready" = ok ]; then
     out=$("$K3S_BIN" kubectl get node "$node" -o json 2>&1 | tr -d '\n')
@@ -34,5 +39,8 @@ while :; do
   # an orphaned sleep ends.
   # shellcheck disable=SC2016
   if [ -r "$K3S_SUBNET_ENV" ] || ! command -v timeout >/dev/null 2>&1; then sleep "$nap" >/dev/null 2>&1
-  else timeout "$nap" sh -c 'while [ ! -r "$1" ]; do sleep 0.05; done' _ "$K3S_SUBNET_ENV" >/dev/null 2>&1 || true; fi
+  else
+    timeout "$nap" sh -c 'while [ ! -r "$1" ]; do sleep 0.05; done' _ "$K3S_SUBNET_ENV" >/dev/null 2>&1 || true
+    if [ -r "$K3S_SUBNET_ENV" ]; then echo "@quick"; service_and_subnet; echo "@end"; fi
+  fi
 done
