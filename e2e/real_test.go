@@ -39,7 +39,7 @@ type realK3s struct {
 var realOnce = sync.OnceValues(func() (realK3s, string) {
 	bin, sh := os.Getenv("K3S_BINARY"), os.Getenv("K3S_INSTALL_SH")
 	if bin == "" || sh == "" {
-		return realK3s{}, "real-K3s lane skipped: set K3S_BINARY (a K3s release's k3s binary) and K3S_INSTALL_SH (its install.sh); .ci/run sets them; see docs/development.md"
+		return realK3s{}, "real-K3s lane skipped: set K3S_BINARY (a K3s release's k3s binary, from github.com/k3s-io/k3s/releases) and K3S_INSTALL_SH (its install.sh, from get.k3s.io); .ci/run sets them; see docs/development.md"
 	}
 	for _, p := range []string{bin, sh} {
 		if _, err := os.Stat(p); err != nil {
