@@ -36,7 +36,7 @@ artifacts:
 	@mkdir -p .artifacts
 	@if [ -n "$(K3S_BINARY)" ]; then \
 	  set -x; cp "$(K3S_BINARY)" .artifacts/k3s && chmod 0755 .artifacts/k3s && \
-	  $(GO) run ./e2e/cmd/standin-images archive .artifacts/k3s-airgap-images-amd64.tar.zst; \
+	  CGO_ENABLED=0 $(GO) run ./e2e/cmd/standin-images archive .artifacts/k3s-airgap-images-amd64.tar.zst; \
 	else \
 	  set -x; CGO_ENABLED=0 $(GO) build -ldflags "-X main.version=$(K3S_SIM_VERSION)" -o .artifacts/k3s ./e2e/k3ssim && \
 	  $(GO) run ./e2e/cmd/mkimages .artifacts/k3s-airgap-images-amd64.tar.zst; \
