@@ -231,8 +231,6 @@ func (s *session) hostFailure(hs *hostState, step string, kind Kind, err error) 
 	}}
 }
 
-// nodesByName lists the cluster's nodes through the first server (retried after reconnecting,
-// a list is idempotent), by name.
 // currentNodes is the cluster's nodes by name for the steps after the joins: the run's node
 // view when the joins kept it up to date (its watch streams), else a fresh list
 // (nodesByName); opts.NodesListed is told either way.
@@ -254,6 +252,8 @@ func (s *session) currentNodes(ctx context.Context) (map[string]*corev1.Node, er
 	return byName, nil
 }
 
+// nodesByName lists the cluster's nodes through the first server (retried after reconnecting,
+// a list is idempotent), by name.
 func (s *session) nodesByName(ctx context.Context) (map[string]*corev1.Node, error) {
 	var nodes []corev1.Node
 	err := s.retry(ctx, s.first, "listing nodes", func(ctx context.Context) error {
