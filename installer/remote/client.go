@@ -118,6 +118,9 @@ type Client struct {
 
 	stop chan struct{}
 	once sync.Once
+	// lostErr is why the link was found dead (set once, before stop is closed by dead); nil
+	// when the connection was closed on purpose.
+	lostErr atomic.Pointer[error]
 }
 
 // ConnectError is a failure to reach or log in to a host. Step says which part failed
@@ -291,7 +294,7 @@ func (c *Client) keepalive() {
 			return
 		case err := <-res:
 			if err != nil {
-				c.dead()
+				c.dead(fmt.Errorf("keepalive request failed: %w", err))
 				return
 			}
 			missed = 0
@@ -302,7 +305,7 @@ func (c *Client) keepalive() {
 			}
 			missed++
 			if missed >= DefaultKeepaliveMax {
-				c.dead()
+				c.dead(fmt.Errorf("host unreachable: %d keepalives in a row unanswered (%s apart)", missed, c.cfg.KeepaliveInterval))
 				return
 			}
 		}
@@ -310,8 +313,25 @@ func (c *Client) keepalive() {
 }
 
 // dead closes a connection whose link was found dead (keepalives unanswered, an upload that
-// stalled).
-func (c *Client) dead() { _ = c.Close() }
+// stalled), recording why for Lost.
+func (c *Client) dead(why error) {
+	c.lostErr.CompareAndSwap(nil, &why)
+	_ = c.Close()
+}
+
+// Done is closed when the connection is closed: on purpose (Close) or because its link was
+// found dead (then Lost says why).
+func (c *Client) Done() <-chan struct{} { return c.stop }
+
+// Lost returns why the connection's link was found dead — keepalives unanswered for
+// KeepaliveInterval × DefaultKeepaliveMax, a failed keepalive request, an upload that stalled
+// — or nil while the connection is open or when it was closed on purpose.
+func (c *Client) Lost() error {
+	if p := c.lostErr.Load(); p != nil {
+		return *p
+	}
+	return nil
+}
 
 // debug reports msg through Config.Debug.
 func (c *Client) debug(msg string) {

@@ -451,9 +451,9 @@ func (c *Client) send(ctx context.Context, p string, flags int, off int64, r io.
 		case <-tick.C:
 			if idle := time.Since(cr.lastMove()); idle > c.cfg.StallTimeout {
 				cr.stop()
-				c.dead()
-				return cr.sent(), &TransportError{Host: c.cfg.Host, Op: "upload " + p,
-					Err: fmt.Errorf("no byte moved for %s: link declared dead", idle.Round(time.Second))}
+				stall := fmt.Errorf("no byte moved for %s: link declared dead", idle.Round(time.Second))
+				c.dead(stall)
+				return cr.sent(), &TransportError{Host: c.cfg.Host, Op: "upload " + p, Err: stall}
 			}
 		}
 	}
