@@ -8,7 +8,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"regexp"
 	"strings"
 	"sync"
 	"time"
@@ -82,7 +81,7 @@ func PlainLines(e events.Event) []string {
 		// and hide the whole line. The message is masked on its own, as the TUI does.
 		label := ""
 		if l := e.Step + ": " + string(e.Status); e.Type == events.HostStep && strings.HasPrefix(rest, l) {
-			label, rest = stripControl(l), rest[len(l):]
+			label, rest = StripControl(l), rest[len(l):]
 		}
 		for i, part := range strings.Split(label+Sanitize(rest), "\n") {
 			if i > 0 {
@@ -111,7 +110,8 @@ func Prefix(e events.Event) string {
 	if phase == "" {
 		phase = "-"
 	}
-	return fmt.Sprintf("%s %s %s ", e.Time.Format(time.TimeOnly), host, phase)
+	// Host and site names come from the inventory: no control character reaches the terminal.
+	return fmt.Sprintf("%s %s %s ", e.Time.Format(time.TimeOnly), StripControl(host), StripControl(string(phase)))
 }
 
 func splitPrefix(l string, e events.Event) (string, string) {
@@ -122,30 +122,9 @@ func splitPrefix(l string, e events.Event) (string, string) {
 	return "", l
 }
 
-var (
-	// ansiRE matches CSI and OSC escape sequences.
-	ansiRE = regexp.MustCompile(`\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(\x07|\x1b\\)|\x1b[@-Z\\-_]`)
-)
-
-// Sanitize removes terminal escape sequences and control characters other than newline and tab
-// from s (remote output must not steer the user's terminal) and masks secrets (k3s.Mask).
+// Sanitize makes s safe to show on a terminal (StripControl) and masks secrets (k3s.Mask).
 func Sanitize(s string) string {
-	return k3s.Mask(stripControl(s))
-}
-
-// stripControl removes terminal escape sequences and control characters other than newline
-// and tab from s.
-func stripControl(s string) string {
-	s = ansiRE.ReplaceAllString(s, "")
-	return strings.Map(func(r rune) rune {
-		if r == '\n' || r == '\t' {
-			return r
-		}
-		if r < 0x20 || r == 0x7f {
-			return -1
-		}
-		return r
-	}, s)
+	return k3s.Mask(StripControl(s))
 }
 
 func plainLines(e events.Event) []string {

@@ -80,10 +80,10 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	case errors.As(err, &f):
 		// Already reported through events.
 	case errors.As(err, new(usageError)):
-		fmt.Fprintln(stderr, "error:", err)
+		fmt.Fprintln(stderr, "error:", frontend.StripControl(err.Error()))
 		return code
 	default:
-		fmt.Fprintln(stderr, "error:", err)
+		fmt.Fprintln(stderr, "error:", frontend.StripControl(err.Error()))
 	}
 	return code
 }

@@ -11,6 +11,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/k3strap/k3strap/frontend"
 	"github.com/k3strap/k3strap/inventory"
 	"github.com/k3strap/k3strap/preflight"
 )
@@ -65,9 +66,9 @@ func (a *app) validateCmd() *cobra.Command {
 // printFindings writes findings as kubeadm does, each with its fix on the next line.
 func printFindings(w io.Writer, fs []preflight.Finding) {
 	for _, f := range fs {
-		fmt.Fprintln(w, f.String())
+		fmt.Fprintln(w, frontend.StripControl(f.String()))
 		if f.Fix != "" {
-			fmt.Fprintln(w, "    fix: "+f.Fix)
+			fmt.Fprintln(w, "    fix: "+frontend.StripControl(f.Fix))
 		}
 	}
 }
@@ -97,6 +98,6 @@ func printErrorList(w io.Writer, l inventory.ErrorList, max int) {
 			fmt.Fprintf(w, "... and %d more problems not shown (%d in all): fix these first and run `k3strap validate` again\n", len(l)-max, len(l))
 			return
 		}
-		fmt.Fprintln(w, e.Error())
+		fmt.Fprintln(w, frontend.StripControl(e.Error())) // names come from the file
 	}
 }

@@ -162,6 +162,7 @@ func NewDashboard(opts DashboardOptions, src <-chan events.Event, result func() 
 }
 
 func (d *Dashboard) addHost(h HostInfo) *hostRow {
+	h.Name = frontend.StripControl(h.Name)
 	r := &hostRow{HostInfo: h, phase: phaseWaiting}
 	d.hosts = append(d.hosts, r)
 	d.byName[h.Name] = r
@@ -175,6 +176,7 @@ func (d *Dashboard) host(name string) *hostRow {
 	if name == "" {
 		return nil
 	}
+	name = frontend.StripControl(name)
 	if r, ok := d.byName[name]; ok {
 		return r
 	}
@@ -284,6 +286,8 @@ func (d *Dashboard) key(k tea.KeyPressMsg) tea.Cmd {
 
 // apply folds one event into the state.
 func (d *Dashboard) apply(e events.Event) {
+	// Names come from the inventory: shown everywhere, so made terminal-safe once here.
+	e.Host, e.Site = frontend.StripControl(e.Host), frontend.StripControl(e.Site)
 	d.observe(e)
 	r := d.host(e.Host)
 	if r != nil && e.Type != events.Debug && e.Type != events.Info && e.Type != events.Warning {

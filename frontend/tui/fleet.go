@@ -243,6 +243,8 @@ func (d *FleetDashboard) key(k tea.KeyPressMsg) tea.Cmd {
 
 // apply folds one event into the state.
 func (d *FleetDashboard) apply(e events.Event) {
+	// Names come from the inventories: made terminal-safe once here.
+	e.Host, e.Site = frontend.StripControl(e.Host), frontend.StripControl(e.Site)
 	d.observe(e)
 	switch {
 	case e.Type == events.WaveType && e.Wave != nil:
