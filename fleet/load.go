@@ -29,32 +29,48 @@ type LoadOptions struct {
 // fleetDocument names a fleet file in messages about the file as a whole.
 var fleetDocument = inventory.DocumentKind{Noun: "fleet file", Example: "examples/fleet.yaml"}
 
-// IsFleetFile reports whether the file at path is a fleet document (kind: Fleet at the top).
-// Unreadable or malformed files are not: the inventory loader reports what is wrong with them.
-func IsFleetFile(path string) bool {
-	data, err := os.ReadFile(path)
-	if err != nil {
-		return false
-	}
+// IsFleet reports whether data, a document already read, is a fleet document (kind: Fleet
+// at the top). Malformed documents are not: the inventory loader reports what is wrong with
+// them. The command layer reads its -f input once and asks IsFleet of the bytes (a FIFO or
+// stdin cannot be read twice).
+func IsFleet(data []byte) bool {
 	var head struct {
 		Kind string `yaml:"kind"`
 	}
 	return yaml.Unmarshal(data, &head) == nil && head.Kind == Kind
 }
 
-// Load reads the fleet file at path and every site inventory it names, and validates them.
+// IsFleetFile reports whether the file at path is a fleet document (IsFleet of its content).
+// Unreadable files are not. It reads the file: for input that can be read only once (a FIFO,
+// stdin) read it once and use IsFleet and Parse.
+func IsFleetFile(path string) bool {
+	data, err := os.ReadFile(path)
+	return err == nil && IsFleet(data)
+}
+
+// Load reads the fleet file at path and every site inventory it names, and validates them
+// (Parse).
 //
-// Errors: a fleet file that cannot be read gives the os error wrapped; every problem in the
-// fleet file or a site inventory is collected into one inventory.ErrorList whose entries
-// carry file, line, column and fix — the site's file for its own fields, the fleet file's line
-// for a default the site took (reported once, naming how many sites it concerns). A site
-// named twice (the same file, or two files with the same metadata.name) is a problem. On any
-// error the fleet is nil.
+// Errors: a fleet file that cannot be read gives the os error wrapped; the content's problems
+// as Parse.
 func Load(path string, opts LoadOptions) (*Fleet, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
 		return nil, fmt.Errorf("read fleet file: %w", err)
 	}
+	return Parse(path, data, opts)
+}
+
+// Parse is Load for a fleet file already read: data is the content of the file at path (its
+// directory is the base of the site paths and the fleet defaults' local paths).
+//
+// Errors: every problem in the fleet file or a site inventory is collected into one
+// inventory.ErrorList whose entries carry file, line, column and fix — the site's file for its
+// own fields, the fleet file's line for a default the site took (reported once, naming how
+// many sites it concerns). A site named twice (the same file, or two files with the same
+// metadata.name) is a problem. No message quotes a file's content. On any error the fleet is
+// nil.
+func Parse(path string, data []byte, opts LoadOptions) (*Fleet, error) {
 	f := &Fleet{}
 	dec, errs := inventory.DecodeDocument(path, data, f, fleetDocument)
 	f.Source, f.Positions, f.KeyPositions = path, dec.Positions, dec.KeyPositions

@@ -70,12 +70,16 @@ func (a *app) fleetAware(cmd *cobra.Command) {
 	}
 	orig := cmd.RunE
 	cmd.RunE = func(c *cobra.Command, args []string) error {
-		path := a.file
-		if path == "" {
-			path = os.Getenv("K3STRAP_FILE")
-		}
-		if path != "" && fleet.IsFleetFile(path) {
-			return a.runFleet(c, path, ff)
+		// The input is read once (a FIFO or stdin cannot be read twice); a fleet file runs
+		// the fleet, anything else goes to the command, which loads the same bytes.
+		if a.inputPath() != "" {
+			in, err := a.readInput()
+			if err != nil {
+				return err
+			}
+			if fleet.IsFleet(in.data) {
+				return a.runFleet(c, in, ff)
+			}
 		}
 		for _, n := range []string{"shard", "state", "site", "rerun"} {
 			if fl := f.Lookup(n); fl != nil && fl.Changed {
@@ -108,8 +112,8 @@ func perClusterOnly() map[string]string {
 	}
 }
 
-// runFleet runs cmd over the fleet in path.
-func (a *app) runFleet(cmd *cobra.Command, path string, ff *fleetFlags) error {
+// runFleet runs cmd over the fleet file in (already read).
+func (a *app) runFleet(cmd *cobra.Command, in *input, ff *fleetFlags) error {
 	name := cmd.Name()
 	var bad error
 	refused := perClusterOnly()
@@ -121,11 +125,8 @@ func (a *app) runFleet(cmd *cobra.Command, path string, ff *fleetFlags) error {
 	if bad != nil {
 		return bad
 	}
-	f, err := fleet.Load(path, fleet.LoadOptions{Override: overrideLayer(a.v)})
+	f, err := a.parseFleet(in, fleet.LoadOptions{Override: overrideLayer(a.v)})
 	if err != nil {
-		if !errors.As(err, new(inventory.ErrorList)) {
-			return readError(path, err)
-		}
 		return err
 	}
 	if name == "validate" {
@@ -173,6 +174,15 @@ func (a *app) runFleet(cmd *cobra.Command, path string, ff *fleetFlags) error {
 	}
 	opts.Sink = sink
 	return fleet.Run(cmd.Context(), f, plan, opts)
+}
+
+// parseFleet loads the fleet file in (read once). A fleet read from stdin is refused: its
+// site paths and its state file are found next to the fleet file, which stdin has not.
+func (a *app) parseFleet(in *input, opts fleet.LoadOptions) (*fleet.Fleet, error) {
+	if in.path == stdinPath {
+		return nil, usageError{fmt.Errorf("%s holds a fleet file: a fleet's site inventories and state file are found next to the fleet file — fix: give its path, -f FLEET.yaml", in.source)}
+	}
+	return fleet.Parse(in.source, in.data, opts)
 }
 
 // confirmWave asks on the terminal before a wave (rollout.pause). Ctrl-C while it waits for
@@ -313,21 +323,20 @@ func (a *app) fleetStatusCmd() *cobra.Command {
 			"check saw them (`k3strap check -f FLEET` refreshes them). --output json prints the report as one JSON object.",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			path := a.file
-			if path == "" {
-				path = os.Getenv("K3STRAP_FILE")
-			}
 			var f *fleet.Fleet
-			if path != "" {
-				var err error
-				if f, err = fleet.Load(path, fleet.LoadOptions{Override: overrideLayer(a.v), SkipFileChecks: true}); err != nil {
-					if !errors.As(err, new(inventory.ErrorList)) {
-						return readError(path, err)
-					}
+			if a.inputPath() != "" {
+				in, err := a.readInput()
+				if err != nil {
+					return err
+				}
+				if !fleet.IsFleet(in.data) {
+					return usageError{fmt.Errorf("%s is not a fleet file (kind: %s) — fix: give `fleet status` the fleet file with -f; for one cluster run `k3strap check -f %s`", in.source, fleet.Kind, in.path)}
+				}
+				if f, err = a.parseFleet(in, fleet.LoadOptions{Override: overrideLayer(a.v), SkipFileChecks: true}); err != nil {
 					return err
 				}
 				if len(states) == 0 {
-					states = fleet.StatePaths(path)
+					states = fleet.StatePaths(in.path)
 				}
 			}
 			if f == nil && len(states) == 0 {

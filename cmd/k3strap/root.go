@@ -16,6 +16,7 @@ import (
 	"golang.org/x/term"
 
 	"github.com/k3strap/k3strap/events"
+	"github.com/k3strap/k3strap/fleet"
 	"github.com/k3strap/k3strap/frontend"
 	"github.com/k3strap/k3strap/installer"
 	"github.com/k3strap/k3strap/inventory"
@@ -39,6 +40,10 @@ type app struct {
 	verbose bool
 	logFile string
 
+	// in is the -f input, read once (input.go).
+	in *input
+	// command is the command that runs ("render", "fleet status"), for messages.
+	command string
 	// loaded is the inventory the command loaded (load reads the file once per run); loadErr
 	// its error.
 	loaded  *inventory.Cluster
@@ -108,6 +113,10 @@ func (a *app) rootCmd() *cobra.Command {
 		Version:       version,
 	}
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
+	root.PersistentPreRunE = func(cmd *cobra.Command, _ []string) error {
+		a.command = strings.TrimPrefix(cmd.CommandPath(), root.Name()+" ")
+		return checkFlagRanges(cmd) // flags.go
+	}
 	pf := root.PersistentFlags()
 	pf.StringVarP(&a.file, "file", "f", "", "inventory file (env K3STRAP_FILE)")
 	pf.StringVarP(&a.output, "output", "o", "auto", "output: auto (terminal UI on a terminal, plain otherwise), plain, json")
@@ -158,20 +167,27 @@ func (a *app) load() (*inventory.Cluster, error) {
 	return a.loaded, a.loadErr
 }
 
-// loadFile reads and validates the inventory named by -f (or $K3STRAP_FILE).
+// loadFile reads (readInput: once, cancellable; "-" is stdin) and validates the inventory
+// named by -f (or $K3STRAP_FILE). A fleet file reaching a command that works on one cluster
+// is refused with what to give instead.
 func (a *app) loadFile() (*inventory.Cluster, error) {
-	path := a.file
-	if path == "" {
-		path = os.Getenv("K3STRAP_FILE")
+	in, err := a.readInput()
+	if err != nil {
+		return nil, err
 	}
-	if path == "" {
-		return nil, usageError{errors.New("no inventory: give -f FILE (or set K3STRAP_FILE)")}
+	if fleet.IsFleet(in.data) {
+		return nil, usageError{fmt.Errorf("%s is a fleet file (kind: %s); `%s` works on one cluster — fix: pass a site's inventory (kind: %s), e.g. -f sites/SITE.yaml; apply, upgrade, preflight, check, doctor and validate take a fleet file",
+			in.source, fleet.Kind, a.commandName(), inventory.Kind)}
 	}
-	c, err := inventory.Load(path, inventory.LoadOptions{Override: overrideLayer(a.v)})
-	if err != nil && !errors.As(err, new(inventory.ErrorList)) {
-		return nil, readError(path, err) // validate.go
+	return inventory.Parse(in.source, in.data, inventory.LoadOptions{Override: overrideLayer(a.v)})
+}
+
+// commandName is the command that runs, for messages ("this command" before it is known).
+func (a *app) commandName() string {
+	if a.command == "" {
+		return "this command"
 	}
-	return c, err
+	return a.command
 }
 
 // sink builds the front-end for a run: plain lines, JSON lines, plus --log-file.
