@@ -4,8 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
-	"strconv"
-	"strings"
+	"regexp"
+		"strings"
 
 	"github.com/agnivade/levenshtein"
 	"github.com/k3strap/k3strap/k3s"
@@ -124,7 +124,8 @@ func (d *decoder) value(n *yaml.Node, v reflect.Value, path string) {
 	case reflect.Interface:
 		var x any
 		if err := n.Decode(&x); err != nil {
-			d.add(path, posOf(n), fmt.Sprintf("%s: %v", path, err), "")
+			// The decoder's message quotes the value: say the kind only.
+			d.add(path, posOf(n), fmt.Sprintf("%s: %s cannot be read as a value", displayPath(path), describeValue(n)), "")
 			return
 		}
 		if x != nil {
@@ -135,9 +136,87 @@ func (d *decoder) value(n *yaml.Node, v reflect.Value, path string) {
 			d.typeError(path, n, v.Type())
 			return
 		}
+		if isInteger(v.Kind()) && !d.wholeNumber(path, n) {
+			return
+		}
 		if err := n.Decode(v.Addr().Interface()); err != nil {
 			d.typeError(path, n, v.Type())
+			return
 		}
+		if isInteger(v.Kind()) {
+			d.inRange(path, n, v)
+		}
+	}
+}
+
+func isInteger(k reflect.Kind) bool {
+	switch k {
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
+		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+		return true
+	}
+	return false
+}
+
+var decimalRE = regexp.MustCompile(`^[-+]?(0|[1-9][0-9]*)$`)
+
+// wholeNumber reports whether n is a whole number written in decimal, else records why not.
+// The YAML decoder would take 22.5 as 22 and, as YAML 1.1 did, 022 as octal 18 and 0x16 as
+// 22: a number in an inventory means what it reads as in decimal, or is refused.
+func (d *decoder) wholeNumber(path string, n *yaml.Node) bool {
+	if n.Kind != yaml.ScalarNode {
+		return true // typeError reports the list or mapping
+	}
+	switch {
+	case n.ShortTag() == "!!float":
+		d.add(path, posOf(n), fmt.Sprintf("%s must be a whole number, not a decimal number", path), "write a whole number without a decimal point")
+	case n.ShortTag() != "!!int":
+		return true // typeError reports the string, bool, ...
+	case !decimalRE.MatchString(n.Value):
+		msg := fmt.Sprintf("%s is not written in decimal", path)
+		fix := "write the number in decimal digits"
+		if strings.HasPrefix(strings.TrimLeft(n.Value, "+-"), "0") && len(strings.TrimLeft(n.Value, "+-")) > 1 {
+			msg = fmt.Sprintf("%s has a leading zero (YAML 1.1 reads 022 as octal 18)", path)
+			fix = "write the number without leading zeros, e.g. 22"
+		}
+		d.add(path, posOf(n), msg, fix)
+	default:
+		return true
+	}
+	return false
+}
+
+// intRange is the accepted range of a whole-number field, both ends included, and what the
+// field is in messages.
+type intRange struct {
+	min, max int64
+	what     string
+}
+
+// intFieldRanges is the one table of the ranges of whole-number fields that the decoder checks
+// as it reads them, by field name — where zero, the unset value, would otherwise pass as "use
+// the default" (port: 0 read as 22). Ranges of other fields are validation's (validate.go).
+//   - port: an SSH port (spec.ssh, a host's ssh, a bastion): TCP ports are 16 bits and 0 is
+//     no port (RFC 793); leave the field out for the default.
+var intFieldRanges = map[string]intRange{
+	"port": {1, 65535, "SSH port"},
+}
+
+// inRange records a whole number outside its field's range (intFieldRanges).
+func (d *decoder) inRange(path string, n *yaml.Node, v reflect.Value) {
+	name := path[strings.LastIndexByte(path, '.')+1:]
+	r, ok := intFieldRanges[name]
+	if !ok {
+		return
+	}
+	var x int64
+	if v.CanInt() {
+		x = v.Int()
+	} else {
+		x = int64(v.Uint())
+	}
+	if x < r.min || x > r.max {
+		d.add(path, posOf(n), fmt.Sprintf("%s %d is out of range", r.what, x), fmt.Sprintf("use a TCP port between %d and %d (leave %s out for the default)", r.min, r.max, name))
 	}
 }
 
@@ -233,7 +312,7 @@ func (d *decoder) structure(n *yaml.Node, v reflect.Value, path string) {
 		name := k.Value
 		fp := joinPath(path, name)
 		if prev, dup := first[name]; dup {
-			d.add(fp, posOf(k), fmt.Sprintf("duplicate key %q (first at line %d)", name, prev.Line), "remove one of them")
+			d.add(fp, posOf(k), fmt.Sprintf("duplicate key %s (first at line %d)", shownKey(name), prev.Line), "remove one of them")
 			continue
 		}
 		first[name] = k
@@ -252,7 +331,7 @@ func (d *decoder) structure(n *yaml.Node, v reflect.Value, path string) {
 			m.SetMapIndex(reflect.ValueOf(name), elem)
 			continue
 		}
-		d.add(fp, posOf(k), fmt.Sprintf("unknown field %q in %s", name, displayPath(path)), unknownFieldFix(v.Type(), path, name, fi))
+		d.add(fp, posOf(k), fmt.Sprintf("unknown field %s in %s", shownKey(name), displayPath(path)), unknownFieldFix(v.Type(), path, name, fi))
 	}
 }
 
@@ -318,7 +397,7 @@ func (d *decoder) mapping(n *yaml.Node, v reflect.Value, path string) {
 		}
 		fp := joinPath(path, k.Value)
 		if prev, dup := first[k.Value]; dup {
-			d.add(fp, posOf(k), fmt.Sprintf("duplicate key %q (first at line %d)", k.Value, prev.Line), "remove one of them")
+			d.add(fp, posOf(k), fmt.Sprintf("duplicate key %s (first at line %d)", shownKey(k.Value), prev.Line), "remove one of them")
 			continue
 		}
 		first[k.Value] = k
@@ -351,22 +430,21 @@ func splitTaintMessage(s string) (msg, fix string) {
 	return s, "write taints as key[=value]:Effect, e.g. dedicated=edge:NoExecute"
 }
 
-// typeError reports that n cannot be decoded into a value of type t. A Secret's value is never
-// echoed.
+// typeError reports that n cannot be decoded into a value of type t: by the value's kind,
+// never its content (describeValue); for the document as a whole, with a guess at what the
+// file is (documentGuess) when it is a single string.
 func (d *decoder) typeError(path string, n *yaml.Node, t reflect.Type) {
 	noun, fix := expectation(t, displayPath(path))
-	got := ""
-	switch n.Kind {
-	case yaml.SequenceNode:
-		got = "a list"
-	case yaml.MappingNode:
-		got = "a mapping"
-	default:
-		if t == secretType || (t.Kind() == reflect.Pointer && t.Elem() == secretType) {
-			got = "that value"
-		} else {
-			got = strconv.Quote(n.Value)
+	got := describeValue(n)
+	if path == "" {
+		msg := fmt.Sprintf("the document must be a mapping, not %s", got)
+		if n.Kind == yaml.ScalarNode {
+			if g := documentGuess(n.Value); g != "" {
+				msg += " (is this the right file? it looks like " + g + ")"
+			}
 		}
+		d.add(path, posOf(n), msg, "give the YAML file that starts with apiVersion: and kind: (k3strap init writes one; examples/ holds more)")
+		return
 	}
 	d.add(path, posOf(n), fmt.Sprintf("%s must be %s, not %s", displayPath(path), noun, got), fix)
 }

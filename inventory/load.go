@@ -95,11 +95,11 @@ var yamlLineRE = regexp.MustCompile(`^yaml: line (\d+): (.*)$`)
 // counts it from 0), not the line of the problem; so the line reported is the first line at
 // which a prefix of the document fails with the same problem, falling back to the parser's.
 func syntaxError(file string, data []byte, err error) *FieldError {
-	e := &FieldError{File: file, Message: "YAML syntax error: " + strings.TrimPrefix(err.Error(), "yaml: "),
+	e := &FieldError{File: file, Message: "YAML syntax error: " + withoutQuotes(strings.TrimPrefix(err.Error(), "yaml: ")),
 		Fix: "check indentation (spaces, not tabs) and quote values that contain ': ' or start with a special character"}
 	if m := yamlLineRE.FindStringSubmatch(err.Error()); m != nil {
 		e.Line, _ = strconv.Atoi(m[1])
-		e.Message = "YAML syntax error: " + m[2]
+		e.Message = "YAML syntax error: " + withoutQuotes(m[2])
 	}
 	if n := problemLine(data, yamlProblem(err)); n > 0 {
 		e.Line = n

@@ -83,14 +83,14 @@ func TestLoadErrors(t *testing.T) {
 			{6, 3, "", "the cluster has agents (a1, a2) but no server", "set role: server on at least one host"},
 		}},
 		{"testdata/errors/types.yaml", []wantErr{
-			{7, 11, "", `spec.ssh.port must be a whole number, not "abc"`, "whole number"},
-			{8, 21, "", `spec.ssh.connectTimeout must be a duration, not "soon"`, "10s"},
+			{7, 11, "", `spec.ssh.port must be a whole number, not a string`, "whole number"},
+			{8, 21, "", `spec.ssh.connectTimeout must be a duration, not a string`, "10s"},
 			{10, 12, "", "spec.k3s.token must be a single value, not a list", "one value"},
 			{12, 33, "", "spec.k3s.config.disable-cloud-controller must be true or false, not a list", "true or false"},
 			{13, 16, "", "spec.k3s.config.tls-san must be a string or a list of strings, not a mapping", "YAML list"},
 			{17, 13, "cp1", "spec.hosts[0].role must be a single value, not a list", "one value"},
 			{18, 15, "cp1", "spec.hosts[0].labels must be a mapping, not a list", "key: value"},
-			{20, 16, "cp1", `spec.hosts[0].ssh.agent must be true or false, not "maybe"`, "true or false"},
+			{20, 16, "cp1", `spec.hosts[0].ssh.agent must be true or false, not a string`, "true or false"},
 		}},
 		{"testdata/errors/taints.yaml", []wantErr{
 			{11, 11, "cp1", `taint "dedicated=edge" has no effect`, "write taints as key[=value]:Effect"},
