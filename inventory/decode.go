@@ -87,6 +87,12 @@ func (d *decoder) value(n *yaml.Node, v reflect.Value, path string) {
 	if v.Kind() != reflect.Pointer && v.CanAddr() && v.Addr().Type().Implements(unmarshalerType) {
 		if err := n.Decode(v.Addr().Interface()); err != nil {
 			d.decodeError(path, n, v.Type(), err)
+			return
+		}
+		// Every duration of the file is a timeout: zero or less would give up at once, and
+		// zero would silently read as "the default".
+		if v.Type() == durationType && v.Int() <= 0 {
+			d.add(path, posOf(n), fmt.Sprintf("%s must be a positive duration", path), "write a duration greater than zero such as 10s, or leave the field out for the default")
 		}
 		return
 	}

@@ -44,7 +44,7 @@ func (e *FieldError) Error() string {
 	}
 	if e.Host != "" {
 		b.WriteString("host ")
-		b.WriteString(e.Host)
+		b.WriteString(printableName(e.Host))
 		b.WriteString(": ")
 	}
 	b.WriteString(e.Message)
@@ -53,6 +53,18 @@ func (e *FieldError) Error() string {
 		b.WriteString(e.Fix)
 	}
 	return b.String()
+}
+
+// printableName returns name as it is when it is printable ASCII, else Go-quoted (control
+// characters escaped): a host name that validation refuses for its control characters must
+// not reach the terminal raw in the message saying so.
+func printableName(name string) string {
+	for i := 0; i < len(name); i++ {
+		if name[i] < 0x21 || name[i] > 0x7e {
+			return strconv.Quote(name)
+		}
+	}
+	return name
 }
 
 // ErrorList is every problem found in an inventory. Load and Validate collect all problems

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -67,6 +68,7 @@ func Parse(source string, data []byte, opts LoadOptions) (*Cluster, error) {
 	if opts.Override != nil {
 		errs = append(errs, opts.Override(c)...)
 	}
+	c.normalizeAddresses() // the file's and the overrides' (a fleet's defaults) alike
 	errs = append(errs, c.applyBundle(opts)...) // bundle.go
 	c.ApplyDefaults()
 	for _, e := range errs {
@@ -248,6 +250,42 @@ func resolveFrom(base, p string) string {
 		return abs
 	}
 	return filepath.Clean(p)
+}
+
+// NormalizeAddress returns a host address as k3strap keeps it: surrounding spaces trimmed and
+// an IPv6 address without brackets ("[fd00::1]" and "fd00::1" are the same host). Every
+// host:port k3strap builds joins the bare address with net.JoinHostPort, which adds the
+// brackets an IPv6 address needs — once. Anything else is returned trimmed, unchanged.
+func NormalizeAddress(a string) string {
+	a = strings.TrimSpace(a)
+	if strings.HasPrefix(a, "[") && strings.HasSuffix(a, "]") {
+		if inner := a[1 : len(a)-1]; net.ParseIP(inner) != nil && strings.Contains(inner, ":") {
+			return inner
+		}
+	}
+	return a
+}
+
+// normalizeAddresses applies NormalizeAddress, once at load, to every address of the file:
+// the hosts', their bastions', the API endpoint's and its kube-vip address.
+func (c *Cluster) normalizeAddresses() {
+	n := func(p *string) { *p = NormalizeAddress(*p) }
+	bastion := func(s *SSH) {
+		if s.Bastion != nil {
+			n(&s.Bastion.Address)
+		}
+	}
+	bastion(&c.Spec.SSH)
+	for i := range c.Spec.Hosts {
+		n(&c.Spec.Hosts[i].Address)
+		bastion(&c.Spec.Hosts[i].SSH)
+	}
+	if e := c.Spec.K3s.APIEndpoint; e != nil {
+		n(&e.Address)
+		if e.KubeVIP != nil {
+			n(&e.KubeVIP.Address)
+		}
+	}
 }
 
 // resolvePaths replaces every local path of the file with its resolved form (ResolvePath).

@@ -8,6 +8,7 @@ import (
 	"os"
 	"reflect"
 	"regexp"
+	"runtime"
 	"slices"
 	"sort"
 	"strconv"
@@ -264,6 +265,28 @@ func (v *validator) file(path, host, p, what, howToGet string) {
 	}
 }
 
+// secretFile reports a local file holding a secret (p, resolved) that does not exist, is not a
+// regular file, or that others than its owner may read (group or world bits set) — as ssh
+// refuses such a private key. The file is never read here: its content is no message's.
+func (v *validator) secretFile(path, host, p, what string) {
+	if v.opts.SkipFileChecks || p == "" {
+		return
+	}
+	fi, err := os.Stat(p)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		v.add(path, atValue, host, fmt.Sprintf("%s %s does not exist", what, p), "create it with the password as its only line and run chmod 600 on it, or correct the path (relative paths are relative to the inventory file's directory)")
+	case err != nil:
+		v.add(path, atValue, host, fmt.Sprintf("%s %s cannot be read: %v", what, p, errors.Unwrap(err)), "make it readable by this user only (chmod 600 "+p+" as its owner)")
+	case fi.IsDir():
+		v.add(path, atValue, host, fmt.Sprintf("%s %s is a directory", what, p), "name the file that holds the password, not its directory")
+	case !fi.Mode().IsRegular():
+		v.add(path, atValue, host, fmt.Sprintf("%s %s is not a regular file", what, p), "name a regular file that holds the password")
+	case runtime.GOOS != "windows" && fi.Mode().Perm()&0o077 != 0:
+		v.add(path, atValue, host, fmt.Sprintf("%s %s is readable by others (mode %04o)", what, p, fi.Mode().Perm()), "run chmod 600 "+p)
+	}
+}
+
 func (v *validator) cloudController() {
 	k := &v.c.Spec.K3s
 	mode := k.CloudController
@@ -402,6 +425,7 @@ func (v *validator) ssh(s *SSH, base, host string) {
 	if s.ConnectTimeout < 0 {
 		v.add(base+".connectTimeout", atValue, host, "connectTimeout is negative", "write a positive duration such as 10s")
 	}
+	v.secretFile(base+".sudoPasswordFile", host, s.SudoPasswordFile, "sudo password file")
 	if b := s.Bastion; b != nil {
 		if b.Address == "" {
 			v.add(base+".bastion", atKey, host, "the bastion has no address", "set bastion.address to the jump host's IP or DNS name")

@@ -154,6 +154,13 @@ func applyOverrides(c *inventory.Cluster, v *viper.Viper) inventory.ErrorList {
 				ok = false
 				break
 			}
+			// 0 would read as "unset" (port 22) and 022 as 22: refused here; other values
+			// out of range are validation's (SSH port N is out of range).
+			if p == 0 || strings.HasPrefix(strings.TrimLeft(raw, "+-"), "0") {
+				bad(k, raw, "a TCP port from 1 to 65535 without leading zeros", "give a TCP port between 1 and 65535")
+				ok = false
+				break
+			}
 			c.Spec.SSH.Port = p
 		case OverrideSSHKeyPath:
 			c.Spec.SSH.KeyPath = cwdPath(raw)
@@ -171,6 +178,11 @@ func applyOverrides(c *inventory.Cluster, v *viper.Viper) inventory.ErrorList {
 			d, err := time.ParseDuration(raw)
 			if err != nil {
 				bad(k, raw, "a duration", "write a duration such as 10s or 1m30s")
+				ok = false
+				break
+			}
+			if d <= 0 {
+				bad(k, raw, "a positive duration", "write a duration greater than zero such as 10s or 1m30s")
 				ok = false
 				break
 			}
