@@ -4,9 +4,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
+	"sort"
 	"strconv"
 	"strings"
 	"sync"
@@ -113,7 +115,23 @@ func globEscape(p string) string {
 	return r.Replace(p)
 }
 
-// ReadState reads a state file. A missing file is fs.ErrNotExist (wrapped).
+// StateError is a state file k3strap refuses: unreadable as a state (truncated, not JSON,
+// another format version) or recording another fleet or shard. It names the file and the fix;
+// the command layer reports it as invalid input (exit 2) whichever command read the file.
+type StateError struct {
+	// Path is the state file.
+	Path string
+	// Problem says what is wrong, Fix what to do.
+	Problem, Fix string
+}
+
+// Error formats the problem as "state file PATH: PROBLEM — fix: FIX".
+func (e *StateError) Error() string {
+	return fmt.Sprintf("state file %s: %s — fix: %s", e.Path, e.Problem, e.Fix)
+}
+
+// ReadState reads a state file. A missing file is fs.ErrNotExist (wrapped); a file that is
+// not a state file of this format (truncated, not JSON, another version) is a *StateError.
 func ReadState(path string) (*State, error) {
 	b, err := os.ReadFile(path)
 	if err != nil {
@@ -121,15 +139,53 @@ func ReadState(path string) (*State, error) {
 	}
 	var st State
 	if err := json.Unmarshal(b, &st); err != nil {
-		return nil, fmt.Errorf("state file %s is not valid JSON (%v): move it away to start the rollout's record afresh", path, err)
+		problem := "is not valid JSON"
+		var se *json.SyntaxError
+		switch {
+		case errors.As(err, &se):
+			problem = fmt.Sprintf("is not valid JSON (at byte %d of %d)", se.Offset, len(b))
+		case len(b) == 0 || errors.Is(err, io.ErrUnexpectedEOF) || strings.Contains(err.Error(), "unexpected end of JSON input"):
+			problem = fmt.Sprintf("is truncated (%d bytes)", len(b))
+		}
+		return nil, &StateError{Path: path, Problem: problem,
+			Fix: "move it away (mv " + path + " " + path + ".bad) to start the rollout's record afresh; done sites are then checked again, not re-run blindly"}
 	}
 	if st.Version != StateVersion {
-		return nil, fmt.Errorf("state file %s has format version %d; this k3strap reads version %d", path, st.Version, StateVersion)
+		return nil, &StateError{Path: path, Problem: fmt.Sprintf("has format version %d; this k3strap reads version %d", st.Version, StateVersion),
+			Fix: "use the k3strap release that wrote it, or move it away to start afresh"}
 	}
 	if st.Sites == nil {
 		st.Sites = map[string]*SiteState{}
 	}
 	return &st, nil
+}
+
+// CheckStates refuses state files that do not belong together: each records the fleet it
+// belongs to (State.Fleet), which must be f's metadata.name when f is given, and the same for
+// every file. The first mismatch is a *StateError naming the file.
+func CheckStates(f *Fleet, states map[string]*State) error {
+	want, from := "", ""
+	if f != nil {
+		want, from = f.Metadata.Name, "the fleet file "+f.Source
+	}
+	paths := make([]string, 0, len(states))
+	for p := range states {
+		paths = append(paths, p)
+	}
+	sort.Strings(paths)
+	for _, p := range paths {
+		got := states[p].Fleet
+		switch {
+		case got == "":
+			continue
+		case want == "":
+			want, from = got, "state file "+p
+		case got != want:
+			return &StateError{Path: p, Problem: fmt.Sprintf("records fleet %s, not %s (%s)", got, want, from),
+				Fix: "give the state files of one fleet only (--state), or the fleet file they belong to (-f)"}
+		}
+	}
+	return nil
 }
 
 // Journal is a state file a run holds (under its lock) and writes after every change.
@@ -160,10 +216,10 @@ func OpenJournal(path string, f *Fleet, sh Shard, now func() time.Time) (*Journa
 		return nil, err
 	}
 	if st.Fleet != "" && st.Fleet != f.Metadata.Name {
-		return nil, fmt.Errorf("state file %s records fleet %s, not %s: give each fleet its own --state", path, st.Fleet, f.Metadata.Name)
+		return nil, &StateError{Path: path, Problem: fmt.Sprintf("records fleet %s, not %s", st.Fleet, f.Metadata.Name), Fix: "give each fleet its own --state"}
 	}
 	if st.Shard != sh.String() && len(st.Sites) > 0 {
-		return nil, fmt.Errorf("state file %s records shard %q, not %q: give each shard its own --state (the default names them apart)", path, st.Shard, sh.String())
+		return nil, &StateError{Path: path, Problem: fmt.Sprintf("records shard %q, not %q", st.Shard, sh.String()), Fix: "give each shard its own --state (the default names them apart)"}
 	}
 	abs, _ := filepath.Abs(f.Source)
 	st.Fleet, st.FleetFile, st.Shard = f.Metadata.Name, abs, sh.String()

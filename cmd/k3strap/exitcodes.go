@@ -3,6 +3,7 @@ package main
 import (
 	"errors"
 
+	"github.com/k3strap/k3strap/fleet"
 	"github.com/k3strap/k3strap/installer"
 	"github.com/k3strap/k3strap/inventory"
 )
@@ -49,7 +50,9 @@ const (
 // exitOf returns the row of exitTable for a command's error (success for nil).
 func exitOf(err error) exitMeaning {
 	kind := installer.KindOf(err)
-	if err != nil && (errors.As(err, new(inventory.ErrorList)) || errors.As(err, new(usageError))) {
+	// Invalid input: the inventory, the command line, a state file k3strap cannot use (the
+	// same in every command that reads one).
+	if err != nil && (errors.As(err, new(inventory.ErrorList)) || errors.As(err, new(usageError)) || errors.As(err, new(*fleet.StateError))) {
 		kind = installer.KindInvalid
 	}
 	for _, e := range exitTable {

@@ -346,9 +346,15 @@ func (a *app) fleetStatusCmd() *cobra.Command {
 			for _, p := range states {
 				st, err := fleet.ReadState(p)
 				if err != nil {
+					if errors.As(err, new(*fleet.StateError)) {
+						return err // names the file and the fix; exit 2 (exitcodes.go)
+					}
 					return usageError{fmt.Errorf("--state %s: %w", p, err)}
 				}
 				read[p] = st
+			}
+			if err := fleet.CheckStates(f, read); err != nil {
+				return err
 			}
 			rep := fleet.Status(f, read, fleet.Held)
 			if a.output == "json" {
