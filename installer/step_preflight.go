@@ -3,6 +3,7 @@ package installer
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/k3strap/k3strap/events"
@@ -81,17 +82,10 @@ func (s *session) preflight() (*preflight.Report, error) {
 	}
 	errs := rep.Errors()
 	if len(errs) > 0 {
-		hosts := map[string]bool{}
-		var checks []string
-		seen := map[string]bool{}
-		for _, f := range errs {
-			hosts[f.Host] = true
-			if !seen[f.Check] {
-				seen[f.Check] = true
-				checks = append(checks, f.Check)
-			}
-			if hs := s.state(f.Host); hs != nil {
-				hs.setResult(events.StatusFailed, "preflight: "+f.Check)
+		checks, order, byHost := failedChecks(errs)
+		for _, h := range order {
+			if hs := s.state(h); hs != nil {
+				hs.setResult(events.StatusFailed, "preflight: "+strings.Join(byHost[h], ", "))
 			}
 		}
 		em.Finished(events.StatusFailed, fmt.Sprintf("%d preflight errors", len(errs)))
@@ -103,4 +97,23 @@ func (s *session) preflight() (*preflight.Report, error) {
 	}
 	em.Finished(events.StatusOK, fmt.Sprintf("%d warnings", len(rep.Warnings())))
 	return rep, nil
+}
+
+// failedChecks groups preflight errors: checks is every failed check ID once, in report order;
+// hosts the hosts with errors in report order, and byHost every failed check of each host (not
+// only the last: a host's summary line names them all).
+func failedChecks(errs []preflight.Finding) (checks, hosts []string, byHost map[string][]string) {
+	byHost = map[string][]string{}
+	for _, f := range errs {
+		if !slices.Contains(checks, f.Check) {
+			checks = append(checks, f.Check)
+		}
+		if _, ok := byHost[f.Host]; !ok {
+			hosts = append(hosts, f.Host)
+		}
+		if !slices.Contains(byHost[f.Host], f.Check) {
+			byHost[f.Host] = append(byHost[f.Host], f.Check)
+		}
+	}
+	return checks, hosts, byHost
 }
