@@ -9,7 +9,6 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -17,6 +16,7 @@ import (
 	"github.com/google/renameio/v2"
 
 	"github.com/k3strap/k3strap/events"
+	"github.com/k3strap/k3strap/installer/lock"
 )
 
 // StateVersion is the format version of state files; a file of another version is refused.
@@ -276,13 +276,8 @@ func (j *Journal) Update(name string, change func(s *SiteState)) error {
 	return nil
 }
 
-// holderLine describes this process as a lock's holder: "user@host pid N since T (k3strap
-// COMMAND)".
+// holderLine describes this process as a lock's holder (lock.Holder: the user name, not a
+// uid).
 func holderLine(command string, now time.Time) string {
-	u := os.Getenv("USER")
-	if u == "" {
-		u = strconv.Itoa(os.Getuid())
-	}
-	h, _ := os.Hostname()
-	return fmt.Sprintf("%s@%s pid %d since %s (k3strap %s)", u, h, os.Getpid(), now.UTC().Format(time.RFC3339), command)
+	return lock.Holder(command, now)
 }

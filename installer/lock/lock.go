@@ -37,15 +37,36 @@ type Held struct {
 	done   chan struct{}
 }
 
-// holderText says who holds a lock: user@machine, pid, start time, command.
-func holderText(command string) string {
-	u := "unknown"
-	if cu, err := user.Current(); err == nil {
-		u = cu.Username
-	}
+// Holder says who takes a lock, for the message of a run that finds it held: "USER@HOST (pid
+// PID, k3strap COMMAND since TIME)". USER is the workstation user's login name (os/user, then
+// $USER, then $LOGNAME); only when none is known is it "uid N". The cluster's run lock and a
+// fleet's state-file lock (package fleet) describe their holder with it.
+func Holder(command string, now time.Time) string {
 	host, _ := os.Hostname()
-	return fmt.Sprintf("%s@%s (pid %d, k3strap %s since %s)", u, host, os.Getpid(), command, time.Now().UTC().Format(time.RFC3339))
+	if host == "" {
+		host = "unknown-host"
+	}
+	return fmt.Sprintf("%s@%s (pid %d, k3strap %s since %s)", userName(), host, os.Getpid(), command, now.UTC().Format(time.RFC3339))
 }
+
+// userName returns the login name of the user running k3strap (see Holder).
+func userName() string {
+	if cu, err := user.Current(); err == nil && cu.Username != "" {
+		return cu.Username
+	}
+	if u, err := user.LookupId(strconv.Itoa(os.Getuid())); err == nil && u.Username != "" {
+		return u.Username
+	}
+	for _, v := range []string{"USER", "LOGNAME"} {
+		if s := os.Getenv(v); s != "" {
+			return s
+		}
+	}
+	return "uid " + strconv.Itoa(os.Getuid())
+}
+
+// holderText is Holder now.
+func holderText(command string) string { return Holder(command, time.Now()) }
 
 // lockOwner identifies this process for a lock: "MACHINE-ID:HOSTNAME" ("-" when the machine
 // has no machine-id), the pid and the pid's start time ("-" where /proc has none).
