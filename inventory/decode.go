@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"reflect"
 	"regexp"
-		"strings"
+	"strings"
 
 	"github.com/agnivade/levenshtein"
 	"github.com/k3strap/k3strap/k3s"
@@ -181,7 +181,7 @@ func (d *decoder) wholeNumber(path string, n *yaml.Node) bool {
 	case !decimalRE.MatchString(n.Value):
 		msg := fmt.Sprintf("%s is not written in decimal", path)
 		fix := "write the number in decimal digits"
-		if strings.HasPrefix(strings.TrimLeft(n.Value, "+-"), "0") && len(strings.TrimLeft(n.Value, "+-")) > 1 {
+		if digits := strings.TrimLeft(n.Value, "+-"); len(digits) > 1 && digits[0] == '0' && strings.Trim(digits, "0123456789") == "" {
 			msg = fmt.Sprintf("%s has a leading zero (YAML 1.1 reads 022 as octal 18)", path)
 			fix = "write the number without leading zeros, e.g. 22"
 		}

@@ -68,7 +68,7 @@ func Parse(source string, data []byte, opts LoadOptions) (*Cluster, error) {
 	if opts.Override != nil {
 		errs = append(errs, opts.Override(c)...)
 	}
-	c.normalizeAddresses() // the file's and the overrides' (a fleet's defaults) alike
+	c.normalizeAddresses()                      // the file's and the overrides' (a fleet's defaults) alike
 	errs = append(errs, c.applyBundle(opts)...) // bundle.go
 	c.ApplyDefaults()
 	for _, e := range errs {

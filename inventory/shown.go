@@ -46,7 +46,7 @@ func describeValue(n *yaml.Node) string {
 var (
 	envLineRE   = regexp.MustCompile(`^(export\s+)?[A-Za-z_][A-Za-z0-9_]*=`)
 	k3sTokenRE  = regexp.MustCompile(`^K10[0-9a-f]{16,}::[a-z]+:`)
-	bareTokenRE = regexp.MustCompile(`^[A-Za-z0-9+/=._:-]{20,}$`)
+	bareTokenRE = regexp.MustCompile(`^\S{12,}$`)
 )
 
 // documentGuess says what a document that is a single string most likely is — the file a
@@ -66,7 +66,7 @@ func documentGuess(s string) string {
 		return "a K3s token"
 	case envLineRE.MatchString(first):
 		return "an environment (.env) file"
-	case !strings.ContainsAny(t, " \n") && bareTokenRE.MatchString(t):
+	case bareTokenRE.MatchString(t):
 		return "a token or password"
 	}
 	return ""

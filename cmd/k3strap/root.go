@@ -135,8 +135,25 @@ func (a *app) rootCmd() *cobra.Command {
 	root.AddCommand(a.validateCmd(), a.preflightCmd(), a.renderCmd(), a.applyCmd(), a.upgradeCmd(), a.resetCmd(), a.kubeconfigCmd(), a.checkCmd(), a.doctorCmd(), a.versionCmd(), a.initCmd(), a.stepsCmd(),
 		a.backupCmd(), a.restoreCmd(), a.removeNodeCmd(), a.rotateCmd(), a.bundleCmd())
 	a.fleetCommands(root) // fleet.go: fleet files, `k3strap fleet`
+	usageArgs(root)
 	describeSteps(root)
 	return root
+}
+
+// usageArgs makes a wrong number of arguments, on every command under c, a usage error (exit
+// 2) like a bad flag.
+func usageArgs(c *cobra.Command) {
+	if args := c.Args; args != nil {
+		c.Args = func(cmd *cobra.Command, a []string) error {
+			if err := args(cmd, a); err != nil {
+				return usageError{err}
+			}
+			return nil
+		}
+	}
+	for _, sub := range c.Commands() {
+		usageArgs(sub)
+	}
 }
 
 // flagName turns an override key ("ssh.keyPath") into a flag name ("ssh-key-path").
