@@ -166,10 +166,12 @@ func (f *Fleet) siteFiles(p *problems) []siteFile {
 			sort.Strings(m)
 			files = m
 		} else {
-			if st, err := os.Stat(pattern); err != nil || st.IsDir() {
+			if st, err := os.Stat(pattern); err != nil || !st.Mode().IsRegular() {
 				why := "does not exist"
-				if err == nil {
+				if err == nil && st.IsDir() {
 					why = "is a directory"
+				} else if err == nil {
+					why = "is not a regular file (a FIFO or a device would block the load)"
 				} else if !errors.Is(err, fs.ErrNotExist) {
 					why = "cannot be read: " + err.Error()
 				}
@@ -222,6 +224,10 @@ func (f *Fleet) loadSites(opts LoadOptions) inventory.ErrorList {
 // loadSite reads and loads one site inventory: the fleet defaults first, then opts.Override.
 // The problems of the defaults it took are returned located at the fleet file (fleetLocated).
 func (f *Fleet) loadSite(sf siteFile, opts LoadOptions) (*Site, inventory.ErrorList) {
+	// A glob's match may be a FIFO or a device: reading it would block the load, unbounded.
+	if st, err := os.Stat(sf.path); err == nil && !st.Mode().IsRegular() {
+		return nil, inventory.ErrorList{{File: sf.path, Message: "the site inventory is not a regular file", Fix: "name regular files only in spec.sites"}}
+	}
 	data, err := os.ReadFile(sf.path)
 	if err != nil {
 		return nil, inventory.ErrorList{{File: sf.path, Message: "cannot read the site inventory: " + err.Error(), Fix: "check the file's permissions"}}

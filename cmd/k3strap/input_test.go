@@ -423,3 +423,28 @@ func allCommands(root *cobra.Command) []*cobra.Command {
 	}
 	return out
 }
+
+// TestFleetSiteFIFO: a fleet's site that is a FIFO is refused at once (exit 2), not read —
+// reading it would block the load.
+func TestFleetSiteFIFO(t *testing.T) {
+	dir := t.TempDir()
+	if err := syscall.Mkfifo(filepath.Join(dir, "site.yaml"), 0o600); err != nil {
+		t.Skipf("no FIFOs here: %v", err)
+	}
+	fleetFile := writeFile(t, dir, "fleet.yaml", "apiVersion: k3strap.io/v1alpha1\nkind: Fleet\nmetadata: {name: f}\nspec:\n  sites: [{path: site.yaml}]\n", 0o600)
+	done := make(chan struct{})
+	var code int
+	var errs string
+	go func() {
+		defer close(done)
+		code, _, errs = runIn(t, "", "validate", "-f", fleetFile)
+	}()
+	select {
+	case <-done:
+	case <-time.After(5 * time.Second):
+		t.Fatal("validate of a fleet whose site is a FIFO still runs after 5 s")
+	}
+	if code != 2 || !strings.Contains(errs, "is not a regular file") {
+		t.Fatalf("exit %d\n%s", code, errs)
+	}
+}

@@ -378,12 +378,15 @@ func (a *app) sudoPassword(c *inventory.Cluster, ask bool) (inventory.Secret, er
 		return "", usageError{errors.New("--ask-sudo-password needs a terminal; for headless runs use ssh.sudoPasswordEnv or ssh.sudoPasswordFile")}
 	}
 	fmt.Fprint(a.stderr, "sudo password: ")
-	b, err := term.ReadPassword(int(f.Fd()))
+	pw, err := a.readTerminal(func() (string, error) {
+		b, err := term.ReadPassword(int(f.Fd()))
+		return string(b), err
+	})
 	fmt.Fprintln(a.stderr)
 	if err != nil {
 		return "", err
 	}
-	return inventory.Secret(string(b)), nil
+	return inventory.Secret(pw), nil
 }
 
 // registerDay2 adds the flags every day-two command (backup, restore, remove-node, rotate;
@@ -399,17 +402,55 @@ func registerDay2(cmd *cobra.Command, rf *runFlags, watches bool) {
 }
 
 // confirm asks a yes/no question on the terminal; without a terminal it refuses and says to
-// pass --yes.
+// pass --yes. Ctrl-C while it waits for the answer returns the cancellation (exit 130).
 func (a *app) confirm(question string) (bool, error) {
 	f, ok := a.stdin.(*os.File)
 	if !ok || !term.IsTerminal(int(f.Fd())) {
 		return false, usageError{fmt.Errorf("%s — not asked: stdin is not a terminal; pass --yes to confirm", question)}
 	}
 	fmt.Fprintf(a.stderr, "%s [y/N] ", question)
-	line, _ := bufio.NewReader(f).ReadString('\n')
+	line, err := a.readTerminal(func() (string, error) { return bufio.NewReader(f).ReadString('\n') })
+	if err != nil {
+		return false, err
+	}
 	switch strings.ToLower(strings.TrimSpace(line)) {
 	case "y", "yes":
 		return true, nil
 	}
 	return false, nil
+}
+
+// readTerminal runs read (a read of an answer on the terminal, stdin) apart from the command
+// and returns its result, or the run's cancellation as soon as Ctrl-C cancels it: the read is
+// left behind, the terminal's state (echo) restored, and the process ends.
+func (a *app) readTerminal(read func() (string, error)) (string, error) {
+	ctx := a.ctx
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	var restore func()
+	if f, ok := a.stdin.(*os.File); ok {
+		if st, err := term.GetState(int(f.Fd())); err == nil {
+			restore = func() { _ = term.Restore(int(f.Fd()), st) }
+		}
+	}
+	type result struct {
+		s   string
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		s, err := read()
+		done <- result{s, err}
+	}()
+	select {
+	case r := <-done:
+		return r.s, r.err
+	case <-ctx.Done():
+		if restore != nil {
+			restore()
+		}
+		fmt.Fprintln(a.stderr)
+		return "", fmt.Errorf("cancelled while waiting for an answer on the terminal: %w", ctx.Err())
+	}
 }
