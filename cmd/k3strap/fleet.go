@@ -1,10 +1,12 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -16,6 +18,7 @@ import (
 
 	"github.com/k3strap/k3strap/events"
 	"github.com/k3strap/k3strap/fleet"
+	"github.com/k3strap/k3strap/frontend"
 	"github.com/k3strap/k3strap/frontend/tui"
 	"github.com/k3strap/k3strap/installer"
 	"github.com/k3strap/k3strap/inventory"
@@ -360,7 +363,13 @@ func (a *app) fleetStatusCmd() *cobra.Command {
 			if a.output == "json" {
 				return json.NewEncoder(a.stdout).Encode(rep)
 			}
-			return rep.WriteText(a.stdout, time.Now())
+			// Messages in state files came from hosts: terminal-safe, as every text shown.
+			var buf bytes.Buffer
+			if err := rep.WriteText(&buf, time.Now()); err != nil {
+				return err
+			}
+			_, err := io.WriteString(a.stdout, frontend.StripControl(buf.String()))
+			return err
 		},
 	}
 	cmd.Flags().StringSliceVar(&states, "state", nil, "state files to merge (repeatable; default: the fleet file's and its shards')")
