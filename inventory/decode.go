@@ -205,7 +205,7 @@ type intRange struct {
 //   - port: an SSH port (spec.ssh, a host's ssh, a bastion): TCP ports are 16 bits and 0 is
 //     no port (RFC 793); leave the field out for the default.
 var intFieldRanges = map[string]intRange{
-	"port": {1, 65535, "SSH port"},
+	"port": {MinPort, MaxPort, "SSH port"},
 }
 
 // inRange records a whole number outside its field's range (intFieldRanges).

@@ -215,7 +215,7 @@ func hostOrIP(s string) bool {
 func registryHost(s string) bool {
 	h := s
 	if host, port, err := net.SplitHostPort(s); err == nil {
-		if port == "" {
+		if _, err := ParsePort(port); err != nil {
 			return false
 		}
 		h = host

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"net"
 	"os"
-	"strconv"
 	"strings"
 	"time"
 
@@ -85,12 +84,13 @@ func (a *app) sshCluster(targets []string) (*inventory.Cluster, error) {
 		}
 		host, port := hostport, 0
 		if h, p, err := net.SplitHostPort(hostport); err == nil {
-			n, err := strconv.Atoi(p)
+			n, err := inventory.ParsePort(p)
 			if err != nil {
-				return nil, usageError{fmt.Errorf("--ssh %s: bad port %q", t, p)}
+				return nil, usageError{fmt.Errorf("--ssh %s: %w", t, err)}
 			}
 			host, port = h, n
 		}
+		host = inventory.NormalizeAddress(host)
 		if host == "" {
 			return nil, usageError{fmt.Errorf("--ssh %q: no host", t)}
 		}

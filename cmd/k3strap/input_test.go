@@ -448,3 +448,19 @@ func TestFleetSiteFIFO(t *testing.T) {
 		t.Fatalf("exit %d\n%s", code, errs)
 	}
 }
+
+// TestDoctorSSHPort: doctor --ssh host:port takes the port rule of the inventory, before it
+// connects.
+func TestDoctorSSHPort(t *testing.T) {
+	for target, want := range map[string]string{
+		"root@192.0.2.1:0":     "port 0 is out of range",
+		"192.0.2.1:022":        "has a leading zero",
+		"[fd00::1]:65536":      "port 65536 is out of range",
+		"root@192.0.2.1:ssh22": "is not a whole number",
+	} {
+		code, out, errs := runIn(t, "", "doctor", "--ssh", target)
+		if code != 2 || !strings.Contains(errs, "--ssh "+target+": ") || !strings.Contains(errs, want) {
+			t.Errorf("--ssh %s: exit %d, want 2 with %q\n%s%s", target, code, want, out, errs)
+		}
+	}
+}
