@@ -18,7 +18,9 @@ var placements = []func(v string) string{
 	func(v string) string { return baseDoc + "  ssh: {port: " + v + "}\n" },
 	func(v string) string { return baseDoc + "  ssh: {connectTimeout: " + v + "}\n" },
 	func(v string) string { return baseDoc + "  ssh: {agent: " + v + "}\n" },
-	func(v string) string { return strings.Replace(baseDoc, "  hosts:\n    - {name: cp1, address: 192.0.2.1, role: server}\n", "  hosts: "+v+"\n", 1) },
+	func(v string) string {
+		return strings.Replace(baseDoc, "  hosts:\n    - {name: cp1, address: 192.0.2.1, role: server}\n", "  hosts: "+v+"\n", 1)
+	},
 	func(v string) string { return baseDoc + "  " + v + ": 1\n" },
 	func(v string) string { return baseDoc + "  k3s: {config: {disable: {x: " + v + "}}}\n" },
 }
@@ -59,9 +61,9 @@ func FuzzDecodeErrorsQuoteNothing(f *testing.F) {
 func TestDocumentGuess(t *testing.T) {
 	for in, want := range map[string]string{
 		"-----BEGIN OPENSSH PRIVATE KEY-----\nb3Bl\n-----END OPENSSH PRIVATE KEY-----": "a private key",
-		"-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----":               "a PEM certificate or key",
-		"ssh-ed25519 AAAAC3Nza user@host":                                             "an SSH public key",
-		"K10" + strings.Repeat("ab", 20) + "::server:" + strings.Repeat("c", 32):      "a K3s token",
+		"-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----":                 "a PEM certificate or key",
+		"ssh-ed25519 AAAAC3Nza user@host":                                              "an SSH public key",
+		"K10" + strings.Repeat("ab", 20) + "::server:" + strings.Repeat("c", 32):       "a K3s token",
 		"A=1\nB=2":                        "an environment (.env) file",
 		"export TOKEN=abc":                "an environment (.env) file",
 		"correct-horse-battery-staple":    "a token or password",
