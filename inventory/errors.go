@@ -11,7 +11,11 @@ import (
 // variable or a flag), which host it concerns (empty for cluster-wide problems), the field path
 // ("spec.hosts[1].taints[0]"), what is wrong and how to fix it.
 //
-// Messages never contain a Secret's value.
+// FieldError is the error type for input: messages never quote what a file holds where it
+// could be a secret — a Secret's value never, a value of the wrong type or shape only by its
+// kind ("a string", "a list"), a file given by mistake by what it looks like ("a private key"),
+// a mapping key only when it reads as a field name (shown.go). Position and kind of problem
+// carry the message.
 type FieldError struct {
 	File         string
 	Line, Column int
