@@ -95,11 +95,17 @@ func (c *Client) connLost(err error) bool {
 		errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, net.ErrClosed)
 }
 
-// sftpDo runs one SFTP operation, waiting at most until ctx is done or the connection closes
-// (an operation stuck on a dead link ends when the keepalive closes the connection).
-func (c *Client) sftpDo(ctx context.Context, op string, fn func(*sftp.Client) error) error {
+// sftpDo runs one SFTP operation, waiting at most until ctx is done, the connection closes
+// (an operation stuck on a dead link ends when the keepalive closes the connection) or
+// DefaultCommandTimeout passed (a *DeadlineError: the host answers keepalives, but not this).
+func (c *Client) sftpDo(parent context.Context, op string, fn func(*sftp.Client) error) error {
+	ctx, cancel := context.WithTimeout(parent, DefaultCommandTimeout)
+	defer cancel()
 	sc, err := c.sftpClient(ctx)
 	if err != nil {
+		if parent.Err() == nil && ctx.Err() != nil {
+			return &DeadlineError{Host: c.cfg.Host, Command: "starting SFTP", Timeout: DefaultCommandTimeout}
+		}
 		return err
 	}
 	done := make(chan error, 1)
@@ -115,7 +121,10 @@ func (c *Client) sftpDo(ctx context.Context, op string, fn func(*sftp.Client) er
 			return fmt.Errorf("%s: %s: %w", c.cfg.Host, op, err)
 		}
 	case <-ctx.Done():
-		return fmt.Errorf("%s: %s: %w", c.cfg.Host, op, ctx.Err())
+		if parent.Err() == nil {
+			return &DeadlineError{Host: c.cfg.Host, Command: op, Timeout: DefaultCommandTimeout}
+		}
+		return fmt.Errorf("%s: %s: %w", c.cfg.Host, op, parent.Err())
 	case <-c.stop:
 		return &TransportError{Host: c.cfg.Host, Op: op, Err: errClosed}
 	}
@@ -315,7 +324,7 @@ func (c *Client) WriteFileResumable(ctx context.Context, dst string, mode os.Fil
 	if !c.isRoot {
 		stage = prefix
 	}
-	res, err := c.Run(ctx, Script("install file", finishScript, part, dst, fmt.Sprintf("%04o", mode.Perm()), sum, stage).AsRoot())
+	res, err := c.Run(ctx, Script("install file", finishScript, part, dst, fmt.Sprintf("%04o", mode.Perm()), sum, stage).AsRoot().WithTimeout(finishTimeout(size)))
 	if err != nil {
 		return tr, err
 	}
@@ -350,7 +359,7 @@ func (c *Client) verifiedPrefix(ctx context.Context, part string, held int64, r 
 		return 0, err
 	}
 	res, err := c.Check(ctx, Script("check partial upload", blockSumsScript, part, strconv.FormatInt(bs, 10),
-		strconv.FormatInt(n, 10), strconv.FormatInt(length, 10), hex.EncodeToString(h.Sum(nil))))
+		strconv.FormatInt(n, 10), strconv.FormatInt(length, 10), hex.EncodeToString(h.Sum(nil))).WithTimeout(finishTimeout(length)))
 	if err != nil {
 		return 0, err
 	}
