@@ -35,11 +35,7 @@ func (s *session) gather(ctx context.Context) {
 	em.Started("gathering facts")
 	hosts := s.reachable()
 	s.each(ctx, hosts, func(ctx context.Context, hs *hostState) {
-		paths := s.planner.ManagedPaths(hs.host)
-		script := facts.Script(facts.ScriptInput{Files: paths, SudoPasswordOnStdin: hs.c().HasSudoPassword(),
-			ResolvConf: s.in.cluster.ResolvConf(hs.host)})
-		cmd := remote.Script("gather facts", script).WithTimeout(factsTimeout)
-		cmd.PasswordStdin = true
+		cmd := s.factsCommand(hs)
 		sent := time.Now()
 		res, err := hs.c().Run(ctx, cmd)
 		received := time.Now()
@@ -67,6 +63,16 @@ func (s *session) gather(ctx context.Context) {
 		return
 	}
 	em.Finished(phaseOutcome(hosts, "gathered", func(hs *hostState) bool { return hs.facts != nil }))
+}
+
+// factsCommand is the facts script for hs, run as the login user (it calls sudo itself, with
+// the password on stdin when there is one) within factsTimeout.
+func (s *session) factsCommand(hs *hostState) remote.Cmd {
+	script := facts.Script(facts.ScriptInput{Files: s.planner.ManagedPaths(hs.host), SudoPasswordOnStdin: hs.c().HasSudoPassword(),
+		ResolvConf: s.in.cluster.ResolvConf(hs.host)})
+	cmd := remote.Script("gather facts", script).WithTimeout(factsTimeout)
+	cmd.PasswordStdin = true
+	return cmd
 }
 
 func describeK3s(f *facts.Host) string {

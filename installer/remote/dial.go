@@ -101,10 +101,11 @@ func Dial(ctx context.Context, cfg Config) (*Client, error) {
 		return fail(step, err)
 	}
 	if ag != nil {
-		// Authentication is over when Dial returns: the agent is not needed afterwards. The
-		// deadline or a cancellation closes it now, ending a request it does not answer.
+		// Authentication is over when Dial returns: the agent is not needed afterwards. A
+		// request it does not answer ends at the socket's deadline (the connect deadline), or at
+		// once when ctx is cancelled: the socket is closed then.
 		defer func() { _ = ag.Close() }()
-		stop := context.AfterFunc(dctx, func() { _ = ag.Close() })
+		stop := context.AfterFunc(ctx, func() { _ = ag.Close() })
 		defer stop()
 	}
 	// stage is the part of the connect in progress, for an error at the deadline.
@@ -159,6 +160,8 @@ func Dial(ctx context.Context, cfg Config) (*Client, error) {
 			err = dctx.Err()
 		}
 		at := stage.Load().(string)
+		// The socket's deadline and the context's fire together; either says time is up.
+		expired := dctx.Err() != nil || !time.Now().Before(deadline)
 		var mm *HostKeyMismatchError
 		var khe *KnownHostsError
 		switch {
@@ -172,11 +175,11 @@ func Dial(ctx context.Context, cfg Config) (*Client, error) {
 			return fail(StepHostKey, khe)
 		case strings.Contains(err.Error(), "unable to authenticate"):
 			return fail(StepAuth, fmt.Errorf("%w (user %q; check ssh.user, ssh.keyPath or the ssh-agent)", err, cfg.User))
-		case dctx.Err() != nil && at == StepAuth:
+		case expired && at == StepAuth:
 			return fail(StepAuth, fmt.Errorf("authentication did not finish within %s: %w", cfg.ConnectTimeout, err))
-		case dctx.Err() != nil && at == StepHostKey:
+		case expired && at == StepHostKey:
 			return fail(StepHostKey, fmt.Errorf("the host key check did not finish within %s (known_hosts locked by another process?): %w", cfg.ConnectTimeout, err))
-		case dctx.Err() != nil:
+		case expired:
 			return fail(StepHandshake, fmt.Errorf("no SSH handshake within %s: %w", cfg.ConnectTimeout, err))
 		case at == StepAuth && (errors.Is(err, io.EOF) || strings.Contains(err.Error(), "disconnect")):
 			// The host hung up while we offered keys: sshd's MaxAuthTries, a revoked key.
