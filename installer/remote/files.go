@@ -148,7 +148,7 @@ const installScript = `set -e
 src=$1 dst=$2 mode=$3
 mkdir -p "$(dirname "$dst")"
 tmp="$dst.k3strap-tmp"
-install -m "$mode" -o root -g root "$src" "$tmp"
+install -m "$mode" -o root -g root "$src" "$tmp" || { rm -f "$tmp"; exit 1; }
 mv -f "$tmp" "$dst"
 rm -f "$src"`
 
@@ -164,18 +164,18 @@ func (c *Client) WriteFile(ctx context.Context, dst string, mode os.FileMode, r 
 	c.transfers.Add(1)
 	suffix := randHex(6)
 	var tmp string
+	dir := path.Dir(dst)
 	if c.isRoot {
-		dir := path.Dir(dst)
 		if err := c.sftpDo(ctx, "creating "+dir, func(sc *sftp.Client) error { return sc.MkdirAll(dir) }); err != nil {
-			return err
+			return c.explainWrite(ctx, writeNeed{dir: dir, need: size}, err)
 		}
 		tmp = path.Join(dir, "."+path.Base(dst)+".k3strap-"+suffix)
 	} else {
-		tmp = "/var/tmp/.k3strap-upload-" + suffix
+		tmp = path.Join(StagingDir, ".k3strap-upload-"+suffix)
 	}
 	if _, err := c.send(ctx, tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0, r, progress); err != nil {
 		c.removeQuietly(tmp)
-		return err
+		return c.explainWrite(ctx, writeNeed{dir: path.Dir(tmp), need: size}, err)
 	}
 	if c.isRoot {
 		err := c.sftpDo(ctx, "chmod "+dst, func(sc *sftp.Client) error { return sc.Chmod(tmp, mode) })
@@ -190,10 +190,14 @@ func (c *Client) WriteFile(ctx context.Context, dst string, mode os.FileMode, r 
 	cmd := Script("install file", installScript, tmp, dst, fmt.Sprintf("%04o", mode.Perm())).AsRoot()
 	if _, err := c.Check(ctx, cmd); err != nil {
 		c.removeQuietly(tmp)
-		return fmt.Errorf("moving %s into place: %w", dst, err)
+		return c.explainWrite(ctx, writeNeed{dir: dir, need: size, asRoot: true}, fmt.Errorf("moving %s into place: %w", dst, err))
 	}
 	return nil
 }
+
+// StagingDir is where a login user other than root uploads a file before it is moved into
+// place as root (SFTP runs as the login user).
+const StagingDir = "/var/tmp"
 
 // Transfer says what one WriteFileResumable call did.
 type Transfer struct {
@@ -211,7 +215,7 @@ func (c *Client) partialPrefix(dst string) string {
 		return path.Join(path.Dir(dst), "."+path.Base(dst)+".k3strap-part-")
 	}
 	h := sha256.Sum256([]byte(dst))
-	return "/var/tmp/.k3strap-part-" + hex.EncodeToString(h[:6]) + "-"
+	return StagingDir + "/.k3strap-part-" + hex.EncodeToString(h[:6]) + "-"
 }
 
 // blockSumsScript checks the first $4 bytes of file $1 against the sha256 $5 and prints "all"
@@ -230,14 +234,15 @@ done`
 // included). The copy matters: an SFTP server of a connection that died on our side may still
 // hold the partial file open for writing (sshd has not noticed yet), and a binary renamed from
 // it could not be executed ("Text file busy"). Exit 3: the checksum did not match (the partial
-// file is removed).
+// file is removed); exit 4: the copy failed (no space: the copy is removed, the partial file
+// stays for a later attempt).
 const finishScript = `set -e
 src=$1 dst=$2 mode=$3 sum=$4 stage=$5
 d=$(dirname "$dst") b=$(basename "$dst")
 mkdir -p "$d"
 tmp="$d/.$b.k3strap-tmp"
 rm -f "$tmp"
-cp "$src" "$tmp"
+if ! cp "$src" "$tmp"; then rm -f "$tmp"; exit 4; fi
 if ! printf '%s  %s\n' "$sum" "$tmp" | sha256sum -c --quiet --strict - >/dev/null 2>&1; then
   rm -f "$tmp" "$src"; echo "uploaded file does not match its sha256" >&2; exit 3
 fi
@@ -277,10 +282,14 @@ func (c *Client) WriteFileResumable(ctx context.Context, dst string, mode os.Fil
 	c.transfers.Add(1)
 	prefix := c.partialPrefix(dst)
 	part := prefix + sum[:16]
+	dir := path.Dir(dst)
+	// need is what the upload takes on the target's filesystem as root: the partial file and
+	// the copy the finishing step makes of it; otherwise the partial file is staged elsewhere.
+	need, what := size, ""
 	if c.isRoot {
-		dir := path.Dir(dst)
+		need, what = 2*size, FormatBytes(size)+" uploaded, then copied into place"
 		if err := c.sftpDo(ctx, "creating "+dir, func(sc *sftp.Client) error { return sc.MkdirAll(dir) }); err != nil {
-			return tr, err
+			return tr, c.explainWrite(ctx, writeNeed{dir: dir, need: need, what: what}, err)
 		}
 	}
 	// held is the size of the partial file the host holds, -1 when there is none: an empty
@@ -317,7 +326,13 @@ func (c *Client) WriteFileResumable(ctx context.Context, dst string, mode os.Fil
 		}
 		tr.Sent, err = c.send(ctx, part, os.O_WRONLY|os.O_CREATE, tr.Resumed, r, pos)
 		if err != nil {
-			return tr, err
+			werr := c.explainWrite(ctx, writeNeed{dir: path.Dir(part), need: need, held: tr.Resumed + tr.Sent, what: what}, err)
+			var we *WriteError
+			if errors.As(werr, &we) {
+				// The host cannot take the file: leave nothing half-written behind.
+				c.removeQuietly(part)
+			}
+			return tr, werr
 		}
 	}
 	stage := ""
@@ -331,6 +346,14 @@ func (c *Client) WriteFileResumable(ctx context.Context, dst string, mode os.Fil
 	switch {
 	case res.ExitCode == 3:
 		return tr, &TransportError{Host: c.cfg.Host, Op: "upload " + dst, Err: errors.New("the uploaded file does not match its sha256 (corrupted in transit); it was removed and is sent again")}
+	case res.ExitCode == 4:
+		cerr := &CommandError{Host: c.cfg.Host, Command: "install " + dst, ExitCode: res.ExitCode, Stderr: tail(res.Stderr, 5)}
+		werr := c.explainWrite(ctx, writeNeed{dir: dir, need: size, asRoot: true, what: "the copy put into place"}, cerr)
+		var we *WriteError
+		if errors.As(werr, &we) {
+			c.removeQuietly(part)
+		}
+		return tr, werr
 	case res.ExitCode != 0:
 		return tr, &CommandError{Host: c.cfg.Host, Command: "install " + dst, ExitCode: res.ExitCode, Stderr: tail(res.Stderr, 5)}
 	}
