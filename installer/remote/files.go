@@ -326,13 +326,13 @@ func (c *Client) WriteFileResumable(ctx context.Context, dst string, mode os.Fil
 		}
 		tr.Sent, err = c.send(ctx, part, os.O_WRONLY|os.O_CREATE, tr.Resumed, r, pos)
 		if err != nil {
-			werr := c.explainWrite(ctx, writeNeed{dir: path.Dir(part), need: need, held: tr.Resumed + tr.Sent, what: what}, err)
-			var we *WriteError
-			if errors.As(werr, &we) {
-				// The host cannot take the file: leave nothing half-written behind.
-				c.removeQuietly(part)
+			if IsTransient(err) || ctx.Err() != nil {
+				return tr, err // the partial file stays for the next attempt
 			}
-			return tr, werr
+			// The host refused the write (SFTP's bare "Failure"): leave nothing half-written
+			// behind, then ask the host why.
+			c.removeQuietly(part)
+			return tr, c.explainWrite(ctx, writeNeed{dir: path.Dir(part), need: need, what: what}, err)
 		}
 	}
 	stage := ""

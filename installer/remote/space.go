@@ -50,11 +50,10 @@ type writeNeed struct {
 	// then runs as root too).
 	dir    string
 	asRoot bool
-	// need is the space the whole write needs there (bytes); held is what the failed write
-	// still holds there and gives back (a partial file about to be removed); what says what
-	// need is made of, for the message ("" when it is just the file).
-	need, held int64
-	what       string
+	// need is the space the whole write needs there (bytes); what says what need is made
+	// of, for the message ("" when it is just the file).
+	need int64
+	what string
 }
 
 // explainWrite asks the host why a write described by w failed with cause (one command,
@@ -91,7 +90,7 @@ func (c *Client) writeVerdict(w writeNeed, out []byte, cause error) error {
 	e := &WriteError{Host: c.cfg.Host, Dir: w.dir, Mount: kv["mount"], NeededBytes: w.need, Err: cause}
 	free, haveFree := int64(-1), false
 	if n, err := strconv.ParseInt(kv["avail"], 10, 64); err == nil {
-		free, haveFree = n*1024+w.held, true
+		free, haveFree = n*1024, true
 		e.FreeBytes = free
 	}
 	on := ""

@@ -24,8 +24,8 @@ func TestWriteVerdict(t *testing.T) {
 	}{
 		{"full", writeNeed{dir: "/usr/local/bin", need: 68 << 20}, df("24576", "/usr/local/bin", "rw,relatime", "yes"),
 			"w1: no space left on /usr/local/bin (24 MiB free, 68 MiB needed)"},
-		{"full, partial held", writeNeed{dir: "/usr/local/bin", need: 136 << 20, held: 20 << 20, what: "68 MiB uploaded, then copied into place"},
-			df("4096", "/", "rw", "yes"), "w1: no space left on /usr/local/bin (on the filesystem mounted at /) (24 MiB free, 136 MiB needed: 68 MiB uploaded, then copied into place)"},
+		{"full, on /", writeNeed{dir: "/usr/local/bin", need: 136 << 20, what: "68 MiB uploaded, then copied into place"},
+			df("24576", "/", "rw", "yes"), "w1: no space left on /usr/local/bin (on the filesystem mounted at /) (24 MiB free, 136 MiB needed: 68 MiB uploaded, then copied into place)"},
 		{"read-only", writeNeed{dir: "/usr/local/bin", need: 1}, df("999999", "/usr", "ro,nosuid", "no"), "w1: read-only filesystem: /usr/local/bin (on the filesystem mounted at /usr) is mounted read-only"},
 		{"permission", writeNeed{dir: "/usr/local/bin", need: 1}, df("999999", "/", "rw", "no"), "w1: permission denied: deploy cannot write to /usr/local/bin"},
 		{"inodes", writeNeed{dir: "/usr/local/bin", need: 1}, []byte("dir /usr/local/bin\navail 9999\nmount /\nifree 0\nwritable yes\n"), "w1: no free inodes on /usr/local/bin"},
