@@ -15,6 +15,9 @@ const (
 	// (and a Stream whose context carries no deadline), and every SFTP operation but the
 	// transfer of a file's content (which ends when no byte moves for Config.StallTimeout).
 	DefaultCommandTimeout = 5 * time.Minute
+	// DownloadTimeout bounds Download over SFTP: a multi-GiB etcd snapshot over a slow link
+	// (1 GiB at 1 MiB/s is 17 minutes); a dead link ends it sooner (keepalives).
+	DownloadTimeout = time.Hour
 	// uploadFinishRate is the slowest disk k3strap plans for when it copies and checks an
 	// uploaded file on the host (finishScript, blockSumsScript): 8 MiB/s, an SD card.
 	uploadFinishRate = 8 << 20

@@ -99,12 +99,17 @@ func (c *Client) connLost(err error) bool {
 // (an operation stuck on a dead link ends when the keepalive closes the connection) or
 // DefaultCommandTimeout passed (a *DeadlineError: the host answers keepalives, but not this).
 func (c *Client) sftpDo(parent context.Context, op string, fn func(*sftp.Client) error) error {
-	ctx, cancel := context.WithTimeout(parent, DefaultCommandTimeout)
+	return c.sftpDoWithin(parent, DefaultCommandTimeout, op, fn)
+}
+
+// sftpDoWithin is sftpDo with the operation's deadline.
+func (c *Client) sftpDoWithin(parent context.Context, timeout time.Duration, op string, fn func(*sftp.Client) error) error {
+	ctx, cancel := context.WithTimeout(parent, timeout)
 	defer cancel()
 	sc, err := c.sftpClient(ctx)
 	if err != nil {
 		if parent.Err() == nil && ctx.Err() != nil {
-			return &DeadlineError{Host: c.cfg.Host, Command: "starting SFTP", Timeout: DefaultCommandTimeout}
+			return &DeadlineError{Host: c.cfg.Host, Command: "starting SFTP", Timeout: timeout}
 		}
 		return err
 	}
@@ -122,7 +127,7 @@ func (c *Client) sftpDo(parent context.Context, op string, fn func(*sftp.Client)
 		}
 	case <-ctx.Done():
 		if parent.Err() == nil {
-			return &DeadlineError{Host: c.cfg.Host, Command: op, Timeout: DefaultCommandTimeout}
+			return &DeadlineError{Host: c.cfg.Host, Command: op, Timeout: timeout}
 		}
 		return fmt.Errorf("%s: %s: %w", c.cfg.Host, op, parent.Err())
 	case <-c.stop:
@@ -494,7 +499,12 @@ func (c *Client) send(ctx context.Context, p string, flags int, off int64, r io.
 // ReadFile returns the content of path on the host, read as root. A missing file gives an
 // error wrapping os.ErrNotExist. The content may be secret: it is never logged here.
 func (c *Client) ReadFile(ctx context.Context, p string) ([]byte, error) {
-	res, err := c.Run(ctx, Command("cat", "--", p).AsRoot())
+	return c.readFile(ctx, p, 0)
+}
+
+// readFile is ReadFile within timeout (0: DefaultCommandTimeout).
+func (c *Client) readFile(ctx context.Context, p string, timeout time.Duration) ([]byte, error) {
+	res, err := c.Run(ctx, Command("cat", "--", p).AsRoot().WithTimeout(timeout))
 	if err != nil {
 		return nil, err
 	}
