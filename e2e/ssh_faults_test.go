@@ -167,3 +167,47 @@ func TestUploadFullDisk(t *testing.T) {
 		t.Errorf("left behind: %s", left)
 	}
 }
+
+// TestFactsCommandHangs: a host whose facts command never finishes (df hangs, as on a dead
+// network mount) — Ctrl-C during the facts phase exits 130 within 5 s; left alone, preflight
+// fails when the facts deadline (2 minutes) passes, saying that the command did not finish,
+// not blaming keys or known_hosts (exit 3).
+func TestFactsCommandHangs(t *testing.T) {
+	c := newCluster(t, 1)
+	c.exec(0, "sh", "-c", "mv /usr/bin/df /usr/bin/df.real && printf '#!/bin/sh\\nexec sleep 100000\\n' > /usr/bin/df && chmod 755 /usr/bin/df")
+	t.Cleanup(func() { _, _ = c.h.Exec(t.Context(), c.hosts[0].Index, "mv", "-f", "/usr/bin/df.real", "/usr/bin/df") })
+	c.writeInventory(singleServer, nil)
+
+	a := c.start(time.Minute, "preflight")
+	a.waitFor(t, 30*time.Second, "the facts phase", func(e events.Event) bool {
+		return e.Type == events.PhaseStarted && e.Phase == events.PhaseFacts
+	})
+	time.Sleep(2 * time.Second) // the facts command now hangs on df
+	sig := time.Now()
+	if err := a.cmd.Process.Signal(os.Interrupt); err != nil {
+		t.Fatal(err)
+	}
+	r := a.wait(t)
+	took := time.Since(sig)
+	t.Logf("exit %d %s after SIGINT", r.code, took.Round(10*time.Millisecond))
+	if r.code != 130 || took > 5*time.Second {
+		r.dump(t)
+		t.Fatalf("exit %d %s after SIGINT, want 130 within 5 s", r.code, took)
+	}
+
+	r = c.k3strap(4*time.Minute, "preflight")
+	defer r.dump(t)
+	if r.code != 3 || r.duration < 2*time.Minute || r.duration > 2*time.Minute+30*time.Second {
+		t.Fatalf("exit %d after %s, want 3 after the 2-minute facts deadline", r.code, r.duration)
+	}
+	said := ""
+	for _, e := range r.ofType(events.Finding) {
+		if e.Finding.Check == "SSH" && e.Host == "cp1" {
+			said = e.Finding.Message + " | " + e.Finding.Fix
+		}
+	}
+	t.Log(said)
+	if !strings.Contains(said, "gather facts on cp1 did not finish within 2m0s") || strings.Contains(said, "authorized_keys") || strings.Contains(said, "known_hosts") {
+		t.Fatalf("the SSH finding does not name the hung facts command alone: %q", said)
+	}
+}
