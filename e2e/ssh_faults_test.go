@@ -91,6 +91,11 @@ func TestPreflightSilentAgent(t *testing.T) {
 	if strings.Count(r.stdout, "retrying") != 0 {
 		t.Error("an agent that does not answer was retried")
 	}
+	for _, e := range r.ofType(events.PhaseFinished) {
+		if e.Phase == events.PhaseConnect && e.Status != events.StatusFailed {
+			t.Errorf("connect phase finished %q (%s) with its only host failed", e.Status, e.Message)
+		}
+	}
 
 	c.writeInventory(agentInventory, map[string]any{"timeout": "10m"})
 	a := c.start(2*time.Minute, "preflight")

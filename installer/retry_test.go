@@ -9,6 +9,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -128,5 +129,34 @@ func TestDialRetriesOnlyTransientErrors(t *testing.T) {
 				t.Fatalf("want %d connection attempts, got %d (%d retry warnings)", tc.attempts, accepted.Load(), retried)
 			}
 		})
+	}
+}
+
+// TestPhaseOutcome: a phase over hosts is ok only when it worked on every host; failed, naming
+// the hosts, when it failed on some or all.
+func TestPhaseOutcome(t *testing.T) {
+	hosts := func(names ...string) []*hostState {
+		var out []*hostState
+		for _, n := range names {
+			out = append(out, &hostState{host: &inventory.Host{Name: n}})
+		}
+		return out
+	}
+	failing := func(bad ...string) func(*hostState) bool {
+		return func(hs *hostState) bool { return !slices.Contains(bad, hs.host.Name) }
+	}
+	for _, tc := range []struct {
+		bad    []string
+		status events.Status
+		msg    string
+	}{
+		{nil, events.StatusOK, "3 of 3 hosts connected"},
+		{[]string{"w1"}, events.StatusFailed, "2 of 3 hosts connected; failed: w1"},
+		{[]string{"cp1", "w1", "w2"}, events.StatusFailed, "none of 3 hosts connected; failed: cp1, w1, w2"},
+	} {
+		st, msg := phaseOutcome(hosts("cp1", "w1", "w2"), "connected", failing(tc.bad...))
+		if st != tc.status || msg != tc.msg {
+			t.Errorf("failed %v: got %s %q, want %s %q", tc.bad, st, msg, tc.status, tc.msg)
+		}
 	}
 }
