@@ -199,8 +199,9 @@ func Dial(ctx context.Context, cfg Config) (*Client, error) {
 
 // authMethods returns the ways to log in: the key file when there is one, else the keys of
 // the ssh-agent (connected within ctx; every request on its socket ends at deadline). An
-// encrypted key file asks for the agent. x/crypto/ssh tries one "publickey" method per
-// connection, so the agent is consulted only without a key file.
+// encrypted key file is left to the agent when it is on, else refused with how to load it.
+// x/crypto/ssh tries one "publickey" method per connection, so the agent is consulted only
+// without a usable key file.
 func authMethods(ctx context.Context, cfg Config, deadline time.Time) ([]ssh.AuthMethod, *agentConn, error) {
 	if cfg.KeyPath != "" {
 		pem, err := os.ReadFile(cfg.KeyPath)
@@ -208,14 +209,17 @@ func authMethods(ctx context.Context, cfg Config, deadline time.Time) ([]ssh.Aut
 			return nil, nil, fmt.Errorf("reading private key: %w", err)
 		}
 		s, err := ssh.ParsePrivateKey(pem)
-		if err != nil {
-			var ppe *ssh.PassphraseMissingError
-			if errors.As(err, &ppe) {
-				return nil, nil, fmt.Errorf("private key %s is encrypted: load it into ssh-agent (ssh-add %s) and set ssh.agent: true", cfg.KeyPath, cfg.KeyPath)
-			}
+		var ppe *ssh.PassphraseMissingError
+		switch {
+		case err == nil:
+			return []ssh.AuthMethod{ssh.PublicKeys(s)}, nil, nil
+		case errors.As(err, &ppe) && cfg.UseAgent && os.Getenv("SSH_AUTH_SOCK") != "":
+			// An encrypted key is the agent's to use: go on with the agent.
+		case errors.As(err, &ppe):
+			return nil, nil, fmt.Errorf("private key %s is encrypted: load it into ssh-agent (ssh-add %s) and set ssh.agent: true", cfg.KeyPath, cfg.KeyPath)
+		default:
 			return nil, nil, fmt.Errorf("parsing private key %s: %w", cfg.KeyPath, err)
 		}
-		return []ssh.AuthMethod{ssh.PublicKeys(s)}, nil, nil
 	}
 	if !cfg.UseAgent {
 		return nil, nil, errors.New("no key: set ssh.keyPath or ssh.agent")

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/ed25519"
 	"crypto/rand"
+	"encoding/pem"
 	"errors"
 	"net"
 	"os"
@@ -17,8 +18,8 @@ import (
 )
 
 // hangingAgent is an ssh-agent on a unix socket that accepts connections and then, per mode,
-// never answers anything ("silent") or lists one key and never answers a signature request
-// ("nosign"). Its socket is set as SSH_AUTH_SOCK for the test.
+// never answers anything ("silent"), lists one key and never answers a signature request
+// ("nosign"), or works ("ok"). Its socket is set as SSH_AUTH_SOCK for the test.
 func hangingAgent(t *testing.T, mode string) {
 	t.Helper()
 	dir, err := os.MkdirTemp("", "agent")
@@ -47,6 +48,10 @@ func hangingAgent(t *testing.T, mode string) {
 				defer c.Close()
 				if mode == "silent" {
 					<-release
+					return
+				}
+				if mode == "ok" {
+					_ = agent.ServeAgent(kr, c)
 					return
 				}
 				_ = agent.ServeAgent(&noSignAgent{Agent: kr, release: release}, c)
@@ -320,5 +325,31 @@ func TestCommandTimeoutDefaults(t *testing.T) {
 	}
 	if finishTimeout(10<<20) != DefaultCommandTimeout || finishTimeout(4<<30) <= DefaultCommandTimeout {
 		t.Errorf("finishTimeout: %s for 10 MiB, %s for 4 GiB", finishTimeout(10<<20), finishTimeout(4<<30))
+	}
+}
+
+// TestDialEncryptedKeyUsesAgent: an encrypted key file with the agent on logs in through the
+// agent; with the agent off it is refused with how to load it.
+func TestDialEncryptedKeyUsesAgent(t *testing.T) {
+	s := newTestServer(t)
+	hangingAgent(t, "ok")
+	_, priv, _ := ed25519.GenerateKey(rand.Reader)
+	block, err := ssh.MarshalPrivateKeyWithPassphrase(priv, "", []byte("secret"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	enc := filepath.Join(t.TempDir(), "id_enc")
+	if err := os.WriteFile(enc, pem.EncodeToMemory(block), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cfg := s.agentConfig(2 * time.Second)
+	cfg.KeyPath = enc
+	if err, _ := dialWithin(t, context.Background(), cfg, 3*time.Second); err != nil {
+		t.Fatalf("encrypted key with the agent on: %v", err)
+	}
+	cfg.UseAgent = false
+	err, _ = dialWithin(t, context.Background(), cfg, 3*time.Second)
+	if err == nil || !strings.Contains(err.Error(), "is encrypted: load it into ssh-agent") || strings.Contains(err.Error(), "secret") {
+		t.Fatalf("encrypted key without the agent: %v", err)
 	}
 }
