@@ -17,6 +17,10 @@ const (
 	// resetTimeout bounds the reset script: k3s-killall.sh stops every container and
 	// unmounts, the uninstall script removes K3s's data (images included).
 	resetTimeout = 10 * time.Minute
+	// systemctlTimeout bounds a blocking `systemctl stop|start` of a K3s unit: a start waits
+	// for systemd's READY (K3s's units set TimeoutStartSec=0), which an agent sends only after
+	// a fresh node heartbeat.
+	systemctlTimeout = 10 * time.Minute
 	// etcdTimeout bounds `k3s etcd-snapshot save` and `k3s server --cluster-reset`: both
 	// read or write the whole datastore.
 	etcdTimeout = 15 * time.Minute

@@ -150,7 +150,7 @@ func (hs *hostState) systemctl(ctx context.Context, verb string) (time.Time, err
 		_, err := hs.c().Check(ctx, hs.startCommand("start", false))
 		return at, err
 	}
-	_, err := hs.sh(ctx, "systemctl "+verb, systemctlScript, "", verb, k3s.Unit(string(hs.host.Role)))
+	_, err := hs.shWithin(ctx, systemctlTimeout, "systemctl "+verb, systemctlScript, "", verb, k3s.Unit(string(hs.host.Role)))
 	return at, err
 }
 
