@@ -22,8 +22,8 @@ type RecordedKey struct {
 type ConnectionTest struct {
 	// Connected is true when k3strap logged in and ran a command.
 	Connected bool
-	// FailedStep names what failed when !Connected ("config", "tcp", "handshake", "auth",
-	// "command", ...); Err says why.
+	// FailedStep names what failed when !Connected: "config", a connect step (remote.StepConnect,
+	// StepAgent, StepHandshake, StepHostKey, StepAuth), "command" or "sudo"; Err says why.
 	FailedStep string
 	Err        error
 	// User and Address are who and where k3strap logged in as (address host:port).
