@@ -173,6 +173,15 @@ func (c *Client) dead(why error) {
 	_ = c.Close()
 }
 
+// closedCause is why the connection is closed, for the error of an operation that found it
+// so: what Lost says when the link was found dead, else errClosed.
+func (c *Client) closedCause() error {
+	if err := c.Lost(); err != nil {
+		return fmt.Errorf("connection closed: %w", err)
+	}
+	return errClosed
+}
+
 // Done is closed when the connection is closed: on purpose (Close) or because its link was
 // found dead (then Lost says why).
 func (c *Client) Done() <-chan struct{} { return c.stop }
@@ -523,7 +532,10 @@ func (c *Client) run(parent context.Context, cmd Cmd, stream bool, stdout, stder
 		return 0, ended()
 	case <-c.stop:
 		go func() { <-st; c.release() }()
-		return 0, &TransportError{Host: c.cfg.Host, Op: cmd.name(), Err: errors.New("connection closed (link down or keepalives unanswered)")}
+		if parent.Err() != nil {
+			return 0, ended()
+		}
+		return 0, &TransportError{Host: c.cfg.Host, Op: cmd.name(), Err: c.closedCause()}
 	}
 	c.commands.Add(1)
 	waited := make(chan error, 1)
@@ -549,7 +561,10 @@ func (c *Client) run(parent context.Context, cmd Cmd, stream bool, stdout, stder
 		}
 		return 0, ended()
 	case <-c.stop:
-		return 0, &TransportError{Host: c.cfg.Host, Op: cmd.name(), Err: errors.New("connection closed (link down or keepalives unanswered)")}
+		if parent.Err() != nil {
+			return 0, ended()
+		}
+		return 0, &TransportError{Host: c.cfg.Host, Op: cmd.name(), Err: c.closedCause()}
 	}
 	if err == nil {
 		return 0, nil

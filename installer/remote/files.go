@@ -131,7 +131,10 @@ func (c *Client) sftpDoWithin(parent context.Context, timeout time.Duration, op 
 		}
 		return fmt.Errorf("%s: %s: %w", c.cfg.Host, op, parent.Err())
 	case <-c.stop:
-		return &TransportError{Host: c.cfg.Host, Op: op, Err: errClosed}
+		if parent.Err() != nil {
+			return fmt.Errorf("%s: %s: %w", c.cfg.Host, op, parent.Err())
+		}
+		return &TransportError{Host: c.cfg.Host, Op: op, Err: c.closedCause()}
 	}
 }
 
@@ -484,7 +487,10 @@ func (c *Client) send(ctx context.Context, p string, flags int, off int64, r io.
 			return cr.sent(), fmt.Errorf("%s: upload: %w", c.cfg.Host, ctx.Err())
 		case <-c.stop:
 			cr.stop()
-			return cr.sent(), &TransportError{Host: c.cfg.Host, Op: "upload " + p, Err: errClosed}
+			if ctx.Err() != nil {
+				return cr.sent(), fmt.Errorf("%s: upload: %w", c.cfg.Host, ctx.Err())
+			}
+			return cr.sent(), &TransportError{Host: c.cfg.Host, Op: "upload " + p, Err: c.closedCause()}
 		case <-tick.C:
 			if idle := time.Since(cr.lastMove()); idle > c.cfg.StallTimeout {
 				cr.stop()
