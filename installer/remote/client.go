@@ -42,7 +42,8 @@ type Config struct {
 	User    string
 	// KeyPath is a private key file (unencrypted; encrypted keys belong in ssh-agent).
 	KeyPath string
-	// UseAgent offers the keys of the ssh-agent at $SSH_AUTH_SOCK.
+	// UseAgent offers the keys of the ssh-agent at $SSH_AUTH_SOCK when KeyPath is empty or
+	// encrypted (x/crypto/ssh tries one public-key method per connection).
 	UseAgent bool
 	// KnownHosts verifies host keys; required unless InsecureIgnoreHostKey.
 	KnownHosts *KnownHosts
