@@ -204,7 +204,7 @@ func Dial(ctx context.Context, cfg Config) (*Client, error) {
 // without a usable key file.
 func authMethods(ctx context.Context, cfg Config, deadline time.Time) ([]ssh.AuthMethod, *agentConn, error) {
 	if cfg.KeyPath != "" {
-		pem, err := os.ReadFile(cfg.KeyPath)
+		pem, err := ReadRegularFile(cfg.KeyPath)
 		if err != nil {
 			return nil, nil, fmt.Errorf("reading private key: %w", err)
 		}
@@ -240,6 +240,28 @@ func authMethods(ctx context.Context, cfg Config, deadline time.Time) ([]ssh.Aut
 	_ = conn.SetDeadline(deadline)
 	ag := &agentConn{Conn: conn, sock: sock}
 	return []ssh.AuthMethod{ssh.PublicKeysCallback(agent.NewClient(ag).Signers)}, ag, nil
+}
+
+// ReadRegularFile reads a local file that must be a regular file: a FIFO or a device given by
+// mistake (a key path of /dev/stdin) would block the read forever, out of reach of any
+// deadline, so it is refused before it is opened.
+func ReadRegularFile(p string) ([]byte, error) {
+	if err := regularFile(p); err != nil {
+		return nil, err
+	}
+	return os.ReadFile(p)
+}
+
+// regularFile returns an error when p exists and is not a regular file (following links).
+func regularFile(p string) error {
+	fi, err := os.Stat(p)
+	if err != nil {
+		return err
+	}
+	if !fi.Mode().IsRegular() {
+		return fmt.Errorf("%s is not a regular file (%s)", p, fi.Mode().Type())
+	}
+	return nil
 }
 
 // agentConn is the ssh-agent's socket during a Dial. Every request on it shares the connect

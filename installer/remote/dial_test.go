@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -195,14 +196,19 @@ func TestDialSilentHost(t *testing.T) {
 }
 
 // TestDialPermanentErrors: a known_hosts file that cannot be read, a key file that cannot be
-// read or parsed, and a key the host refuses are not transient (never retried); a host that
-// drops the connection during the handshake is.
+// read or parsed, a FIFO given as either (refused, never opened: it would block), and a key
+// the host refuses are not transient (never retried); a host that drops the connection during
+// the handshake is.
 func TestDialPermanentErrors(t *testing.T) {
 	s := newTestServer(t)
 	addr := s.ln.Addr().(*net.TCPAddr)
 	base := Config{Host: "t1", Address: "127.0.0.1", Port: addr.Port, User: "root", KeyPath: s.key, ConnectTimeout: 2 * time.Second}
 	garbage := filepath.Join(t.TempDir(), "garbage")
 	if err := os.WriteFile(garbage, []byte("not a key\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	fifo := filepath.Join(t.TempDir(), "fifo")
+	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
 		t.Fatal(err)
 	}
 	refusing := newTestServer(t)
@@ -216,6 +222,9 @@ func TestDialPermanentErrors(t *testing.T) {
 			c.InsecureIgnoreHostKey, c.KeyPath = true, filepath.Join(t.TempDir(), "nope")
 		}},
 		{"key file not a key", StepAuth, "parsing private key", func(c *Config) { c.InsecureIgnoreHostKey, c.KeyPath = true, garbage }},
+		// A FIFO would block the read forever, beyond any deadline.
+		{"key file a FIFO", StepAuth, "not a regular file", func(c *Config) { c.InsecureIgnoreHostKey, c.KeyPath = true, fifo }},
+		{"known_hosts a FIFO", StepHostKey, "not a regular file", func(c *Config) { c.KnownHosts = &KnownHosts{Path: fifo} }},
 		{"key refused", StepAuth, "unable to authenticate", func(c *Config) {
 			c.InsecureIgnoreHostKey = true
 			c.Port = refusing.ln.Addr().(*net.TCPAddr).Port

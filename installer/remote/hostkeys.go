@@ -68,6 +68,10 @@ func (k *KnownHosts) ensureFile() error {
 	if err := os.MkdirAll(filepath.Dir(k.Path), 0o700); err != nil {
 		return &KnownHostsError{Path: k.Path, Op: "creating", Err: err}
 	}
+	// A FIFO or a device would block the open: refuse what is not a regular file.
+	if err := regularFile(k.Path); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return &KnownHostsError{Path: k.Path, Op: "reading", Err: err}
+	}
 	f, err := os.OpenFile(k.Path, os.O_CREATE|os.O_RDONLY, 0o600)
 	if err != nil {
 		return &KnownHostsError{Path: k.Path, Op: "reading", Err: err}
