@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -69,7 +70,7 @@ func silentAgent(t *testing.T) {
 
 // TestPreflightSilentAgent: with ssh.agent on and an agent that never answers, preflight fails
 // within the connect timeout naming the agent (exit 3, the SSH finding), and — with a connect
-// timeout far off — Ctrl-C ends it with exit 130 within 5 s.
+// timeout far off — Ctrl-C (SIGINT) or SIGTERM ends it with exit 130 within 5 s.
 func TestPreflightSilentAgent(t *testing.T) {
 	c := newCluster(t, 1)
 	silentAgent(t)
@@ -98,24 +99,26 @@ func TestPreflightSilentAgent(t *testing.T) {
 	}
 
 	c.writeInventory(agentInventory, map[string]any{"timeout": "10m"})
-	a := c.start(2*time.Minute, "preflight")
-	a.waitFor(t, 30*time.Second, "the connect phase", func(e events.Event) bool {
-		return e.Type == events.PhaseStarted && e.Phase == events.PhaseConnect
-	})
-	time.Sleep(time.Second) // the connect now waits on the agent
-	sig := time.Now()
-	if err := a.cmd.Process.Signal(os.Interrupt); err != nil {
-		t.Fatal(err)
-	}
-	r = a.wait(t)
-	defer r.dump(t)
-	took := time.Since(sig)
-	t.Logf("exit %d %s after SIGINT", r.code, took.Round(10*time.Millisecond))
-	if r.code != 130 || took > 5*time.Second {
-		t.Fatalf("exit %d %s after SIGINT, want 130 within 5 s", r.code, took)
-	}
-	if strings.Contains(r.stdout, "use of closed network connection") {
-		t.Error("the cancelled connect is reported as a transport error")
+	for _, sg := range []os.Signal{os.Interrupt, syscall.SIGTERM} {
+		a := c.start(2*time.Minute, "preflight")
+		a.waitFor(t, 30*time.Second, "the connect phase", func(e events.Event) bool {
+			return e.Type == events.PhaseStarted && e.Phase == events.PhaseConnect
+		})
+		time.Sleep(time.Second) // the connect now waits on the agent
+		sent := time.Now()
+		if err := a.cmd.Process.Signal(sg); err != nil {
+			t.Fatal(err)
+		}
+		r := a.wait(t)
+		took := time.Since(sent)
+		t.Logf("exit %d %s after %v", r.code, took.Round(10*time.Millisecond), sg)
+		if r.code != 130 || took > 5*time.Second {
+			r.dump(t)
+			t.Fatalf("exit %d %s after %v, want 130 within 5 s", r.code, took, sg)
+		}
+		if strings.Contains(r.stdout, "use of closed network connection") {
+			t.Errorf("the connect cancelled by %v is reported as a transport error", sg)
+		}
 	}
 }
 
