@@ -10,8 +10,9 @@ import (
 )
 
 // onlineBinaryEstimate is the size assumed for the K3s binary an online install script
-// downloads (into its temporary directory, then moved to k3s.DirBin) before it is known: a
-// K3s v1.3x binary is about 70 MiB (amd64, the largest; github.com/k3s-io/k3s releases).
+// downloads (into its temporary directory, then moved to k3s.DirBin) before it is known: the
+// K3s v1.36.3+k3s1 amd64 binary (the largest architecture; github.com/k3s-io/k3s releases) is
+// 78,893,218 bytes, 75 MiB.
 const onlineBinaryEstimate = 80 << 20
 
 // installTmpDir is where the official install script makes its temporary directory
