@@ -27,10 +27,10 @@ const installTmpDir = "/tmp"
 func (s *session) plannedWrites() map[string][]preflight.Write {
 	out := map[string][]preflight.Write{}
 	for _, hs := range s.hosts {
-		if hs.plan == nil || hs.facts == nil || hs.c() == nil {
+		if hs.plan == nil || hs.facts == nil {
 			continue
 		}
-		root := hs.c().IsRoot()
+		root := hs.facts.Sudo.Root // the login user is root: uploads go straight into place
 		var ws []preflight.Write
 		for _, f := range hs.plan.Files {
 			have := hs.facts.K3s.Files[f.Path]
