@@ -23,6 +23,7 @@ const (
 	Swap                    = "Swap"
 	Mem                     = "Mem"
 	Disk                    = "Disk"
+	UploadSpace             = "UploadSpace"
 	Hostname                = "Hostname"
 	MachineID               = "MachineID"
 	ClockSkew               = "ClockSkew"

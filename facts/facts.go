@@ -4,6 +4,7 @@
 package facts
 
 import (
+	"strings"
 	"time"
 
 	"github.com/k3strap/k3strap/k3s"
@@ -40,6 +41,9 @@ type Host struct {
 	// "" when df failed (free space unknown).
 	DiskFreeKiB int64  `json:"diskFreeKiB"`
 	DiskPath    string `json:"diskPath"`
+	// Space is the free space of every directory k3strap writes to (the gather script's
+	// list); empty when df printed nothing.
+	Space []DirSpace `json:"space,omitempty"`
 
 	// Listening are the TCP and UDP ports something listens on, from /proc/net/{tcp,udp}{,6}.
 	Listening []Port `json:"listening"`
@@ -70,6 +74,31 @@ type Host struct {
 	// firewalld, ufw, NetworkManager, resolver files (network.go); nil when the script
 	// printed no network section (an older script).
 	Network *Network `json:"network,omitempty"`
+}
+
+// DirSpace is the filesystem of one directory k3strap writes to (of its nearest existing
+// parent when it does not exist yet), as `df -Pk` and /proc/self/mounts show it.
+type DirSpace struct {
+	// Dir is the directory; Mount the mount point of its filesystem.
+	Dir   string `json:"dir"`
+	Mount string `json:"mount"`
+	// FreeKiB is the space available to unprivileged users, in KiB.
+	FreeKiB int64 `json:"freeKiB"`
+	// ReadOnly is true when the filesystem is mounted read-only.
+	ReadOnly bool `json:"readOnly,omitempty"`
+}
+
+// SpaceOf returns the filesystem holding path: the entry of h.Space whose Dir is path or its
+// nearest parent; nil when none is.
+func (h *Host) SpaceOf(path string) *DirSpace {
+	var best *DirSpace
+	for i := range h.Space {
+		d := &h.Space[i]
+		if (path == d.Dir || strings.HasPrefix(path, strings.TrimSuffix(d.Dir, "/")+"/")) && (best == nil || len(d.Dir) > len(best.Dir)) {
+			best = d
+		}
+	}
+	return best
 }
 
 // OSRelease is the subset of /etc/os-release k3strap uses.

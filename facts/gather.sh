@@ -197,6 +197,23 @@ done
 sec df "$p"
 df -Pk "$p" 2>/dev/null || df -k "$p" 2>/dev/null
 
+# Free space wherever k3strap writes (preflight's UploadSpace): the binary and K3s's scripts,
+# k3strap's own files, K3s's configuration and data, the staging directory of a login user
+# other than root, the install script's temporary directory. One line per directory:
+# DIR AVAILABLE-KiB MOUNT-POINT MOUNT-OPTIONS (of its nearest existing parent).
+sec space
+for d in "$K3S_BIN_DIR" "$K3STRAP_DIR" "$K3S_CONFIG_DIR" "$K3S_DATA_ROOT" /var/tmp /tmp; do
+	p=$d
+	while [ ! -e "$p" ]; do
+		p=${p%/*}
+		[ -n "$p" ] || p=/
+	done
+	line=$(df -Pk "$p" 2>/dev/null | awk 'NR > 1 { print $(NF-2), $NF }')
+	[ -n "$line" ] || continue
+	opts=$(awk -v m="${line#* }" '$2 == m { o = $4 } END { print o }' /proc/self/mounts 2>/dev/null)
+	printf '%s %s %s\n' "$d" "$line" "${opts:--}"
+done
+
 # --- network: listening sockets (TCP state 0A = LISTEN, UDP state 07 = unconnected)
 for t in tcp tcp6; do
 	if [ -r "/proc/net/$t" ]; then

@@ -194,6 +194,7 @@ var sectionParsers = map[string]sectionParser{
 	"proc-cgroups":       parseProcCgroups,
 	"meminfo":            parseMeminfo,
 	"df":                 parseDf,
+	"space":              parseSpace,
 	"net":                parseNet,
 	"route":              parseRoute,
 	"route6":             parseRoute6,
@@ -597,6 +598,27 @@ func parseDf(_ *parser, h *Host, s *section) error {
 		return nil
 	}
 	return s.errf(last, "no use%% column")
+}
+
+// parseSpace reads the space section: "DIR AVAILABLE-KiB MOUNT-POINT OPTIONS" per line (the
+// mount point may hold spaces; OPTIONS is "-" when unknown).
+func parseSpace(_ *parser, h *Host, s *section) error {
+	for _, l := range s.body {
+		f := strings.Fields(l.text)
+		if len(f) < 4 {
+			return s.errf(l, "want DIR AVAILABLE-KiB MOUNT OPTIONS")
+		}
+		n, err := strconv.ParseInt(f[1], 10, 64)
+		if err != nil || n < 0 || !strings.HasPrefix(f[0], "/") {
+			return s.errf(l, "want DIR AVAILABLE-KiB MOUNT OPTIONS")
+		}
+		ro := false
+		for _, o := range strings.Split(f[len(f)-1], ",") {
+			ro = ro || o == "ro"
+		}
+		h.Space = append(h.Space, DirSpace{Dir: f[0], FreeKiB: n, Mount: strings.Join(f[2:len(f)-1], " "), ReadOnly: ro})
+	}
+	return nil
 }
 
 // parseNet reads /proc/net/{tcp,tcp6,udp,udp6} lines: TCP sockets in state 0A (LISTEN) and

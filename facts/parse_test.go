@@ -200,6 +200,14 @@ func TestParseVariants(t *testing.T) {
 		eq(t, "DiskPath", h.DiskPath, "")
 		eq(t, "DiskFreeKiB", h.DiskFreeKiB, int64(0))
 	})
+	t.Run("space", func(t *testing.T) {
+		h, err := Parse(doc("@@ space\n/usr/local/bin 24576 /usr/local/bin rw,relatime,size=24576k\n/etc/rancher/k3s 9000 /mnt/my disk ro,nosuid\n/tmp 100 / -\n"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		eq(t, "Space", h.Space, []DirSpace{{Dir: "/usr/local/bin", Mount: "/usr/local/bin", FreeKiB: 24576},
+			{Dir: "/etc/rancher/k3s", Mount: "/mnt/my disk", FreeKiB: 9000, ReadOnly: true}, {Dir: "/tmp", Mount: "/", FreeKiB: 100}})
+	})
 	t.Run("CRLF line ends", func(t *testing.T) {
 		h, err := Parse([]byte("@k3strap-facts 1\r\n@@ hostname\r\nh1\r\n@@ end\r\n"))
 		if err != nil {
@@ -226,6 +234,7 @@ func TestParseErrors(t *testing.T) {
 		{"uname not key=value", "@k3strap-facts 1\n@@ uname\nx86_64\n@@ end\n", 3, "uname", "key=value"},
 		{"meminfo not a number", "@k3strap-facts 1\n@@ meminfo\nMemTotal: lots kB\n@@ end\n", 3, "meminfo", "MemTotal"},
 		{"df without use%", "@k3strap-facts 1\n@@ df /\nFilesystem 1K-blocks\n/dev/sda 10 5 5 /\n@@ end\n", 4, "df", "use%"},
+		{"bad space line", "@k3strap-facts 1\n@@ space\n/usr/local/bin lots / rw\n@@ end\n", 3, "space", "DIR AVAILABLE-KiB"},
 		{"bad tcp line", "@k3strap-facts 1\n@@ net tcp\n   0: ZZZZ:1F90 00000000:0000 0A\n@@ end\n", 3, "net", "local address"},
 		{"unknown net proto", "@k3strap-facts 1\n@@ net sctp\n@@ end\n", 2, "net", "unknown protocol"},
 		{"bad sudo mode", "@k3strap-facts 1\n@@ sudo\nmode=maybe\n@@ end\n", 3, "sudo", "unknown sudo mode"},

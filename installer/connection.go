@@ -22,8 +22,8 @@ type RecordedKey struct {
 type ConnectionTest struct {
 	// Connected is true when k3strap logged in and ran a command.
 	Connected bool
-	// FailedStep names what failed when !Connected ("config", "tcp", "handshake", "auth",
-	// "command", ...); Err says why.
+	// FailedStep names what failed when !Connected: "config", a connect step (remote.StepConnect,
+	// StepAgent, StepHandshake, StepHostKey, StepAuth), "command" or "sudo"; Err says why.
 	FailedStep string
 	Err        error
 	// User and Address are who and where k3strap logged in as (address host:port).
@@ -84,13 +84,13 @@ func (in *Installer) TestConnection(ctx context.Context, h *inventory.Host) Conn
 	hs.setClient(c)
 	defer func() { _ = c.Close() }()
 	res.User, res.Address, res.Root = c.User(), c.Address(), c.IsRoot()
-	out, err := c.Check(ctx, remote.Command("uname", "-srm"))
+	out, err := c.Check(ctx, remote.Command("uname", "-srm").WithTimeout(cfg.ConnectTimeout))
 	if err != nil {
 		return done("command", fmt.Errorf("logged in, but running a command failed: %w", err))
 	}
 	res.Uname = strings.TrimSpace(string(out.Stdout))
 	if !res.Root {
-		r, err := c.Run(ctx, remote.Command("true").AsRoot())
+		r, err := c.Run(ctx, remote.Command("true").AsRoot().WithTimeout(cfg.ConnectTimeout))
 		switch {
 		case errors.Is(err, remote.ErrSudoPassword):
 			res.SudoNeedsPassword = true

@@ -336,7 +336,7 @@ func (s *session) upload(ctx context.Context, hs *hostState, f *plan.File) error
 // install runs the install script on hs (its unit written, not enabled, not started) and says
 // whether the unit or its env file changed.
 func (s *session) install(ctx context.Context, hs *hostState) (unitChanged bool, err error) {
-	cmd := remote.Script("install K3s", installScript, k3s.PathInstallScript).AsRoot().WithEnv(hs.plan.InstallEnv...)
+	cmd := remote.Script("install K3s", installScript, k3s.PathInstallScript).AsRoot().WithEnv(hs.plan.InstallEnv...).WithTimeout(installTimeout)
 	res, err := hs.c().Check(ctx, cmd)
 	if err != nil {
 		return false, err

@@ -85,4 +85,6 @@ func newSecretHex(n int) (string, error) {
 }
 
 // remoteReset uninstalls K3s on a host (scripts/reset.sh).
-func remoteReset() remote.Cmd { return remote.Script("reset", resetScript).AsRoot() }
+func remoteReset() remote.Cmd {
+	return remote.Script("reset", resetScript).AsRoot().WithTimeout(resetTimeout)
+}

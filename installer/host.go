@@ -109,10 +109,15 @@ func appendMsg(msg, add string) string {
 // sh runs a k3strap script as root on hs and returns its stdout; a non-zero exit is an error
 // carrying the script's last stderr lines.
 func (hs *hostState) sh(ctx context.Context, label, script string, stdin string, args ...string) (string, error) {
+	return hs.shWithin(ctx, 0, label, script, stdin, args...)
+}
+
+// shWithin is sh with the command's deadline (0: remote.DefaultCommandTimeout).
+func (hs *hostState) shWithin(ctx context.Context, timeout time.Duration, label, script string, stdin string, args ...string) (string, error) {
 	if hs.c() == nil {
 		return "", fmt.Errorf("unreachable: %s", errText(hs.connErr))
 	}
-	cmd := remote.Script(label, script, args...).AsRoot()
+	cmd := remote.Script(label, script, args...).AsRoot().WithTimeout(timeout)
 	if stdin != "" {
 		cmd = cmd.WithStdin(strings.NewReader(stdin))
 	}
@@ -145,7 +150,7 @@ func (hs *hostState) systemctl(ctx context.Context, verb string) (time.Time, err
 		_, err := hs.c().Check(ctx, hs.startCommand("start", false))
 		return at, err
 	}
-	_, err := hs.sh(ctx, "systemctl "+verb, systemctlScript, "", verb, k3s.Unit(string(hs.host.Role)))
+	_, err := hs.shWithin(ctx, systemctlTimeout, "systemctl "+verb, systemctlScript, "", verb, k3s.Unit(string(hs.host.Role)))
 	return at, err
 }
 

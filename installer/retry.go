@@ -26,8 +26,9 @@ func newBackoff(ctx context.Context, retries int) backoff.BackOff {
 // dial connects to a host, retrying connection setup with backoff when the host answered but
 // the connection failed (refused, reset, or a handshake that did not finish in time on a slow
 // or lossy link), and once when the TCP connect itself timed out (a lossy link can lose the
-// SYN and its retransmissions). A host that does not answer twice, or refuses our key or host
-// key, fails.
+// SYN and its retransmissions). Permanent failures (remote.IsTransient) are not retried: a
+// host that does not answer twice, a host key or known_hosts problem, a key file that cannot
+// be read, a key the host refuses, an ssh-agent that does not answer, cancellation.
 func (s *session) dial(ctx context.Context, hs *hostState, cfg remote.Config) (*remote.Client, error) {
 	return s.dialRetry(ctx, hs, cfg, 1)
 }
@@ -38,7 +39,7 @@ func (s *session) dial(ctx context.Context, hs *hostState, cfg remote.Config) (*
 func (s *session) dialRetry(ctx context.Context, hs *hostState, cfg remote.Config, connectRetries int) (*remote.Client, error) {
 	var c *remote.Client
 	attempt := 0
-	err := backoff.Retry(func() error {
+	err := backoff.RetryNotify(func() error {
 		attempt++
 		var err error
 		c, err = remote.Dial(ctx, cfg)
@@ -54,9 +55,11 @@ func (s *session) dialRetry(ctx context.Context, hs *hostState, cfg remote.Confi
 			}
 			connectRetries--
 		}
-		s.in.emitter(events.PhaseConnect).Warn(hs.host.Name, fmt.Sprintf("connection attempt %d failed, retrying: %v", attempt, err))
 		return err
-	}, newBackoff(ctx, s.in.opts.Retries))
+	}, newBackoff(ctx, s.in.opts.Retries), func(err error, wait time.Duration) {
+		// Called only when another attempt follows.
+		s.in.emitter(events.PhaseConnect).Warn(hs.host.Name, fmt.Sprintf("connection attempt %d failed, retrying in %s: %v", attempt, wait.Round(100*time.Millisecond), err))
+	})
 	return c, err
 }
 

@@ -1,6 +1,7 @@
 package installer
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"net"
@@ -40,15 +41,15 @@ func (s *session) sshConfig() (*ssh_config.Config, error) {
 			}
 			path = filepath.Join(home, ".ssh", "config")
 		}
-		f, err := os.Open(path)
+		// Read only a regular file: a FIFO would block the run out of reach of Ctrl-C.
+		b, err := remote.ReadRegularFile(path)
 		if err != nil {
 			if !os.IsNotExist(err) {
 				s.sshcfg.err = fmt.Errorf("reading %s: %w", path, err)
 			}
 			return
 		}
-		defer f.Close()
-		s.sshcfg.cfg, s.sshcfg.err = ssh_config.Decode(f)
+		s.sshcfg.cfg, s.sshcfg.err = ssh_config.Decode(bytes.NewReader(b))
 		if s.sshcfg.err != nil {
 			s.sshcfg.err = fmt.Errorf("parsing %s: %w", path, s.sshcfg.err)
 		}

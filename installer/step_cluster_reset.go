@@ -26,7 +26,7 @@ func (clusterResetStep) Run(ctx context.Context, s *session) error {
 	em := s.in.emitter(events.PhaseClusterReset)
 	if !d.resetDone {
 		em.Step(hs.host.Name, "cluster-reset", events.StatusRunning, "k3s server --cluster-reset --cluster-reset-restore-path="+d.restorePath)
-		_, err := hs.sh(ctx, "cluster-reset", clusterResetScript, "", d.restorePath)
+		_, err := hs.shWithin(ctx, etcdTimeout, "cluster-reset", clusterResetScript, "", d.restorePath)
 		if err != nil {
 			return s.hostFailure(hs, "cluster-reset", KindInstall, err)
 		}

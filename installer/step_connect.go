@@ -101,5 +101,25 @@ func (s *session) connect(ctx context.Context, hosts []*hostState) {
 		}
 		em.Step(hs.host.Name, "connect", events.StatusOK, fmt.Sprintf("connected to %s as %s%s", c.Address(), cfg.User, via))
 	})
-	em.Finished(events.StatusOK, "")
+	em.Finished(phaseOutcome(hosts, "connected", func(hs *hostState) bool { return hs.connErr == nil && hs.c() != nil }))
+}
+
+// phaseOutcome is the status and message of a phase that did something to every host of
+// hosts: ok when it worked on all of them ("3 of 3 hosts connected"), failed when it failed on
+// any, naming those ("1 of 3 hosts connected; failed: w1, w2"; "none of 3 hosts connected").
+func phaseOutcome(hosts []*hostState, did string, ok func(*hostState) bool) (events.Status, string) {
+	var failed []string
+	for _, hs := range hosts {
+		if !ok(hs) {
+			failed = append(failed, hs.host.Name)
+		}
+	}
+	n := len(hosts)
+	switch {
+	case len(failed) == 0:
+		return events.StatusOK, fmt.Sprintf("%d of %d hosts %s", n, n, did)
+	case len(failed) == n:
+		return events.StatusFailed, fmt.Sprintf("none of %d hosts %s; failed: %s", n, did, strings.Join(failed, ", "))
+	}
+	return events.StatusFailed, fmt.Sprintf("%d of %d hosts %s; failed: %s", n-len(failed), n, did, strings.Join(failed, ", "))
 }

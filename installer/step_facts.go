@@ -33,12 +33,9 @@ func (factsStep) Run(ctx context.Context, s *session) error {
 func (s *session) gather(ctx context.Context) {
 	em := s.in.emitter(events.PhaseFacts)
 	em.Started("gathering facts")
-	s.each(ctx, s.reachable(), func(ctx context.Context, hs *hostState) {
-		paths := s.planner.ManagedPaths(hs.host)
-		script := facts.Script(facts.ScriptInput{Files: paths, SudoPasswordOnStdin: hs.c().HasSudoPassword(),
-			ResolvConf: s.in.cluster.ResolvConf(hs.host)})
-		cmd := remote.Script("gather facts", script)
-		cmd.PasswordStdin = true
+	hosts := s.reachable()
+	s.each(ctx, hosts, func(ctx context.Context, hs *hostState) {
+		cmd := s.factsCommand(hs)
 		sent := time.Now()
 		res, err := hs.c().Run(ctx, cmd)
 		received := time.Now()
@@ -61,7 +58,21 @@ func (s *session) gather(ctx context.Context) {
 		hs.facts, hs.fresh = f, !f.K3s.Installed()
 		em.Step(hs.host.Name, "facts", events.StatusOK, fmt.Sprintf("%s %s, kernel %s, %s", f.OS.PrettyName, f.Arch, f.KernelRelease, describeK3s(f)))
 	})
-	em.Finished(events.StatusOK, "")
+	if len(hosts) == 0 {
+		em.Finished(events.StatusSkipped, "no host reachable")
+		return
+	}
+	em.Finished(phaseOutcome(hosts, "gathered", func(hs *hostState) bool { return hs.facts != nil }))
+}
+
+// factsCommand is the facts script for hs, run as the login user (it calls sudo itself, with
+// the password on stdin when there is one) within factsTimeout.
+func (s *session) factsCommand(hs *hostState) remote.Cmd {
+	script := facts.Script(facts.ScriptInput{Files: s.planner.ManagedPaths(hs.host), SudoPasswordOnStdin: hs.c().HasSudoPassword(),
+		ResolvConf: s.in.cluster.ResolvConf(hs.host)})
+	cmd := remote.Script("gather facts", script).WithTimeout(factsTimeout)
+	cmd.PasswordStdin = true
+	return cmd
 }
 
 func describeK3s(f *facts.Host) string {

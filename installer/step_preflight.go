@@ -44,7 +44,7 @@ func (preflightStep) Run(ctx context.Context, s *session) error {
 // connection failures.
 func (s *session) preflightInput() *preflight.Input {
 	input := &preflight.Input{Cluster: s.in.cluster, Facts: map[string]*facts.Host{}, Unreachable: map[string]error{},
-		BinaryReleases: s.pre.binaryReleases, Paths: s.pre.paths}
+		BinaryReleases: s.pre.binaryReleases, Paths: s.pre.paths, Writes: s.plannedWrites()}
 	for _, hs := range s.hosts {
 		if hs.facts != nil {
 			input.Facts[hs.host.Name] = hs.facts

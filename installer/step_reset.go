@@ -8,7 +8,6 @@ import (
 
 	"github.com/k3strap/k3strap/events"
 	"github.com/k3strap/k3strap/installer/kube"
-	"github.com/k3strap/k3strap/installer/remote"
 	"github.com/k3strap/k3strap/inventory"
 	"github.com/k3strap/k3strap/k3s"
 )
@@ -111,7 +110,7 @@ func (s *session) resetOne(ctx context.Context, hs *hostState, keeper *hostState
 		hs.setResult(events.StatusFailed, "unreachable: "+errText(hs.connErr))
 		return fmt.Errorf("unreachable")
 	}
-	res, err := hs.c().Check(ctx, remote.Script("reset", resetScript).AsRoot())
+	res, err := hs.c().Check(ctx, remoteReset())
 	if err != nil {
 		hs.setResult(events.StatusFailed, "uninstall: "+err.Error())
 		em.Fail(hs.host.Name, "reset", events.ErrorInfo{Message: err.Error(), Resume: "re-run `k3strap reset --host " + hs.host.Name + "`"})

@@ -42,7 +42,7 @@ func (snapshotStep) Summary() string {
 func (snapshotStep) Run(ctx context.Context, s *session) error {
 	em := s.in.emitter(events.PhaseSnapshot)
 	em.Step(s.first.host.Name, "snapshot", events.StatusRunning, "k3s etcd-snapshot save")
-	out, err := s.first.sh(ctx, "etcd-snapshot save", snapshotSaveScript, "", s.d2().backup.Name)
+	out, err := s.first.shWithin(ctx, etcdTimeout, "etcd-snapshot save", snapshotSaveScript, "", s.d2().backup.Name)
 	if err != nil {
 		return s.hostFailure(s.first, "snapshot", KindInstall, fmt.Errorf("k3s etcd-snapshot save: %s", k3s.Mask(err.Error())))
 	}

@@ -9,6 +9,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/k3strap/k3strap/facts"
+	"github.com/k3strap/k3strap/installer/remote"
 	"github.com/k3strap/k3strap/inventory"
 )
 
@@ -41,8 +42,16 @@ func TestSSH(t *testing.T) {
 	unreachable.Unreachable = map[string]error{"w1": errors.New("dial tcp 10.0.0.11:22: i/o timeout")}
 	noFacts := input(c, nil)
 	noFacts.Facts["cp1"] = nil
+	hung := input(c, nil)
+	delete(hung.Facts, "w1")
+	hung.Unreachable = map[string]error{"w1": &remote.DeadlineError{Host: "w1", Command: "gather facts", Timeout: 2 * time.Minute}}
+	agent := input(c, nil)
+	delete(agent.Facts, "w1")
+	agent.Unreachable = map[string]error{"w1": &remote.ConnectError{Host: "w1", Step: remote.StepAgent, Err: errors.New("ssh-agent did not answer within 10s")}}
 	runCases(t, "SSH", []checkCase{
 		{"all reachable", input(c, nil), nil},
+		{"command hung", hung, []want{errW("w1", "SSH to ops@w1.example.net:22 works, but gather facts on w1 did not finish within 2m0s").withFix("look for what hangs")}},
+		{"agent silent", agent, []want{errW("w1", "ssh-agent did not answer within 10s").withFix("ssh-add -l", "ssh.keyPath")}},
 		{"unreachable", unreachable, []want{
 			errW("w1", "SSH to ops@w1.example.net:22 failed", "i/o timeout").withFix("~/.ssh/edge", "known_hosts"),
 		}},

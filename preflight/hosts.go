@@ -1,6 +1,7 @@
 package preflight
 
 import (
+	"errors"
 	"fmt"
 	"net/netip"
 	"strings"
@@ -9,6 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation"
 
 	"github.com/k3strap/k3strap/facts"
+	"github.com/k3strap/k3strap/installer/remote"
 	"github.com/k3strap/k3strap/inventory"
 	"github.com/k3strap/k3strap/k3s"
 )
@@ -25,10 +27,25 @@ func checkSSH(in *Input) []Finding {
 			key = s.KeyPath
 		}
 		if err := in.Unreachable[h.Name]; err != nil {
-			out = append(out, errorf(h.Name,
-				fmt.Sprintf("check that %s is up and accepts SSH on port %d, that user %s exists there with the public key of %s in ~/.ssh/authorized_keys, and that its host key matches %s (spec.hosts[%d].address / ssh)",
-					h.Address, s.Port, s.User, key, knownHosts(s), i),
-				"SSH to %s@%s:%d failed: %v", s.User, h.Address, s.Port, err))
+			fix := fmt.Sprintf("check that %s is up and accepts SSH on port %d, that user %s exists there with the public key of %s in ~/.ssh/authorized_keys, and that its host key matches %s (spec.hosts[%d].address / ssh)",
+				h.Address, s.Port, s.User, key, knownHosts(s), i)
+			var de *remote.DeadlineError
+			var ce *remote.ConnectError
+			switch {
+			case errors.As(err, &de):
+				// Logged in, but a command hung: keys and known_hosts are fine.
+				out = append(out, errorf(h.Name,
+					fmt.Sprintf("log in to %s and look for what hangs there: a mount that does not answer (df), a locked package manager, an overloaded host (uptime); then re-run", h.Address),
+					"SSH to %s@%s:%d works, but %v", s.User, h.Address, s.Port, err))
+				continue
+			case errors.As(err, &ce) && ce.Step == remote.StepAgent:
+				fix = "check the ssh-agent at $SSH_AUTH_SOCK (`ssh-add -l` must answer at once; an agent waiting for a confirmation or forwarded over a dead session does not), or set ssh.keyPath"
+			case errors.As(err, &ce) && ce.Step == remote.StepHostKey:
+				fix = fmt.Sprintf("check known_hosts %s: it must be readable, and record the key %s really has", knownHosts(s), h.Address)
+			case errors.As(err, &ce) && ce.Step == remote.StepAuth:
+				fix = fmt.Sprintf("check that user %s exists on %s with the public key of %s in ~/.ssh/authorized_keys (a key file must be readable here and not encrypted: load an encrypted one into ssh-agent)", s.User, h.Address, key)
+			}
+			out = append(out, errorf(h.Name, fix, "SSH to %s@%s:%d failed: %v", s.User, h.Address, s.Port, err))
 			continue
 		}
 		if in.Facts[h.Name] == nil {

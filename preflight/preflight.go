@@ -78,6 +78,9 @@ type Input struct {
 	// (the keys of spec.k3s.airgap), as ReadBinaryReleases finds them on the workstation.
 	// AirgapRelease compares them with spec.k3s.version; nil skips that comparison.
 	BinaryReleases map[string]BinaryRelease
+	// Writes is what k3strap will write on each host, by host name: the directories and
+	// sizes UploadSpace compares with the free space the facts show; nil skips that check.
+	Writes map[string][]Write
 	// Paths is the path check's report (the paths step); nil when it did not run, and then
 	// NodePaths judges the hosts' rulesets alone.
 	Paths *netcheck.PathReport
@@ -143,6 +146,7 @@ func Checks() []Check {
 	cs = append(cs,
 		check{id: checkid.Mem, run: checkMem},
 		check{id: checkid.Disk, run: checkDisk},
+		check{id: checkid.UploadSpace, run: checkUploadSpace},
 		check{id: checkid.Hostname, run: checkHostname},
 		check{id: checkid.MachineID, run: checkMachineID},
 		check{id: checkid.ClockSkew, run: checkClockSkew},

@@ -56,6 +56,15 @@ func (k Kubectl) cmd(args ...string) remote.Cmd {
 func (k Kubectl) Run(ctx context.Context, stdin []byte, args ...string) ([]byte, error) {
 	c := k.cmd(args...)
 	c.Label = "kubectl " + strings.Join(args, " ")
+	// A kubectl that waits (drain, delete --timeout=D) gets its own wait and a minute more;
+	// every other call the transport's default deadline.
+	for _, a := range args {
+		if v, ok := strings.CutPrefix(a, "--timeout="); ok {
+			if d, err := time.ParseDuration(v); err == nil && d > 0 {
+				c.Timeout = max(d+time.Minute, remote.DefaultCommandTimeout)
+			}
+		}
+	}
 	if stdin != nil {
 		c = c.WithStdin(bytes.NewReader(stdin))
 	}

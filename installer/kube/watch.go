@@ -47,7 +47,7 @@ func WatchNodes(ctx context.Context, s Streamer, binary string, maxAge time.Dura
 	}
 	secs := strconv.Itoa(int((maxAge + time.Second - 1) / time.Second))
 	cmd := remote.Script("kubectl get nodes --watch", watchNodesScript, secs, binary,
-		"get", "nodes", "--watch", "-o", "json", "--output-watch-events").AsRoot()
+		"get", "nodes", "--watch", "-o", "json", "--output-watch-events").AsRoot().WithTimeout(maxAge + 30*time.Second)
 	sctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	pr, pw := io.Pipe()

@@ -13,7 +13,6 @@ import (
 	"fmt"
 	"io"
 	"net"
-	"os"
 	"strconv"
 	"strings"
 	"sync"
@@ -21,7 +20,6 @@ import (
 	"time"
 
 	"golang.org/x/crypto/ssh"
-	"golang.org/x/crypto/ssh/agent"
 
 	"github.com/k3strap/k3strap/inventory"
 )
@@ -44,13 +42,17 @@ type Config struct {
 	User    string
 	// KeyPath is a private key file (unencrypted; encrypted keys belong in ssh-agent).
 	KeyPath string
-	// UseAgent offers the keys of the ssh-agent at $SSH_AUTH_SOCK.
+	// UseAgent offers the keys of the ssh-agent at $SSH_AUTH_SOCK when KeyPath is empty or
+	// encrypted (x/crypto/ssh tries one public-key method per connection).
 	UseAgent bool
 	// KnownHosts verifies host keys; required unless InsecureIgnoreHostKey.
 	KnownHosts *KnownHosts
 	// InsecureIgnoreHostKey accepts any host key (the caller warns loudly).
 	InsecureIgnoreHostKey bool
-	// ConnectTimeout bounds TCP connect plus SSH handshake.
+	// ConnectTimeout bounds everything Dial does, together: the ssh-agent (connecting to it,
+	// listing its keys, every signature), the TCP connect (through the bastion when Via is set),
+	// the SSH handshake, the host key check (known_hosts lock included) and authentication.
+	// Default DefaultConnectTimeout.
 	ConnectTimeout time.Duration
 	// KeepaliveInterval is the time between keepalive@openssh.com requests; after
 	// DefaultKeepaliveMax unanswered ones the connection is closed and commands fail.
@@ -105,7 +107,6 @@ type Client struct {
 	cfg    Config
 	raw    *activityConn
 	conn   *ssh.Client
-	agent  net.Conn
 	isRoot bool
 
 	sftpMu sync.Mutex
@@ -121,152 +122,6 @@ type Client struct {
 	// lostErr is why the link was found dead (set once, before stop is closed by dead); nil
 	// when the connection was closed on purpose.
 	lostErr atomic.Pointer[error]
-}
-
-// ConnectError is a failure to reach or log in to a host. Step says which part failed
-// ("connect", "handshake", "auth", "host key").
-type ConnectError struct {
-	Host    string
-	Address string
-	Step    string
-	Err     error
-}
-
-func (e *ConnectError) Error() string {
-	return fmt.Sprintf("%s (%s): %s failed: %v", e.Host, e.Address, e.Step, e.Err)
-}
-
-func (e *ConnectError) Unwrap() error { return e.Err }
-
-// Dial connects and logs in. The context and cfg.ConnectTimeout bound the TCP connect and the
-// handshake together. Errors are *ConnectError (host key mismatches wrap
-// *HostKeyMismatchError).
-func Dial(ctx context.Context, cfg Config) (*Client, error) {
-	if cfg.ConnectTimeout <= 0 {
-		cfg.ConnectTimeout = DefaultConnectTimeout
-	}
-	if cfg.KeepaliveInterval <= 0 {
-		cfg.KeepaliveInterval = DefaultKeepaliveInterval
-	}
-	if cfg.MaxSessions <= 0 {
-		cfg.MaxSessions = DefaultMaxSessions
-	}
-	addr := cfg.addr()
-	fail := func(step string, err error) (*Client, error) {
-		return nil, &ConnectError{Host: cfg.Host, Address: addr, Step: step, Err: err}
-	}
-	auths, agentConn, err := authMethods(cfg)
-	if err != nil {
-		return fail("auth", err)
-	}
-	closeAgent := func() {
-		if agentConn != nil {
-			_ = agentConn.Close()
-		}
-	}
-	sshCfg := &ssh.ClientConfig{
-		User:    cfg.User,
-		Auth:    auths,
-		Timeout: cfg.ConnectTimeout,
-	}
-	switch {
-	case cfg.InsecureIgnoreHostKey:
-		sshCfg.HostKeyCallback = ssh.InsecureIgnoreHostKey() // #nosec: explicit --insecure-ignore-host-key
-	case cfg.KnownHosts != nil:
-		sshCfg.HostKeyCallback = cfg.KnownHosts.Callback()
-		sshCfg.HostKeyAlgorithms = cfg.KnownHosts.HostKeyAlgorithms(addr)
-	default:
-		closeAgent()
-		return fail("host key", errors.New("no known_hosts file configured"))
-	}
-
-	dctx, cancel := context.WithTimeout(ctx, cfg.ConnectTimeout)
-	defer cancel()
-	var conn net.Conn
-	if cfg.Via != nil {
-		conn, err = cfg.Via.conn.DialContext(dctx, "tcp", addr)
-	} else {
-		conn, err = (&net.Dialer{}).DialContext(dctx, "tcp", addr)
-	}
-	if err != nil {
-		closeAgent()
-		if dctx.Err() != nil && ctx.Err() == nil {
-			err = fmt.Errorf("no answer within %s (host down, wrong address, or a firewall dropping SSH): %w", cfg.ConnectTimeout, err)
-		}
-		return fail("connect", err)
-	}
-	// The handshake shares the deadline; cancellation closes the socket.
-	deadline, _ := dctx.Deadline()
-	_ = conn.SetDeadline(deadline)
-	stopWatch := context.AfterFunc(dctx, func() { _ = conn.Close() })
-	raw := newActivityConn(conn)
-	c, chans, reqs, err := ssh.NewClientConn(raw, addr, sshCfg)
-	stopped := stopWatch()
-	if err != nil || !stopped {
-		_ = conn.Close()
-		closeAgent()
-		if err == nil {
-			err = dctx.Err()
-		}
-		var mm *HostKeyMismatchError
-		switch {
-		case errors.As(err, &mm):
-			return fail("host key", mm)
-		case strings.Contains(err.Error(), "unable to authenticate"):
-			return fail("auth", fmt.Errorf("%w (user %q; check ssh.user, ssh.keyPath or the ssh-agent)", err, cfg.User))
-		case dctx.Err() != nil && ctx.Err() == nil:
-			return fail("handshake", fmt.Errorf("no SSH handshake within %s: %w", cfg.ConnectTimeout, err))
-		}
-		return fail("handshake", err)
-	}
-	_ = conn.SetDeadline(time.Time{})
-	if cfg.StallTimeout <= 0 {
-		cfg.StallTimeout = cfg.KeepaliveInterval * DefaultKeepaliveMax
-	}
-	cl := &Client{cfg: cfg, raw: raw, conn: ssh.NewClient(c, chans, reqs), agent: agentConn, isRoot: cfg.User == "root",
-		stop: make(chan struct{}), sessions: make(chan struct{}, cfg.MaxSessions)}
-	go cl.keepalive()
-	return cl, nil
-}
-
-func authMethods(cfg Config) ([]ssh.AuthMethod, net.Conn, error) {
-	var methods []ssh.AuthMethod
-	var signers []ssh.Signer
-	if cfg.KeyPath != "" {
-		pem, err := os.ReadFile(cfg.KeyPath)
-		if err != nil {
-			return nil, nil, fmt.Errorf("reading private key: %w", err)
-		}
-		s, err := ssh.ParsePrivateKey(pem)
-		if err != nil {
-			var ppe *ssh.PassphraseMissingError
-			if errors.As(err, &ppe) {
-				return nil, nil, fmt.Errorf("private key %s is encrypted: load it into ssh-agent (ssh-add %s) and set ssh.agent: true", cfg.KeyPath, cfg.KeyPath)
-			}
-			return nil, nil, fmt.Errorf("parsing private key %s: %w", cfg.KeyPath, err)
-		}
-		signers = append(signers, s)
-	}
-	var agentConn net.Conn
-	if cfg.UseAgent {
-		sock := os.Getenv("SSH_AUTH_SOCK")
-		if sock == "" {
-			return nil, nil, errors.New("ssh.agent is on but SSH_AUTH_SOCK is not set")
-		}
-		conn, err := net.Dial("unix", sock)
-		if err != nil {
-			return nil, nil, fmt.Errorf("connecting to ssh-agent at %s: %w", sock, err)
-		}
-		agentConn = conn
-		methods = append(methods, ssh.PublicKeysCallback(agent.NewClient(conn).Signers))
-	}
-	if len(signers) > 0 {
-		methods = append([]ssh.AuthMethod{ssh.PublicKeys(signers...)}, methods...)
-	}
-	if len(methods) == 0 {
-		return nil, nil, errors.New("no key: set ssh.keyPath or ssh.agent")
-	}
-	return methods, agentConn, nil
 }
 
 // keepalive sends keepalive@openssh.com every KeepaliveInterval and closes the connection
@@ -317,6 +172,15 @@ func (c *Client) keepalive() {
 func (c *Client) dead(why error) {
 	c.lostErr.CompareAndSwap(nil, &why)
 	_ = c.Close()
+}
+
+// closedCause is why the connection is closed, for the error of an operation that found it
+// so: what Lost says when the link was found dead, else errClosed.
+func (c *Client) closedCause() error {
+	if err := c.Lost(); err != nil {
+		return fmt.Errorf("connection closed: %w", err)
+	}
+	return errClosed
 }
 
 // Done is closed when the connection is closed: on purpose (Close) or because its link was
@@ -409,9 +273,6 @@ func (c *Client) Close() error {
 				}
 			}
 		}()
-		if c.agent != nil {
-			_ = c.agent.Close()
-		}
 		if errors.Is(err, net.ErrClosed) {
 			err = nil
 		}
@@ -474,9 +335,19 @@ func (e *TransportError) Unwrap() error { return e.Err }
 // IsTransient reports whether err is a transport failure worth a retry after reconnecting:
 // a *TransportError, or a connect error where the host answered but the connection failed
 // (refused, reset, closed during the handshake, or a handshake that did not finish in time on
-// a slow or lossy link). A host that does not answer at all (TCP connect timeout, no route),
-// and host key or authentication failures, are not transient.
+// a slow or lossy link). Permanent failures are not: a host that does not answer at all (TCP
+// connect timeout, no route), host key and known_hosts problems, a key file that cannot be
+// read or parsed, a key the host refuses, an ssh-agent that does not answer, algorithms the
+// two sides do not share, a command that did not finish within its deadline, and
+// cancellation.
 func IsTransient(err error) bool {
+	if err == nil || errors.Is(err, context.Canceled) {
+		return false
+	}
+	var de *DeadlineError
+	if errors.As(err, &de) {
+		return false
+	}
 	var te *TransportError
 	if errors.As(err, &te) {
 		return true
@@ -484,10 +355,10 @@ func IsTransient(err error) bool {
 	var ce *ConnectError
 	if errors.As(err, &ce) {
 		switch ce.Step {
-		case "host key", "auth":
+		case StepHostKey, StepAuth, StepAgent:
 			return false
-		case "handshake":
-			return true
+		case StepHandshake:
+			return !strings.Contains(ce.Err.Error(), "no common algorithm")
 		}
 		msg := ce.Err.Error()
 		return strings.Contains(msg, "connection refused") || strings.Contains(msg, "connection reset") ||
@@ -524,13 +395,14 @@ func (c *Client) stdin(cmd Cmd) io.Reader {
 	return in
 }
 
-// Run runs cmd and waits for it. A non-zero exit is not an error here: look at
-// Result.ExitCode, or use Check. Errors are transport failures, cancellation (the remote
-// process gets SIGTERM and the channel is closed) and sudo refusing for lack of a password
-// (wrapping ErrSudoPassword).
+// Run runs cmd and waits for it, at most cmd.Timeout (DefaultCommandTimeout when unset). A
+// non-zero exit is not an error here: look at Result.ExitCode, or use Check. Errors are
+// transport failures, cancellation (the remote process gets SIGTERM and the channel is
+// closed), a *DeadlineError when the command did not finish in time (stopped the same way),
+// and sudo refusing for lack of a password (wrapping ErrSudoPassword).
 func (c *Client) Run(ctx context.Context, cmd Cmd) (*Result, error) {
 	var out, errb bytes.Buffer
-	code, err := c.run(ctx, cmd, &out, &errb)
+	code, err := c.run(ctx, cmd, false, &out, &errb)
 	if err != nil {
 		return nil, err
 	}
@@ -556,7 +428,9 @@ func (c *Client) Check(ctx context.Context, cmd Cmd) (*Result, error) {
 
 // Stream runs cmd and calls onLine for each line of its standard output as it arrives (the
 // line without its newline). It returns when the command exits or ctx is done (the remote
-// process gets SIGTERM). Standard error is returned in the error when the exit is non-zero.
+// process gets SIGTERM), or at cmd.Timeout when set — a *DeadlineError (a stream whose
+// context has no deadline gets DefaultCommandTimeout). Standard error is returned in the
+// error when the exit is non-zero.
 func (c *Client) Stream(ctx context.Context, cmd Cmd, onLine func(string)) error {
 	pr, pw := io.Pipe()
 	var errb bytes.Buffer
@@ -570,7 +444,7 @@ func (c *Client) Stream(ctx context.Context, cmd Cmd, onLine func(string)) error
 		}
 		_, _ = io.Copy(io.Discard, pr)
 	}()
-	code, err := c.run(ctx, cmd, pw, &errb)
+	code, err := c.run(ctx, cmd, true, pw, &errb)
 	_ = pw.Close()
 	<-done
 	if err != nil {
@@ -586,10 +460,28 @@ func (c *Client) Stream(ctx context.Context, cmd Cmd, onLine func(string)) error
 // before run returns without it (the channel is then left to the connection's fate).
 const cancelGrace = 2 * time.Second
 
-func (c *Client) run(ctx context.Context, cmd Cmd, stdout, stderr io.Writer) (int, error) {
+func (c *Client) run(parent context.Context, cmd Cmd, stream bool, stdout, stderr io.Writer) (int, error) {
+	ctx := parent
+	timeout := commandTimeout(parent, cmd, stream)
+	if timeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(parent, timeout)
+		defer cancel()
+	}
+	// ended is the error of a command whose context ended: its own deadline, or the caller's
+	// context (cancelled, or the caller's deadline).
+	ended := func() error {
+		if parent.Err() == nil && timeout > 0 {
+			return &DeadlineError{Host: c.cfg.Host, Command: cmd.name(), Timeout: timeout}
+		}
+		if errors.Is(parent.Err(), context.Canceled) {
+			return fmt.Errorf("%s: %s: %w", c.cfg.Host, cmd.name(), cancelled(parent))
+		}
+		return fmt.Errorf("%s: %s: %w", c.cfg.Host, cmd.name(), parent.Err())
+	}
 	if err := c.acquire(ctx); err != nil {
 		if ctx.Err() != nil {
-			return 0, fmt.Errorf("%s: %s: %w", c.cfg.Host, cmd.name(), err)
+			return 0, ended()
 		}
 		return 0, &TransportError{Host: c.cfg.Host, Op: cmd.name(), Err: err}
 	}
@@ -638,10 +530,13 @@ func (c *Client) run(ctx context.Context, cmd Cmd, stdout, stderr io.Writer) (in
 			}
 			c.release()
 		}()
-		return 0, fmt.Errorf("%s: %s: %w", c.cfg.Host, cmd.name(), ctx.Err())
+		return 0, ended()
 	case <-c.stop:
 		go func() { <-st; c.release() }()
-		return 0, &TransportError{Host: c.cfg.Host, Op: cmd.name(), Err: errors.New("connection closed (link down or keepalives unanswered)")}
+		if parent.Err() != nil {
+			return 0, ended()
+		}
+		return 0, &TransportError{Host: c.cfg.Host, Op: cmd.name(), Err: c.closedCause()}
 	}
 	c.commands.Add(1)
 	waited := make(chan error, 1)
@@ -665,9 +560,12 @@ func (c *Client) run(ctx context.Context, cmd Cmd, stdout, stderr io.Writer) (in
 		case <-c.stop:
 		case <-time.After(cancelGrace):
 		}
-		return 0, fmt.Errorf("%s: %s: %w", c.cfg.Host, cmd.name(), ctx.Err())
+		return 0, ended()
 	case <-c.stop:
-		return 0, &TransportError{Host: c.cfg.Host, Op: cmd.name(), Err: errors.New("connection closed (link down or keepalives unanswered)")}
+		if parent.Err() != nil {
+			return 0, ended()
+		}
+		return 0, &TransportError{Host: c.cfg.Host, Op: cmd.name(), Err: c.closedCause()}
 	}
 	if err == nil {
 		return 0, nil

@@ -3,6 +3,7 @@ package remote
 import (
 	"io"
 	"strings"
+	"time"
 
 	"al.essio.dev/pkg/shellescape"
 )
@@ -28,6 +29,11 @@ type Cmd struct {
 	// stdin (a script that calls sudo -S only where it needs root); the client prepends the
 	// password line when it has one.
 	PasswordStdin bool
+	// Timeout is the command's deadline: the command is stopped and the call returns a
+	// *DeadlineError naming it when it has not finished by then. 0 means DefaultCommandTimeout
+	// for Run and Check, and the context alone for Stream (DefaultCommandTimeout when the
+	// context has no deadline).
+	Timeout time.Duration
 }
 
 // Command returns a Cmd running argv.
@@ -43,6 +49,9 @@ func (c Cmd) AsRoot() Cmd { c.Sudo = true; return c }
 
 // WithStdin returns c reading r on standard input.
 func (c Cmd) WithStdin(r io.Reader) Cmd { c.Stdin = r; return c }
+
+// WithTimeout returns c with its deadline set to d (see Cmd.Timeout).
+func (c Cmd) WithTimeout(d time.Duration) Cmd { c.Timeout = d; return c }
 
 // WithEnv returns c with NAME=VALUE pairs added.
 func (c Cmd) WithEnv(pairs ...string) Cmd {

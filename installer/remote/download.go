@@ -9,14 +9,15 @@ import (
 )
 
 // Download returns the content of p on the host: over SFTP when the login user is root, else
-// read as root through sudo (SFTP runs as the login user, who cannot read root's 0600 files).
+// read as root through sudo (SFTP runs as the login user, who cannot read root's 0600 files),
+// within DownloadTimeout.
 // The content may be secret: it is never logged here.
 func (c *Client) Download(ctx context.Context, p string) ([]byte, error) {
 	if !c.isRoot {
-		return c.ReadFile(ctx, p)
+		return c.readFile(ctx, p, DownloadTimeout)
 	}
 	var buf bytes.Buffer
-	err := c.sftpDo(ctx, "download "+p, func(sc *sftp.Client) error {
+	err := c.sftpDoWithin(ctx, DownloadTimeout, "download "+p, func(sc *sftp.Client) error {
 		buf.Reset()
 		f, err := sc.Open(p)
 		if err != nil {

@@ -95,11 +95,22 @@ func (c *Client) connLost(err error) bool {
 		errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, net.ErrClosed)
 }
 
-// sftpDo runs one SFTP operation, waiting at most until ctx is done or the connection closes
-// (an operation stuck on a dead link ends when the keepalive closes the connection).
-func (c *Client) sftpDo(ctx context.Context, op string, fn func(*sftp.Client) error) error {
+// sftpDo runs one SFTP operation, waiting at most until ctx is done, the connection closes
+// (an operation stuck on a dead link ends when the keepalive closes the connection) or
+// DefaultCommandTimeout passed (a *DeadlineError: the host answers keepalives, but not this).
+func (c *Client) sftpDo(parent context.Context, op string, fn func(*sftp.Client) error) error {
+	return c.sftpDoWithin(parent, DefaultCommandTimeout, op, fn)
+}
+
+// sftpDoWithin is sftpDo with the operation's deadline.
+func (c *Client) sftpDoWithin(parent context.Context, timeout time.Duration, op string, fn func(*sftp.Client) error) error {
+	ctx, cancel := context.WithTimeout(parent, timeout)
+	defer cancel()
 	sc, err := c.sftpClient(ctx)
 	if err != nil {
+		if parent.Err() == nil && ctx.Err() != nil {
+			return &DeadlineError{Host: c.cfg.Host, Command: "starting SFTP", Timeout: timeout}
+		}
 		return err
 	}
 	done := make(chan error, 1)
@@ -115,9 +126,15 @@ func (c *Client) sftpDo(ctx context.Context, op string, fn func(*sftp.Client) er
 			return fmt.Errorf("%s: %s: %w", c.cfg.Host, op, err)
 		}
 	case <-ctx.Done():
-		return fmt.Errorf("%s: %s: %w", c.cfg.Host, op, ctx.Err())
+		if parent.Err() == nil {
+			return &DeadlineError{Host: c.cfg.Host, Command: op, Timeout: timeout}
+		}
+		return fmt.Errorf("%s: %s: %w", c.cfg.Host, op, parent.Err())
 	case <-c.stop:
-		return &TransportError{Host: c.cfg.Host, Op: op, Err: errClosed}
+		if parent.Err() != nil {
+			return fmt.Errorf("%s: %s: %w", c.cfg.Host, op, parent.Err())
+		}
+		return &TransportError{Host: c.cfg.Host, Op: op, Err: c.closedCause()}
 	}
 }
 
@@ -139,7 +156,7 @@ const installScript = `set -e
 src=$1 dst=$2 mode=$3
 mkdir -p "$(dirname "$dst")"
 tmp="$dst.k3strap-tmp"
-install -m "$mode" -o root -g root "$src" "$tmp"
+install -m "$mode" -o root -g root "$src" "$tmp" || { rm -f "$tmp"; exit 1; }
 mv -f "$tmp" "$dst"
 rm -f "$src"`
 
@@ -155,18 +172,18 @@ func (c *Client) WriteFile(ctx context.Context, dst string, mode os.FileMode, r 
 	c.transfers.Add(1)
 	suffix := randHex(6)
 	var tmp string
+	dir := path.Dir(dst)
 	if c.isRoot {
-		dir := path.Dir(dst)
 		if err := c.sftpDo(ctx, "creating "+dir, func(sc *sftp.Client) error { return sc.MkdirAll(dir) }); err != nil {
-			return err
+			return c.explainWrite(ctx, writeNeed{dir: dir, need: size}, err)
 		}
 		tmp = path.Join(dir, "."+path.Base(dst)+".k3strap-"+suffix)
 	} else {
-		tmp = "/var/tmp/.k3strap-upload-" + suffix
+		tmp = path.Join(StagingDir, ".k3strap-upload-"+suffix)
 	}
 	if _, err := c.send(ctx, tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0, r, progress); err != nil {
 		c.removeQuietly(tmp)
-		return err
+		return c.explainWrite(ctx, writeNeed{dir: path.Dir(tmp), need: size}, err)
 	}
 	if c.isRoot {
 		err := c.sftpDo(ctx, "chmod "+dst, func(sc *sftp.Client) error { return sc.Chmod(tmp, mode) })
@@ -181,10 +198,14 @@ func (c *Client) WriteFile(ctx context.Context, dst string, mode os.FileMode, r 
 	cmd := Script("install file", installScript, tmp, dst, fmt.Sprintf("%04o", mode.Perm())).AsRoot()
 	if _, err := c.Check(ctx, cmd); err != nil {
 		c.removeQuietly(tmp)
-		return fmt.Errorf("moving %s into place: %w", dst, err)
+		return c.explainWrite(ctx, writeNeed{dir: dir, need: size, asRoot: true}, fmt.Errorf("moving %s into place: %w", dst, err))
 	}
 	return nil
 }
+
+// StagingDir is where a login user other than root uploads a file before it is moved into
+// place as root (SFTP runs as the login user).
+const StagingDir = "/var/tmp"
 
 // Transfer says what one WriteFileResumable call did.
 type Transfer struct {
@@ -202,7 +223,7 @@ func (c *Client) partialPrefix(dst string) string {
 		return path.Join(path.Dir(dst), "."+path.Base(dst)+".k3strap-part-")
 	}
 	h := sha256.Sum256([]byte(dst))
-	return "/var/tmp/.k3strap-part-" + hex.EncodeToString(h[:6]) + "-"
+	return StagingDir + "/.k3strap-part-" + hex.EncodeToString(h[:6]) + "-"
 }
 
 // blockSumsScript checks the first $4 bytes of file $1 against the sha256 $5 and prints "all"
@@ -221,14 +242,15 @@ done`
 // included). The copy matters: an SFTP server of a connection that died on our side may still
 // hold the partial file open for writing (sshd has not noticed yet), and a binary renamed from
 // it could not be executed ("Text file busy"). Exit 3: the checksum did not match (the partial
-// file is removed).
+// file is removed); exit 4: the copy failed (no space: the copy is removed, the partial file
+// stays for a later attempt).
 const finishScript = `set -e
 src=$1 dst=$2 mode=$3 sum=$4 stage=$5
 d=$(dirname "$dst") b=$(basename "$dst")
 mkdir -p "$d"
 tmp="$d/.$b.k3strap-tmp"
 rm -f "$tmp"
-cp "$src" "$tmp"
+if ! cp "$src" "$tmp"; then rm -f "$tmp"; exit 4; fi
 if ! printf '%s  %s\n' "$sum" "$tmp" | sha256sum -c --quiet --strict - >/dev/null 2>&1; then
   rm -f "$tmp" "$src"; echo "uploaded file does not match its sha256" >&2; exit 3
 fi
@@ -268,10 +290,14 @@ func (c *Client) WriteFileResumable(ctx context.Context, dst string, mode os.Fil
 	c.transfers.Add(1)
 	prefix := c.partialPrefix(dst)
 	part := prefix + sum[:16]
+	dir := path.Dir(dst)
+	// need is what the upload takes on the target's filesystem as root: the partial file and
+	// the copy the finishing step makes of it; otherwise the partial file is staged elsewhere.
+	need, what := size, ""
 	if c.isRoot {
-		dir := path.Dir(dst)
+		need, what = 2*size, FormatBytes(size)+" uploaded, then copied into place"
 		if err := c.sftpDo(ctx, "creating "+dir, func(sc *sftp.Client) error { return sc.MkdirAll(dir) }); err != nil {
-			return tr, err
+			return tr, c.explainWrite(ctx, writeNeed{dir: dir, need: need, what: what}, err)
 		}
 	}
 	// held is the size of the partial file the host holds, -1 when there is none: an empty
@@ -308,20 +334,34 @@ func (c *Client) WriteFileResumable(ctx context.Context, dst string, mode os.Fil
 		}
 		tr.Sent, err = c.send(ctx, part, os.O_WRONLY|os.O_CREATE, tr.Resumed, r, pos)
 		if err != nil {
-			return tr, err
+			if IsTransient(err) || ctx.Err() != nil {
+				return tr, err // the partial file stays for the next attempt
+			}
+			// The host refused the write (SFTP's bare "Failure"): leave nothing half-written
+			// behind, then ask the host why.
+			c.removeQuietly(part)
+			return tr, c.explainWrite(ctx, writeNeed{dir: path.Dir(part), need: need, what: what}, err)
 		}
 	}
 	stage := ""
 	if !c.isRoot {
 		stage = prefix
 	}
-	res, err := c.Run(ctx, Script("install file", finishScript, part, dst, fmt.Sprintf("%04o", mode.Perm()), sum, stage).AsRoot())
+	res, err := c.Run(ctx, Script("install file", finishScript, part, dst, fmt.Sprintf("%04o", mode.Perm()), sum, stage).AsRoot().WithTimeout(finishTimeout(size)))
 	if err != nil {
 		return tr, err
 	}
 	switch {
 	case res.ExitCode == 3:
 		return tr, &TransportError{Host: c.cfg.Host, Op: "upload " + dst, Err: errors.New("the uploaded file does not match its sha256 (corrupted in transit); it was removed and is sent again")}
+	case res.ExitCode == 4:
+		cerr := &CommandError{Host: c.cfg.Host, Command: "install " + dst, ExitCode: res.ExitCode, Stderr: tail(res.Stderr, 5)}
+		werr := c.explainWrite(ctx, writeNeed{dir: dir, need: size, asRoot: true, what: "the copy put into place"}, cerr)
+		var we *WriteError
+		if errors.As(werr, &we) {
+			c.removeQuietly(part)
+		}
+		return tr, werr
 	case res.ExitCode != 0:
 		return tr, &CommandError{Host: c.cfg.Host, Command: "install " + dst, ExitCode: res.ExitCode, Stderr: tail(res.Stderr, 5)}
 	}
@@ -350,7 +390,7 @@ func (c *Client) verifiedPrefix(ctx context.Context, part string, held int64, r 
 		return 0, err
 	}
 	res, err := c.Check(ctx, Script("check partial upload", blockSumsScript, part, strconv.FormatInt(bs, 10),
-		strconv.FormatInt(n, 10), strconv.FormatInt(length, 10), hex.EncodeToString(h.Sum(nil))))
+		strconv.FormatInt(n, 10), strconv.FormatInt(length, 10), hex.EncodeToString(h.Sum(nil))).WithTimeout(finishTimeout(length)))
 	if err != nil {
 		return 0, err
 	}
@@ -447,7 +487,10 @@ func (c *Client) send(ctx context.Context, p string, flags int, off int64, r io.
 			return cr.sent(), fmt.Errorf("%s: upload: %w", c.cfg.Host, ctx.Err())
 		case <-c.stop:
 			cr.stop()
-			return cr.sent(), &TransportError{Host: c.cfg.Host, Op: "upload " + p, Err: errClosed}
+			if ctx.Err() != nil {
+				return cr.sent(), fmt.Errorf("%s: upload: %w", c.cfg.Host, ctx.Err())
+			}
+			return cr.sent(), &TransportError{Host: c.cfg.Host, Op: "upload " + p, Err: c.closedCause()}
 		case <-tick.C:
 			if idle := time.Since(cr.lastMove()); idle > c.cfg.StallTimeout {
 				cr.stop()
@@ -462,7 +505,12 @@ func (c *Client) send(ctx context.Context, p string, flags int, off int64, r io.
 // ReadFile returns the content of path on the host, read as root. A missing file gives an
 // error wrapping os.ErrNotExist. The content may be secret: it is never logged here.
 func (c *Client) ReadFile(ctx context.Context, p string) ([]byte, error) {
-	res, err := c.Run(ctx, Command("cat", "--", p).AsRoot())
+	return c.readFile(ctx, p, 0)
+}
+
+// readFile is ReadFile within timeout (0: DefaultCommandTimeout).
+func (c *Client) readFile(ctx context.Context, p string, timeout time.Duration) ([]byte, error) {
+	res, err := c.Run(ctx, Command("cat", "--", p).AsRoot().WithTimeout(timeout))
 	if err != nil {
 		return nil, err
 	}

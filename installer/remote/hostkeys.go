@@ -1,6 +1,7 @@
 package remote
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"net"
@@ -8,6 +9,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/gofrs/flock"
 	"github.com/skeema/knownhosts"
@@ -47,13 +49,32 @@ func (e *HostKeyMismatchError) Error() string {
 		e.Address, e.Offered, e.Path, strings.Join(e.Known, ", "), knownhosts.Normalize(e.Address), e.Path)
 }
 
+// KnownHostsError is a known_hosts file that cannot be read, parsed, created or appended to:
+// a local problem that no retry mends.
+type KnownHostsError struct {
+	Path string
+	// Op is what failed ("reading", "recording a host key in", ...).
+	Op  string
+	Err error
+}
+
+func (e *KnownHostsError) Error() string {
+	return fmt.Sprintf("%s known_hosts %s: %v (fix the file or its permissions, or point ssh.knownHosts elsewhere)", e.Op, e.Path, e.Err)
+}
+
+func (e *KnownHostsError) Unwrap() error { return e.Err }
+
 func (k *KnownHosts) ensureFile() error {
 	if err := os.MkdirAll(filepath.Dir(k.Path), 0o700); err != nil {
-		return fmt.Errorf("known_hosts %s: %w", k.Path, err)
+		return &KnownHostsError{Path: k.Path, Op: "creating", Err: err}
+	}
+	// A FIFO or a device would block the open: refuse what is not a regular file.
+	if err := regularFile(k.Path); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return &KnownHostsError{Path: k.Path, Op: "reading", Err: err}
 	}
 	f, err := os.OpenFile(k.Path, os.O_CREATE|os.O_RDONLY, 0o600)
 	if err != nil {
-		return fmt.Errorf("known_hosts %s: %w", k.Path, err)
+		return &KnownHostsError{Path: k.Path, Op: "reading", Err: err}
 	}
 	return f.Close()
 }
@@ -65,7 +86,7 @@ func (k *KnownHosts) db() (*knownhosts.HostKeyDB, error) {
 	}
 	db, err := knownhosts.NewDB(k.Path)
 	if err != nil {
-		return nil, fmt.Errorf("reading known_hosts %s: %w", k.Path, err)
+		return nil, &KnownHostsError{Path: k.Path, Op: "reading", Err: err}
 	}
 	return db, nil
 }
@@ -82,8 +103,14 @@ func (k *KnownHosts) HostKeyAlgorithms(address string) []string {
 	return db.HostKeyAlgorithms(address)
 }
 
-// Callback returns the ssh.HostKeyCallback implementing verify-or-record.
-func (k *KnownHosts) Callback() ssh.HostKeyCallback {
+// Callback returns the ssh.HostKeyCallback implementing verify-or-record, waiting for the
+// file's lock (another k3strap process recording a key) as long as it takes; Dial uses
+// CallbackContext.
+func (k *KnownHosts) Callback() ssh.HostKeyCallback { return k.CallbackContext(context.Background()) }
+
+// CallbackContext is Callback whose wait for the file's lock ends when ctx is done (the
+// connect deadline).
+func (k *KnownHosts) CallbackContext(ctx context.Context) ssh.HostKeyCallback {
 	return func(hostname string, remoteAddr net.Addr, key ssh.PublicKey) error {
 		k.mu.Lock()
 		defer k.mu.Unlock()
@@ -104,27 +131,30 @@ func (k *KnownHosts) Callback() ssh.HostKeyCallback {
 			}
 			return m
 		case knownhosts.IsHostUnknown(err):
-			return k.record(hostname, key)
+			return k.record(ctx, hostname, key)
 		default:
 			return err
 		}
 	}
 }
 
-func (k *KnownHosts) record(hostname string, key ssh.PublicKey) error {
+func (k *KnownHosts) record(ctx context.Context, hostname string, key ssh.PublicKey) error {
 	lock := flock.New(k.Path + ".lock")
-	if err := lock.Lock(); err != nil {
+	if ok, err := lock.TryLockContext(ctx, 20*time.Millisecond); err != nil || !ok {
+		if err == nil {
+			err = ctx.Err()
+		}
 		return fmt.Errorf("locking %s: %w", k.Path, err)
 	}
 	defer func() { _ = lock.Unlock(); _ = os.Remove(k.Path + ".lock") }()
 	f, err := os.OpenFile(k.Path, os.O_APPEND|os.O_WRONLY|os.O_CREATE, 0o600)
 	if err != nil {
-		return fmt.Errorf("recording host key in %s: %w", k.Path, err)
+		return &KnownHostsError{Path: k.Path, Op: "recording a host key in", Err: err}
 	}
 	_, werr := f.WriteString(knownhosts.Line([]string{hostname}, key) + "\n")
 	cerr := f.Close()
 	if werr != nil || cerr != nil {
-		return fmt.Errorf("recording host key in %s: %w", k.Path, errors.Join(werr, cerr))
+		return &KnownHostsError{Path: k.Path, Op: "recording a host key in", Err: errors.Join(werr, cerr)}
 	}
 	if k.OnRecord != nil {
 		k.OnRecord(hostname, ssh.FingerprintSHA256(key))

@@ -33,6 +33,8 @@ type testServer struct {
 	ln      net.Listener
 	key     string // client private key file
 	stalled atomic.Bool
+	// refuseKeys makes the server refuse every key (set before the first connection).
+	refuseKeys bool
 	// stallAfter, when > 0, stalls the link once the server has read this many bytes.
 	stallAfter atomic.Int64
 	read       atomic.Int64
@@ -57,13 +59,19 @@ func newTestServer(t *testing.T) *testServer {
 	if err := os.WriteFile(keyFile, pem.EncodeToMemory(block), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	cfg := &ssh.ServerConfig{PublicKeyCallback: func(ssh.ConnMetadata, ssh.PublicKey) (*ssh.Permissions, error) { return nil, nil }}
+	s := &testServer{t: t, key: keyFile}
+	cfg := &ssh.ServerConfig{PublicKeyCallback: func(ssh.ConnMetadata, ssh.PublicKey) (*ssh.Permissions, error) {
+		if s.refuseKeys {
+			return nil, errors.New("key refused")
+		}
+		return nil, nil
+	}}
 	cfg.AddHostKey(hostSigner)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := &testServer{t: t, ln: ln, key: keyFile}
+	s.ln = ln
 	go func() {
 		for {
 			c, err := ln.Accept()
