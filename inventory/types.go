@@ -172,7 +172,8 @@ type SSH struct {
 	// KnownHosts is the known_hosts file to verify against and record new keys into; default
 	// ~/.ssh/known_hosts.
 	KnownHosts string `yaml:"knownHosts,omitempty"`
-	// ConnectTimeout bounds TCP connect plus SSH handshake, e.g. "10s".
+	// ConnectTimeout bounds the whole connect — the ssh-agent (dial, list, sign), TCP, the SSH
+	// handshake, the host key check and authentication —, e.g. "10s"; greater than zero.
 	ConnectTimeout Duration `yaml:"connectTimeout,omitempty"`
 	// Bastion is a jump host every connection goes through.
 	Bastion *Bastion `yaml:"bastion,omitempty"`

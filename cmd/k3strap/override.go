@@ -65,7 +65,7 @@ func OverrideKeys() []OverrideKey {
 		{Key: OverrideSSHKeyPath, Field: "spec.ssh.keyPath", Usage: "SSH private key file"},
 		{Key: OverrideSSHKnownHosts, Field: "spec.ssh.knownHosts", Usage: "known_hosts file to verify host keys against (default ~/.ssh/known_hosts)"},
 		{Key: OverrideSSHAgent, Field: "spec.ssh.agent", Usage: "use the ssh-agent at $SSH_AUTH_SOCK (true/false)"},
-		{Key: OverrideSSHConnectTimeout, Field: "spec.ssh.connectTimeout", Usage: "TCP connect plus SSH handshake timeout, e.g. 10s"},
+		{Key: OverrideSSHConnectTimeout, Field: "spec.ssh.connectTimeout", Usage: "deadline of the whole connect (ssh-agent, TCP, handshake, host key, auth), e.g. 10s"},
 		{Key: OverrideK3sVersion, Field: "spec.k3s.version", Usage: "K3s release, e.g. v1.31.4+k3s1 (replaces a channel)"},
 		{Key: OverrideK3sChannel, Field: "spec.k3s.channel", Usage: "K3s release channel, e.g. stable (online installs; replaces a version)"},
 		{Key: OverrideK3sToken, Field: "spec.k3s.token", Usage: "cluster join token (environment only, never a flag)", Secret: true},
