@@ -12,8 +12,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/google/renameio/v2"
-
 	"github.com/k3strap/k3strap/events"
 )
 
@@ -213,7 +211,7 @@ func (j *Journal) Update(name string, change func(s *SiteState)) error {
 	if err != nil {
 		return err
 	}
-	if err := renameio.WriteFile(j.path, append(b, '\n'), 0o644); err != nil {
+	if err := writeFileAtomic(j.path, append(b, '\n'), 0o644); err != nil {
 		return fmt.Errorf("writing the state file: %w", err)
 	}
 	j.written = gen
