@@ -125,6 +125,7 @@ func (a *app) rootCmd() *cobra.Command {
 	// One file per command: validate.go, preflight.go, render.go, apply.go, upgrade.go, ...
 	root.AddCommand(a.validateCmd(), a.preflightCmd(), a.renderCmd(), a.applyCmd(), a.upgradeCmd(), a.resetCmd(), a.kubeconfigCmd(), a.checkCmd(), a.doctorCmd(), a.versionCmd(), a.initCmd(), a.stepsCmd(),
 		a.backupCmd(), a.restoreCmd(), a.removeNodeCmd(), a.rotateCmd(), a.bundleCmd())
+	root.AddCommand(a.schemaCmd())
 	a.fleetCommands(root) // fleet.go: fleet files, `k3strap fleet`
 	describeSteps(root)
 	return root
