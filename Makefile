@@ -25,8 +25,11 @@ setup:
 	$(GO) mod download
 	$(SUDO) bash $(HARNESS) base
 
+# One static binary (the README's promise): no cgo, so no libc to match on the workstation, and
+# -trimpath so that no build machine's paths end up in it. The release builds the same way
+# (.goreleaser.yaml).
 build:
-	$(GO) build -ldflags "-X main.version=$(VERSION)" -o bin/k3strap ./cmd/k3strap
+	CGO_ENABLED=0 $(GO) build -trimpath -ldflags "-X main.version=$(VERSION)" -o bin/k3strap ./cmd/k3strap
 
 # The airgap artifacts of the demo and their sha256sum file, as a K3s release ships them: the K3s
 # SIMULATOR and its images archive, or with K3S_BINARY (a K3s release's k3s, e.g.
