@@ -11,6 +11,6 @@ import _ "embed"
 //go:embed cluster.schema.json
 var cluster []byte
 
-// Cluster returns the inventory's JSON Schema (draft 2020-12, indented JSON), a copy the caller
+// Cluster returns the inventory's JSON Schema (draft-07, indented JSON), a copy the caller
 // may keep.
 func Cluster() []byte { return append([]byte(nil), cluster...) }

@@ -15,7 +15,7 @@ func (a *app) schemaCmd() *cobra.Command {
 	return &cobra.Command{
 		Use:   "schema",
 		Short: "Print the JSON Schema of the inventory file (for editors and CI)",
-		Long: "Print the JSON Schema (draft 2020-12) of k3strap's inventory, kind Cluster. Editors that run\n" +
+		Long: "Print the JSON Schema (draft-07) of k3strap's inventory, kind Cluster. Editors that run\n" +
 			"yaml-language-server (VS Code's YAML extension, Neovim's yamlls) check and complete an\n" +
 			"inventory against it; docs/schema.md shows the modeline. -o yaml prints it as YAML.",
 		Example: "  k3strap schema > cluster.schema.json\n" +

@@ -50,7 +50,9 @@ func Generate(srcDir string) ([]byte, error) {
 	// The root document pins apiVersion and kind.
 	root.Properties["apiVersion"].Const = inventory.APIVersion
 	root.Properties["kind"].Const = inventory.Kind
-	root.Schema = "https://json-schema.org/draft/2020-12/schema"
+	// Draft-07: the draft every yaml-language-server release implements (newer drafts only in
+	// part); "#/$defs/..." references are plain JSON pointers and resolve in any draft.
+	root.Schema = "http://json-schema.org/draft-07/schema#"
 	root.ID = ID
 	root.Title = "k3strap inventory (kind Cluster, " + inventory.APIVersion + ")"
 	root.Defs = g.defs
@@ -64,7 +66,7 @@ func Generate(srcDir string) ([]byte, error) {
 	return b.Bytes(), nil
 }
 
-// node is one JSON Schema (draft 2020-12) object; fields are emitted in this order.
+// node is one JSON Schema (draft-07) object; fields are emitted in this order.
 type node struct {
 	Schema               string           `json:"$schema,omitempty"`
 	ID                   string           `json:"$id,omitempty"`
@@ -270,8 +272,8 @@ func (g *gen) structSchema(t reflect.Type) (*node, error) {
 			return nil, err
 		}
 		if d := g.src.fieldDoc[t.Name()][f.Name]; d != "" {
-			// Beside a $ref too: in draft 2020-12 sibling keywords apply, and editors show the
-			// field's words rather than the type's.
+			// Beside a $ref too: validators ignore it there (draft-07), editors show the field's
+			// words rather than the type's.
 			p.Description = d
 		}
 		s.Properties[name] = p
