@@ -33,9 +33,10 @@ build:
 
 # The release (.goreleaser.yaml; docs/release.md): `make release` builds a snapshot of it
 # offline into dist/ — static binaries for linux amd64/arm64/arm, darwin amd64/arm64 and
-# windows amd64, their archives, the checksums file and a CycloneDX SBOM per binary — and
-# `make release-check` checks it (internal/releasecheck: every archive, checksum and SBOM,
-# static binaries, the linux/amd64 binary runs `version`). The tools are pinned and installed
+# windows amd64, their archives, the checksums file, a CycloneDX SBOM per binary and an OCI
+# image (internal/cmd/ociimage: linux amd64/arm64/arm, no daemon, no base image pulled) — and
+# `make release-check` checks it (internal/releasecheck: every archive, checksum, SBOM and
+# image, static binaries, the linux/amd64 binary runs `version`). The tools are pinned and installed
 # with `go install` (through the module proxy) when missing.
 GOBIN_DIR          := $(or $(shell $(GO) env GOBIN 2>/dev/null),$(shell $(GO) env GOPATH 2>/dev/null)/bin)
 GORELEASER_VERSION := v2.17.0
@@ -47,6 +48,7 @@ release-tools:
 
 release: release-tools
 	PATH=$(GOBIN_DIR):$$PATH goreleaser release --snapshot --clean
+	SOURCE_DATE_EPOCH=$$(git log -1 --format=%ct 2>/dev/null || date +%s) $(GO) run ./internal/cmd/ociimage -dist dist
 
 release-check:
 	K3STRAP_RELEASE_DIST=$(CURDIR)/dist $(GO) test -count=1 -v -run '^TestRelease' ./internal/releasecheck/

@@ -21,9 +21,13 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/google/go-containerregistry/pkg/v1/layout"
+	"github.com/google/go-containerregistry/pkg/v1/mutate"
 )
 
 // platforms are the targets the release promises (README "Install"; issue 31), as
@@ -368,4 +372,139 @@ func TestReleaseRuns(t *testing.T) {
 		t.Errorf("version says %+v, want version %q platform linux/amd64 go %q", got, version, info.GoVersion)
 	}
 	t.Logf("the linux/amd64 binary of release %s says: %s", version, out)
+}
+
+// TestReleaseImage: the OCI image layout `make release` writes (internal/cmd/ociimage) holds
+// one valid image per Linux platform whose /k3strap is that platform's release binary, run as
+// nonroot with a CA bundle and the license beside it.
+func TestReleaseImage(t *testing.T) {
+	dir, version, arts := dist(t)
+	tarPath := filepath.Join(dir, "k3strap_"+version+"_oci.tar")
+	root := t.TempDir()
+	untar(t, tarPath, root)
+	idx, err := layout.ImageIndexFromPath(root)
+	if err != nil {
+		t.Fatalf("%s is not an OCI image layout: %v", tarPath, err)
+	}
+	// Content addressing: every blob's SHA-256 is its name.
+	blobs, err := os.ReadDir(filepath.Join(root, "blobs", "sha256"))
+	if err != nil || len(blobs) == 0 {
+		t.Fatalf("%s has no blobs: %v", tarPath, err)
+	}
+	for _, b := range blobs {
+		data, err := os.ReadFile(filepath.Join(root, "blobs", "sha256", b.Name()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := sha(data); got != b.Name() {
+			t.Errorf("blob %s has SHA-256 %s", b.Name(), got)
+		}
+	}
+	im, err := idx.IndexManifest()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := im.Annotations["org.opencontainers.image.version"]; got != version {
+		t.Errorf("index version annotation %q, want %q", got, version)
+	}
+	binaries := byType(arts, "Binary")
+	var seen []string
+	for _, d := range im.Manifests {
+		p := d.Platform.OS + "/" + d.Platform.Architecture
+		if d.Platform.Variant != "" {
+			p += "/" + strings.TrimPrefix(d.Platform.Variant, "v")
+		}
+		seen = append(seen, p)
+		t.Run(strings.ReplaceAll(p, "/", "_"), func(t *testing.T) {
+			img, err := idx.Image(d.Digest)
+			if err != nil {
+				t.Fatal(err)
+			}
+			cf, err := img.ConfigFile()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if cf.OS != d.Platform.OS || cf.Architecture != d.Platform.Architecture || cf.Variant != d.Platform.Variant {
+				t.Errorf("config platform %s/%s/%s, index says %s", cf.OS, cf.Architecture, cf.Variant, p)
+			}
+			if !slices.Equal(cf.Config.Entrypoint, []string{"/k3strap"}) || cf.Config.User != "65532:65532" {
+				t.Errorf("entrypoint %v user %q, want [/k3strap] 65532:65532", cf.Config.Entrypoint, cf.Config.User)
+			}
+			files := map[string][]byte{}
+			tr := tar.NewReader(mutate.Extract(img))
+			for {
+				h, err := tr.Next()
+				if err == io.EOF {
+					break
+				}
+				if err != nil {
+					t.Fatal(err)
+				}
+				if h.Typeflag == tar.TypeReg {
+					b, err := io.ReadAll(tr)
+					if err != nil {
+						t.Fatal(err)
+					}
+					files[strings.TrimPrefix(h.Name, "/")] = b
+				}
+			}
+			bin, ok := binaries[p]
+			if !ok {
+				t.Fatalf("no release binary for %s", p)
+			}
+			want, err := os.ReadFile(filepath.Join(dir, filepath.Base(filepath.Dir(bin.Path)), filepath.Base(bin.Path)))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !bytes.Equal(files["k3strap"], want) {
+				t.Errorf("/k3strap is not the %s release binary", p)
+			}
+			if !bytes.Contains(files["etc/ssl/certs/ca-certificates.crt"], []byte("BEGIN CERTIFICATE")) ||
+				!bytes.Contains(files["etc/passwd"], []byte("nonroot:x:65532:")) || len(files["usr/share/doc/k3strap/LICENSE"]) == 0 {
+				t.Errorf("the image lacks its CA bundle, nonroot user or LICENSE (files: %d)", len(files))
+			}
+		})
+	}
+	slices.Sort(seen)
+	if want := []string{"linux/amd64", "linux/arm/7", "linux/arm64"}; !slices.Equal(seen, want) {
+		t.Errorf("image platforms %v, want %v", seen, want)
+	}
+}
+
+// untar unpacks the regular files and directories of an archive into dir.
+func untar(t *testing.T, path, dir string) {
+	t.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatalf("%v (make release writes the image)", err)
+	}
+	defer f.Close()
+	tr := tar.NewReader(f)
+	for {
+		h, err := tr.Next()
+		if err == io.EOF {
+			return
+		}
+		if err != nil {
+			t.Fatalf("%s: %v", path, err)
+		}
+		target := filepath.Join(dir, filepath.FromSlash(h.Name))
+		if !strings.HasPrefix(target, dir+string(filepath.Separator)) {
+			t.Fatalf("%s: entry %q leaves the directory", path, h.Name)
+		}
+		switch h.Typeflag {
+		case tar.TypeDir:
+			if err := os.MkdirAll(target, 0o755); err != nil {
+				t.Fatal(err)
+			}
+		case tar.TypeReg:
+			b, err := io.ReadAll(tr)
+			if err == nil {
+				err = os.WriteFile(target, b, 0o644)
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
 }
