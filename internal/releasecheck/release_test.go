@@ -382,9 +382,21 @@ func TestReleaseImage(t *testing.T) {
 	tarPath := filepath.Join(dir, "k3strap_"+version+"_oci.tar")
 	root := t.TempDir()
 	untar(t, tarPath, root)
-	idx, err := layout.ImageIndexFromPath(root)
+	top, err := layout.ImageIndexFromPath(root)
 	if err != nil {
 		t.Fatalf("%s is not an OCI image layout: %v", tarPath, err)
+	}
+	// One entry, named after the version: the multi-platform index.
+	tm, err := top.IndexManifest()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(tm.Manifests) != 1 || tm.Manifests[0].Annotations["org.opencontainers.image.ref.name"] != version {
+		t.Fatalf("index.json has %d entries (want 1 named %q): %+v", len(tm.Manifests), version, tm.Manifests)
+	}
+	idx, err := top.ImageIndex(tm.Manifests[0].Digest)
+	if err != nil {
+		t.Fatal(err)
 	}
 	// Content addressing: every blob's SHA-256 is its name.
 	blobs, err := os.ReadDir(filepath.Join(root, "blobs", "sha256"))

@@ -1,8 +1,8 @@
 // Command ociimage writes k3strap's OCI image from a release's Linux binaries, offline: no
 // Docker daemon, no base image pulled. `make release` runs it after GoReleaser (whose kos and
 // dockers pipes need a registry or a daemon); it reads dist/artifacts.json and writes
-// dist/k3strap_VERSION_oci.tar, an OCI image layout (an index of linux/amd64, linux/arm64 and
-// linux/arm/v7 images) that `skopeo copy oci-archive:...` or `podman load` take
+// dist/k3strap_VERSION_oci.tar, an OCI image layout whose one entry (named VERSION) is an index
+// of linux/amd64, linux/arm64 and linux/arm/v7 images that `skopeo copy oci-archive:...` or `podman load` take
 // (docs/release.md).
 //
 // Each image is what distroless/static holds that k3strap needs, built here: /etc/passwd and
@@ -122,7 +122,13 @@ func run(dist, caBundle, src string) (string, error) {
 
 	dir := filepath.Join(dist, "k3strap_"+meta.Version+"_oci")
 	_ = os.RemoveAll(dir)
-	if _, err := layout.Write(dir, idx); err != nil {
+	// index.json names one entry, the multi-platform index, tagged with the version
+	// (ref.name): tools that take a layout (skopeo, podman) want one image or a named one.
+	l, err := layout.Write(dir, empty.Index)
+	if err != nil {
+		return "", err
+	}
+	if err := l.AppendIndex(idx, layout.WithAnnotations(map[string]string{"org.opencontainers.image.ref.name": meta.Version})); err != nil {
 		return "", err
 	}
 	out := dir + ".tar"
