@@ -136,4 +136,9 @@ func TestGoBuildSaysWhatItIs(t *testing.T) {
 	if got.GoVersion != runtime.Version() || got.Platform != runtime.GOOS+"/"+runtime.GOARCH {
 		t.Errorf("go %q platform %q, want %q %q", got.GoVersion, got.Platform, runtime.Version(), runtime.GOOS+"/"+runtime.GOARCH)
 	}
+	// `k3strap --version` (cobra's flag) says the same version.
+	flagOut, err := exec.CommandContext(t.Context(), bin, "--version").Output()
+	if err != nil || !strings.Contains(string(flagOut), " "+got.Version+"\n") {
+		t.Errorf("k3strap --version: %q (%v), want it to name %q", flagOut, err, got.Version)
+	}
 }

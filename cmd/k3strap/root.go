@@ -105,7 +105,7 @@ func (a *app) rootCmd() *cobra.Command {
 			"configurations known to break and watching the first server until its network really exists.",
 		SilenceUsage:  true,
 		SilenceErrors: true,
-		Version:       version,
+		Version:       currentBuild().Version, // version.go: -X main.version, else the toolchain's stamp
 	}
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
 	pf := root.PersistentFlags()
