@@ -163,3 +163,19 @@ func TestSchemaAgreesWithTheDecoder(t *testing.T) {
 		})
 	}
 }
+
+// TestModeline: the modeline is a YAML comment in yaml-language-server's form naming the schema
+// file, and an inventory starting with it still decodes and validates.
+func TestModeline(t *testing.T) {
+	line := schema.Modeline("./" + schema.FileName)
+	if line != "# yaml-language-server: $schema=./cluster.schema.json" {
+		t.Fatalf("Modeline = %q", line)
+	}
+	doc := line + "\n" + minimal
+	if _, err := inventory.Parse("cluster.yaml", []byte(doc), inventory.LoadOptions{SkipFileChecks: true}); err != nil {
+		t.Fatalf("an inventory with the modeline does not parse: %v", err)
+	}
+	if err := compile(t).Validate(instance(t, "modeline", []byte(doc))); err != nil {
+		t.Fatalf("an inventory with the modeline does not validate: %v", err)
+	}
+}
