@@ -47,7 +47,7 @@ release-tools:
 	@test -x $(GOBIN_DIR)/cyclonedx-gomod || { set -x; $(GO) install github.com/CycloneDX/cyclonedx-gomod/cmd/cyclonedx-gomod@$(CYCLONEDX_VERSION); }
 
 release: release-tools
-	PATH=$(GOBIN_DIR):$$PATH goreleaser release --snapshot --clean
+	PATH=$(GOBIN_DIR):$$PATH K3STRAP_COMMIT=$$(git rev-parse --short=12 HEAD 2>/dev/null || echo none) goreleaser release --snapshot --clean
 	SOURCE_DATE_EPOCH=$$(git log -1 --format=%ct 2>/dev/null || date +%s) $(GO) run ./internal/cmd/ociimage -dist dist
 
 release-check:
