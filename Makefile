@@ -11,7 +11,7 @@ HARNESS    := e2e/harness/harness.sh
 SUDO       := $(shell [ "$$(id -u)" = 0 ] || echo sudo -E)
 export HARNESS_DIR ?= /var/tmp/k3strap-e2e
 
-.PHONY: all setup build artifacts demo demo-down test unit e2e bench vet fmt lint clean
+.PHONY: all setup build artifacts demo demo-down test unit e2e bench vet fmt lint clean release-tools release release-check
 
 all: build
 
@@ -25,8 +25,33 @@ setup:
 	$(GO) mod download
 	$(SUDO) bash $(HARNESS) base
 
+# One static binary (the README's promise): no cgo, so no libc to match on the workstation, and
+# -trimpath so that no build machine's paths end up in it. The release builds the same way
+# (.goreleaser.yaml).
 build:
-	$(GO) build -ldflags "-X main.version=$(VERSION)" -o bin/k3strap ./cmd/k3strap
+	CGO_ENABLED=0 $(GO) build -trimpath -ldflags "-X main.version=$(VERSION)" -o bin/k3strap ./cmd/k3strap
+
+# The release (.goreleaser.yaml; docs/release.md): `make release` builds a snapshot of it
+# offline into dist/ — static binaries for linux amd64/arm64/arm, darwin amd64/arm64 and
+# windows amd64, their archives, the checksums file, a CycloneDX SBOM per binary and an OCI
+# image (internal/cmd/ociimage: linux amd64/arm64/arm, no daemon, no base image pulled) — and
+# `make release-check` checks it (internal/releasecheck: every archive, checksum, SBOM and
+# image, static binaries, the linux/amd64 binary runs `version`). The tools are pinned and installed
+# with `go install` (through the module proxy) when missing.
+GOBIN_DIR          := $(or $(shell $(GO) env GOBIN 2>/dev/null),$(shell $(GO) env GOPATH 2>/dev/null)/bin)
+GORELEASER_VERSION := v2.17.0
+CYCLONEDX_VERSION  := v1.10.0
+
+release-tools:
+	@test -x $(GOBIN_DIR)/goreleaser || { set -x; $(GO) install github.com/goreleaser/goreleaser/v2@$(GORELEASER_VERSION); }
+	@test -x $(GOBIN_DIR)/cyclonedx-gomod || { set -x; $(GO) install github.com/CycloneDX/cyclonedx-gomod/cmd/cyclonedx-gomod@$(CYCLONEDX_VERSION); }
+
+release: release-tools
+	PATH=$(GOBIN_DIR):$$PATH K3STRAP_COMMIT=$$(git rev-parse --short=12 HEAD 2>/dev/null || echo none) goreleaser release --snapshot --clean
+	SOURCE_DATE_EPOCH=$$(git log -1 --format=%ct 2>/dev/null || date +%s) $(GO) run ./internal/cmd/ociimage -dist dist
+
+release-check:
+	K3STRAP_RELEASE_DIST=$(CURDIR)/dist $(GO) test -count=1 -v -run '^TestRelease' ./internal/releasecheck/
 
 # The airgap artifacts of the demo and their sha256sum file, as a K3s release ships them: the K3s
 # SIMULATOR and its images archive, or with K3S_BINARY (a K3s release's k3s, e.g.
@@ -85,4 +110,4 @@ fmt:
 	gofmt -w $$(git ls-files '*.go')
 
 clean:
-	rm -rf bin .artifacts demo.kubeconfig
+	rm -rf bin .artifacts demo.kubeconfig dist

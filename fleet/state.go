@@ -13,8 +13,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/google/renameio/v2"
-
 	"github.com/k3strap/k3strap/events"
 	"github.com/k3strap/k3strap/installer/lock"
 )
@@ -269,7 +267,7 @@ func (j *Journal) Update(name string, change func(s *SiteState)) error {
 	if err != nil {
 		return err
 	}
-	if err := renameio.WriteFile(j.path, append(b, '\n'), 0o644); err != nil {
+	if err := writeFileAtomic(j.path, append(b, '\n'), 0o644); err != nil {
 		return fmt.Errorf("writing the state file: %w", err)
 	}
 	j.written = gen

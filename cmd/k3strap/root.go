@@ -110,7 +110,7 @@ func (a *app) rootCmd() *cobra.Command {
 			"configurations known to break and watching the first server until its network really exists.",
 		SilenceUsage:  true,
 		SilenceErrors: true,
-		Version:       version,
+		Version:       currentBuild().Version, // version.go: -X main.version, else the toolchain's stamp
 	}
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
 	root.PersistentPreRunE = func(cmd *cobra.Command, _ []string) error {
@@ -134,6 +134,7 @@ func (a *app) rootCmd() *cobra.Command {
 	// One file per command: validate.go, preflight.go, render.go, apply.go, upgrade.go, ...
 	root.AddCommand(a.validateCmd(), a.preflightCmd(), a.renderCmd(), a.applyCmd(), a.upgradeCmd(), a.resetCmd(), a.kubeconfigCmd(), a.checkCmd(), a.doctorCmd(), a.versionCmd(), a.initCmd(), a.stepsCmd(),
 		a.backupCmd(), a.restoreCmd(), a.removeNodeCmd(), a.rotateCmd(), a.bundleCmd())
+	root.AddCommand(a.schemaCmd())
 	a.fleetCommands(root) // fleet.go: fleet files, `k3strap fleet`
 	usageArgs(root)
 	describeSteps(root)

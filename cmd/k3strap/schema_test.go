@@ -1,0 +1,44 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"strings"
+	"testing"
+
+	"sigs.k8s.io/yaml"
+
+	"github.com/k3strap/k3strap/schema"
+)
+
+// TestSchemaCommand: `k3strap schema` prints the embedded inventory schema byte for byte, -o
+// yaml the same document as YAML, and a bad -o is a usage error (exit 2).
+func TestSchemaCommand(t *testing.T) {
+	code, out, errOut := runCLI("schema")
+	if code != 0 || !bytes.Equal([]byte(out), schema.Cluster()) {
+		t.Fatalf("schema: exit %d, stderr %q, %d bytes out (want the %d of schema.Cluster())", code, errOut, len(out), len(schema.Cluster()))
+	}
+	var doc map[string]any
+	if err := json.Unmarshal([]byte(out), &doc); err != nil || doc["$id"] == nil || doc["$defs"] == nil {
+		t.Fatalf("schema output is not the JSON Schema (err %v)", err)
+	}
+
+	code, out, errOut = runCLI("schema", "-o", "yaml")
+	var fromYAML map[string]any
+	if code != 0 {
+		t.Fatalf("schema -o yaml: exit %d, stderr %q", code, errOut)
+	}
+	if err := yaml.Unmarshal([]byte(out), &fromYAML); err != nil {
+		t.Fatalf("schema -o yaml: not YAML: %v", err)
+	}
+	a, _ := json.Marshal(doc)
+	b, _ := json.Marshal(fromYAML)
+	if !bytes.Equal(a, b) {
+		t.Errorf("schema -o yaml is not the same document as the JSON")
+	}
+
+	code, out, errOut = runCLI("schema", "-o", "table")
+	if code != exitInvalid || out != "" || !strings.Contains(errOut, `"table"`) {
+		t.Errorf("schema -o table: exit %d (want %d), stdout %d bytes, stderr %q", code, exitInvalid, len(out), errOut)
+	}
+}
