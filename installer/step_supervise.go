@@ -224,7 +224,7 @@ func (sup *supervisor) flannelOff() bool {
 type errProbeQuiet struct{ quiet time.Duration }
 
 func (e *errProbeQuiet) Error() string {
-	return fmt.Sprintf("the probe delivered nothing for %s", e.quiet.Round(time.Second))
+	return fmt.Sprintf("the probe delivered nothing for %s", e.quiet.Round(100*time.Millisecond))
 }
 
 // hostLost is the cause a wait on a host is stopped with when the host's connection was found
@@ -323,7 +323,7 @@ func (sup *supervisor) run(ctx context.Context, res convergeResult) error {
 		sup.em.Info(sup.hs.host.Name, fmt.Sprintf("bring-up probe: %s; starting it again (attempt %d of %d)", why, attempt+1, probeAttempts))
 		select {
 		case <-wctx.Done():
-		case <-time.After(time.Second):
+		case <-time.After(min(time.Second, sup.quietAfter)):
 		}
 	}
 }
@@ -747,9 +747,13 @@ func (sup *supervisor) evidence(ctx context.Context, st *probeState) diagnose.Ev
 		ServiceState:            st.service,
 		ExternalCloudController: sup.s.in.cluster.Spec.K3s.CloudController == inventory.CloudControllerExternal,
 	}
+	c := sup.hs.c()
+	if c == nil {
+		return ev
+	}
 	ectx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 	defer cancel()
-	res, err := sup.hs.c().Run(ectx, remote.Script("gather evidence", facts.EvidenceScript, facts.EvidenceArgs(sup.hs.plan.Service, sup.hs.host.Name)...).AsRoot())
+	res, err := c.Run(ectx, remote.Script("gather evidence", facts.EvidenceScript, facts.EvidenceArgs(sup.hs.plan.Service, sup.hs.host.Name)...).AsRoot())
 	if err != nil || res.ExitCode != 0 {
 		return ev
 	}
