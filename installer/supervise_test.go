@@ -417,3 +417,48 @@ func TestSupervisorHeartbeat(t *testing.T) {
 		}
 	}
 }
+
+// After a crash during K3s's first start the uninitialized taint stays while K3s waits for its
+// own CRDs (about 70 s on the real K3s v1.36.3, docs/k3s.md): past the stall grace the
+// supervisor says so and watches on, up to crdWaitGraces graces; F1 is still a stall at once.
+func TestSupervisorWaitsOutTheCRDWaitAfterACrash(t *testing.T) {
+	now := time.Now().Truncate(time.Second)
+	tainted := realNode(t, now.Add(-time.Hour))
+	tainted.CreationTimestamp = metav1.NewTime(now.Add(time.Second))
+	tainted.Spec.Taints = append(tainted.Spec.Taints, corev1.Taint{Key: k3s.TaintUninitialized, Value: "true", Effect: corev1.TaintEffectNoSchedule})
+	crdWait := func(st *probeState) diagnose.Evidence {
+		return diagnose.Evidence{NodeName: "cp1", Node: st.node, ServiceState: st.service,
+			Journal: []string{`Nov 26 18:31:02 cp1 k3s[256]: time="2026-11-26T18:31:02Z" level=info msg="Waiting for CRD addons.k3s.cattle.io to become available"`}}
+	}
+	var ticks []probeTick
+	for range 9 { // 10 s apart: the taint for 90 s of a 60 s grace
+		ticks = append(ticks, probeTick{service: "active", start: now.Unix(), readyz: "ok", node: tainted})
+	}
+	ticks = append(ticks, probeTick{service: "active", start: now.Unix(), subnet: now.Unix() + 95, readyz: "ok", node: realNode(t, now.Add(95*time.Second))})
+
+	sup, rec := testSupervisor(now)
+	sup.s.in.opts.StallGrace = time.Minute
+	sup.gather = crdWait
+	fp := &fakeProbe{t: t, clock: now, step: 10 * time.Second, attempts: [][]probeTick{ticks}}
+	if err, _ := runProbe(t, sup, fp, convergeResult{started: now}); err != nil {
+		t.Fatalf("CRD wait of 90 s called a failure: %v", err)
+	}
+	if info := strings.Join(messages(rec, events.Info), "\n"); !strings.Contains(info, "waiting for its own CRDs") {
+		t.Errorf("the CRD wait is not said: %q", info)
+	}
+
+	// The same taint for longer than crdWaitGraces graces is the stall.
+	var long []probeTick
+	for range 20 {
+		long = append(long, probeTick{service: "active", start: now.Unix(), readyz: "ok", node: tainted})
+	}
+	sup, _ = testSupervisor(now)
+	sup.s.in.opts.StallGrace = time.Minute
+	sup.gather = crdWait
+	fp = &fakeProbe{t: t, clock: now, step: 10 * time.Second, attempts: [][]probeTick{long}}
+	err, _ := runProbe(t, sup, fp, convergeResult{started: now})
+	var f *Failure
+	if !errors.As(err, &f) || f.Info.Diagnosis != checkid.ManifestDeployerStall || fp.clock.Sub(now) > 200*time.Second {
+		t.Fatalf("CRD wait past %d graces: %v at +%s", crdWaitGraces, err, fp.clock.Sub(now))
+	}
+}

@@ -8,7 +8,7 @@
 # When subnet.env appears during a nap, a quick tick (@quick: service and subnet.env only, no
 # API call) reports it at once; the full tick follows. Every tick ends with @end; each API call is
 # bounded (--request-timeout=5s) so that a tick ends even when the API hangs — k3strap restarts
-# a probe that delivers no @end for max(15 s, 5 intervals).
+# a probe that delivers no @end for max(20 s, 5 intervals).
 svc=$1 node=$2 interval=$3 fast=$4 fastmax=$5 taint=$6
 ready=
 out=
