@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"strings"
 	"sync"
@@ -46,6 +47,9 @@ func TestRealFaults(t *testing.T) {
 		}
 		said := false
 		for _, e := range r.ofType(events.Info) {
+			if e.Phase == events.PhaseSupervise || e.Phase == events.PhaseJoinAgents {
+				t.Logf("  info %s: %s", e.Host, e.Message)
+			}
 			said = said || (e.Host == "cp1" && strings.Contains(e.Message, "restarted"))
 		}
 		if !said {
@@ -81,11 +85,24 @@ func TestRealFaults(t *testing.T) {
 				t.Errorf("Ctrl-C reported as a failure of %s: %s", e.Host, e.Error.Message)
 			}
 		}
+		// And, as in the field, cp1's K3s killed once before the re-run: the re-run finds it
+		// running (systemd restarts it) but not up, and must judge the new process.
+		c.exec(0, "sh", "-c", "kill -KILL $(systemctl show -p MainPID --value k3s)")
 		re := c.k3strap(5*time.Minute, "apply", "--timeout", "10m")
 		defer re.dump(t)
-		t.Logf("re-run after Ctrl-C: exit %d in %s", re.code, re.duration.Round(time.Millisecond))
+		t.Logf("re-run after Ctrl-C and a SIGKILL: exit %d in %s", re.code, re.duration.Round(time.Millisecond))
+		resumed := false
+		for _, e := range re.events {
+			if e.Phase == events.PhaseSupervise && e.Type != events.Debug {
+				t.Logf("  re-run %s %s %s", e.Type, e.Message, milestoneName(e))
+				resumed = resumed || (e.Type == events.PhaseStarted && strings.Contains(e.Message, "running but not up yet"))
+			}
+		}
 		if re.code != 0 || re.duration > 2*time.Minute {
 			t.Fatalf("re-run after Ctrl-C: exit %d after %s, want 0 within 2 min", re.code, re.duration)
+		}
+		if !resumed {
+			t.Error("the re-run did not watch a K3s it found running but not up (the case under test)")
 		}
 		c.allReady(t, "cp1", "a1", "a2")
 	})
@@ -112,6 +129,11 @@ func TestRealFaults(t *testing.T) {
 		named := false
 		for _, e := range r.ofType(events.Error) {
 			named = named || (e.Error != nil && strings.Contains(e.Error.Message, "a2 has been unreachable since"))
+		}
+		for _, e := range r.ofType(events.Error) {
+			if e.Error != nil {
+				t.Logf("  error %s: %s", e.Host, e.Error.Message)
+			}
 		}
 		if !named {
 			t.Error("no error names a2 as unreachable")
@@ -163,4 +185,11 @@ func (c *testCluster) resetHosts(t *testing.T) {
 			t.Fatalf("resetting %s: %v", c.hosts[i].Name, err)
 		}
 	}
+}
+
+func milestoneName(e events.Event) string {
+	if e.Milestone == nil {
+		return ""
+	}
+	return fmt.Sprintf("%s +%.1fs", e.Milestone.Name, e.Milestone.Seconds)
 }
