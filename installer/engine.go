@@ -116,8 +116,14 @@ func (s *session) finish(ctx context.Context, err error) error {
 	}
 	cmd := events.CommandPhase(s.command)
 	if ctx.Err() != nil {
+		// The cause, not a secondary error of what the cancellation stopped (a closed
+		// connection, a killed command): "interrupt signal received" for Ctrl-C.
+		why := "cancelled"
+		if c := context.Cause(ctx); c != nil && c.Error() != context.Canceled.Error() {
+			why += " (" + c.Error() + ")"
+		}
 		err = &Failure{Kind: KindCancelled, Phase: s.current, Info: events.ErrorInfo{
-			Message: "cancelled during step " + string(s.current) + "; the step that was running finished or was stopped before anything was half-written",
+			Message: why + " during step " + string(s.current) + "; the step that was running finished or was stopped before anything was half-written",
 			Resume:  "re-run `k3strap " + s.command + "` to continue",
 		}}
 	}
