@@ -462,3 +462,27 @@ func TestSupervisorWaitsOutTheCRDWaitAfterACrash(t *testing.T) {
 		t.Fatalf("CRD wait past %d graces: %v at +%s", crdWaitGraces, err, fp.clock.Sub(now))
 	}
 }
+
+// A run stopped while the first server comes up summarises it by what it got (installed,
+// started, not up yet), not as "skipped — not reached"; an operation the cancellation stopped
+// is not the host's failure.
+func TestSummaryOfAnInterruptedBringUp(t *testing.T) {
+	sup, rec := testSupervisor(time.Now())
+	s, hs := sup.s, sup.hs
+	res := convergeResult{installed: true, restarted: true, verb: "start", started: time.Now()}
+	hs.setResult(res.status(), res.describe()+"; K3s not up yet when the run ended")
+	_ = s.hostFailure(hs, "token", KindInstall, fmt.Errorf("reading the join token: cp1: cat: %w", context.Canceled))
+	s.summary(time.Now(), context.Canceled)
+	var got *events.SummaryInfo
+	for _, e := range rec.Events() {
+		if e.Type == events.Summary {
+			got = e.Summary
+		}
+	}
+	if got == nil || len(got.Hosts) != 1 {
+		t.Fatalf("summary: %+v", got)
+	}
+	if h := got.Hosts[0]; h.Status != events.StatusChanged || !strings.Contains(h.Message, "ran the install script") || !strings.Contains(h.Message, "not up yet") {
+		t.Errorf("cp1 summarised as %s: %s", h.Status, h.Message)
+	}
+}
