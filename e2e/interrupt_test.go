@@ -30,44 +30,26 @@ func applySteps(t *testing.T, c *testCluster) []string {
 	return steps
 }
 
-// TestInterruptEveryApplyStep (simulator): Ctrl-C as each step of `apply` starts — every step
-// a fresh 1 server + 1 agent apply reports (`k3strap steps apply` lists them; steps with
-// nothing to do on such a cluster report nothing and cannot be caught starting) —, on hosts
-// reset to the base image each time: the run exits 130 within 5 s, and a plain re-run with
-// --timeout 10m converges (exit 0, every node Ready) without waiting out any timeout (within
-// 2 min). Issue 26: a re-run after an interruption during supervise waited out --timeout for a
-// server that was up.
+// TestInterruptEveryApplyStep (simulator): Ctrl-C as each step of `apply` starts (`k3strap
+// steps apply` lists them; --verbose shows each start), on 1 server + 1 agent reset to the base
+// image each time: the run exits 130 within 5 s — or 0 when the steps left after the signal's
+// step were done before it was handled (kubeconfig and after: each takes milliseconds here) —,
+// and a plain re-run with --timeout 10m converges (exit 0, every node Ready: the joins wait for
+// it) without waiting out any timeout (within 2 min). Issue 26: a re-run after an interruption
+// during supervise waited out --timeout for a server that was up.
 func TestInterruptEveryApplyStep(t *testing.T) {
 	c := newCluster(t, 2)
 	c.writeInventory(serverAndAgent, nil)
 	steps := applySteps(t, c)
-
-	// Which steps a fresh apply reports, in order.
-	ref := c.k3strap(4*time.Minute, "apply")
-	defer ref.dump(t)
-	if ref.code != 0 {
-		t.Fatalf("reference apply exited %d", ref.code)
-	}
-	seen := map[string]bool{}
-	for _, e := range ref.events {
-		seen[string(e.Phase)] = true
-	}
-	var caught []string
-	for _, s := range steps {
-		if seen[s] {
-			caught = append(caught, s)
-		}
-	}
-	t.Logf("apply's steps %v; reported by a fresh apply: %v", steps, caught)
-	if len(caught) < 8 {
-		t.Fatalf("only %d steps reported: %v", len(caught), caught)
-	}
-
-	for _, step := range caught {
+	quick := false // kubeconfig and the steps after it
+	for _, step := range steps {
+		quick = quick || step == "kubeconfig"
 		t.Run(step, func(t *testing.T) {
 			c.resetSimHosts(t)
-			a := c.start(4*time.Minute, "apply", "--timeout", "10m")
-			a.waitFor(t, 3*time.Minute, "step "+step, func(e events.Event) bool { return string(e.Phase) == step })
+			a := c.start(4*time.Minute, "apply", "--timeout", "10m", "--verbose")
+			a.waitFor(t, 3*time.Minute, "step "+step+" starting", func(e events.Event) bool {
+				return e.Type == events.Debug && e.Message == "step "+step+" starts"
+			})
 			if err := a.cmd.Process.Signal(os.Interrupt); err != nil {
 				t.Fatal(err)
 			}
@@ -75,8 +57,7 @@ func TestInterruptEveryApplyStep(t *testing.T) {
 			r := a.wait(t)
 			defer r.dump(t)
 			took := time.Since(sent)
-			// A run interrupted in its last step may have finished it first.
-			if (r.code != 130 && r.code != 0) || took > 5*time.Second {
+			if (r.code != 130 && (r.code != 0 || !quick)) || took > 5*time.Second {
 				t.Fatalf("Ctrl-C at %s: exit %d after %s, want 130 within 5 s", step, r.code, took)
 			}
 			re := c.k3strap(4*time.Minute, "apply", "--timeout", "10m")
