@@ -315,6 +315,16 @@ func (sup *supervisor) run(ctx context.Context, res convergeResult) error {
 			return sup.fail(ctx, diagnose.Timeout(sup.evidence(ctx, w.st), sup.lastReached(), opts.Timeout))
 		}
 		var lost *hostLost
+		if done, why := lostHost(sup.hs); !errors.As(err, &lost) && done != nil {
+			// The probe may end (its channel closed) before the keepalive names the cause.
+			select {
+			case <-done:
+				if l := why(); l != nil {
+					err = l
+				}
+			default:
+			}
+		}
 		if errors.As(err, &lost) {
 			return sup.s.hostFailure(sup.hs, "supervise", KindBringUp, fmt.Errorf("watching bring-up: %w", lost))
 		}
