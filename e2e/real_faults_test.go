@@ -17,9 +17,10 @@ import (
 //   - killed: the first server's K3s gets SIGKILL once while the agents join (systemd restarts
 //     it 5 s later): the run says so, rides it out (exit 0) and every node is Ready;
 //   - interrupted: Ctrl-C (SIGINT) once the first server's API answers: exit 130 within 5 s,
-//     the summary says what the first server got (not "skipped"); a plain re-run with
-//     --timeout 10m finds K3s running, judges what it shows now and converges within 2 min
-//     (it used to wait out the timeout);
+//     the summary says what the first server got (not "skipped"); its K3s is then killed once
+//     (as in the field report); a plain re-run with --timeout 10m finds K3s running but not
+//     up, judges what it shows now and converges within 3 min (it used to wait out the
+//     timeout, or call the one restart a crash loop);
 //   - power loss: an agent's host killed (every process at once) right after its K3s was
 //     started: the run ends within 90 s of the kill naming the host as unreachable (it used to
 //     wait out the join timeout in silence); after the host boots again a plain re-run
@@ -98,8 +99,10 @@ func TestRealFaults(t *testing.T) {
 				resumed = resumed || (e.Type == events.PhaseStarted && strings.Contains(e.Message, "running but not up yet"))
 			}
 		}
-		if re.code != 0 || re.duration > 2*time.Minute {
-			t.Fatalf("re-run after Ctrl-C: exit %d after %s, want 0 within 2 min", re.code, re.duration)
+		// Within 3 min of a 10 min timeout: K3s killed during its first start may first wait
+		// for its own CRDs (docs/k3s.md; measured: up to 96 s to up, 33 s without that wait).
+		if re.code != 0 || re.duration > 3*time.Minute {
+			t.Fatalf("re-run after Ctrl-C: exit %d after %s, want 0 within 3 min", re.code, re.duration)
 		}
 		if !resumed {
 			t.Error("the re-run did not watch a K3s it found running but not up (the case under test)")
