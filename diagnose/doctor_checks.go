@@ -48,12 +48,20 @@ func nameOr(a, b string) string {
 // (docs/k3s.md "Readiness of the unit").
 const slowStart = 10 * time.Minute
 
-// crashLooping reports whether systemd shows the unit failing: failed, waiting to restart, or
-// not active after restarts. A unit activating with no restart is starting (K3s has not sent
-// READY yet), not failing (docs/k3s.md "Readiness of the unit").
+// crashLooping reports whether systemd shows the unit failing, by the crash-loop rule the
+// bring-up supervisor shares (k3s.CrashLoop): failed, or not active after repeated restarts (an
+// exit waiting for its restart, SubState auto-restart, counts as one) — or stopped. A unit
+// activating with no restart is starting (K3s has not sent READY yet), and one restart is
+// systemd recovering from one exit, not failing (docs/k3s.md "Readiness of the unit").
 func crashLooping(f *facts.DoctorNode) bool {
-	return f.ActiveState == "failed" || f.SubState == "auto-restart" || (f.ActiveState != "active" && f.Restarts > 0) ||
-		(f.ActiveState != "active" && f.ActiveState != "activating")
+	if f.ActiveState == "active" {
+		return false
+	}
+	n := f.Restarts
+	if f.SubState == "auto-restart" {
+		n++
+	}
+	return k3s.CrashLoop(f.ActiveState, n) || f.ActiveState != "activating"
 }
 
 // checkCrashLoop: a K3s unit that does not stay up (crash loop, failed start) or that
@@ -85,7 +93,7 @@ func checkCrashLoop(in *Input) []Finding {
 			}
 			fd.Evidence = append(fd.Evidence, state)
 			out = append(out, fd)
-		case f.ActiveState == "activating":
+		case f.ActiveState == "activating" && f.Restarts == 0:
 			if f.StartedAt.IsZero() || in.Now.Sub(f.StartedAt) < slowStart {
 				continue
 			}

@@ -291,3 +291,30 @@ func TestDoctorImagePull(t *testing.T) {
 		}
 	}
 }
+
+// One restart is systemd recovering from one exit (a SIGKILL, the OOM killer): the unit
+// starting again is not a crash loop but a restart worth a warning; a second restart makes it
+// one (k3s.CrashLoop, the rule the bring-up supervisor uses too), as does an exit waiting for
+// its restart after a restart.
+func TestDoctorOneRestartIsNotACrashLoop(t *testing.T) {
+	in := doctorInput(t, "node-default.json", "")
+	f := in.Nodes[0].Facts
+	f.ActiveState, f.SubState, f.Restarts = "activating", "start", 1
+	f.StartedAt = in.Now.Add(-20 * time.Second)
+	f.Journal = journal(t, "journal-crashloop-readonly-sysctl.txt")
+	for _, x := range Findings(in) {
+		if x.ID == "crash-loop" {
+			t.Fatalf("one restart reported as a crash loop: %s", x.Message)
+		}
+	}
+	if w := has(t, Findings(in), "service-restarts@vm"); w.Severity != SeverityWarning {
+		t.Errorf("one restart: severity %s", w.Severity)
+	}
+	for _, st := range []struct {
+		sub      string
+		restarts int
+	}{{"start", 2}, {"auto-restart", 1}} {
+		f.SubState, f.Restarts = st.sub, st.restarts
+		has(t, Findings(in), "crash-loop@vm")
+	}
+}

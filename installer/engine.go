@@ -45,7 +45,8 @@ func (in *Installer) runCommand(ctx context.Context, name string, configure func
 	return err
 }
 
-// runSteps runs steps in order; under --dry-run a step that has a Preview is previewed. A step
+// runSteps runs steps in order (each start said in a debug event, shown with --verbose); under
+// --dry-run a step that has a Preview is previewed. A step
 // may leave work running in the background (the supervisor, staging uploads): such work stops
 // the run with its failure through s.abort, and is stopped and waited for when the steps end.
 func (s *session) runSteps(parent context.Context, steps []step) error {
@@ -60,6 +61,7 @@ func (s *session) runSteps(parent context.Context, steps []step) error {
 			return s.aborted(parent, ctx, err)
 		}
 		s.current = st.Phase()
+		s.in.emitter(st.Phase()).Debug("", "step "+string(st.Phase())+" starts")
 		var err error
 		if p, ok := st.(previewer); ok && s.in.opts.DryRun {
 			err = p.Preview(ctx, s)
@@ -116,8 +118,14 @@ func (s *session) finish(ctx context.Context, err error) error {
 	}
 	cmd := events.CommandPhase(s.command)
 	if ctx.Err() != nil {
+		// The cause, not a secondary error of what the cancellation stopped (a closed
+		// connection, a killed command): "interrupt signal received" for Ctrl-C.
+		why := "cancelled"
+		if c := context.Cause(ctx); c != nil && c.Error() != context.Canceled.Error() {
+			why += " (" + c.Error() + ")"
+		}
 		err = &Failure{Kind: KindCancelled, Phase: s.current, Info: events.ErrorInfo{
-			Message: "cancelled during step " + string(s.current) + "; the step that was running finished or was stopped before anything was half-written",
+			Message: why + " during step " + string(s.current) + "; the step that was running finished or was stopped before anything was half-written",
 			Resume:  "re-run `k3strap " + s.command + "` to continue",
 		}}
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"maps"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -57,7 +58,14 @@ func (s *session) joinOne(ctx context.Context, first, hs *hostState) error {
 	if err != nil {
 		return err
 	}
+	// What the host got so far: a run stopped while its node is awaited still says so.
+	hs.setResult(res.status(), res.describe()+"; its node was not Ready yet when the run ended")
 	if err := s.waitNode(ctx, hs, view, want, res); err != nil {
+		if ctx.Err() != nil {
+			// Cancelled (Ctrl-C, or another failure stopped the run): not this host's failure;
+			// the run's own error says why.
+			return err
+		}
 		hs.setResult(events.StatusFailed, err.Error())
 		s.in.emitter(s.current).Fail(hs.host.Name, "join", events.ErrorInfo{Message: err.Error(), Resume: "re-run `k3strap apply`"})
 		return err
@@ -124,7 +132,9 @@ func (s *session) uncordon(ctx context.Context, first, hs *hostState) error {
 
 // waitNode polls the node through the first server until it is Ready, carries its declared
 // labels and taints, runs version (when not ""), and — for servers of an HA cluster — is an
-// etcd member.
+// etcd member. It ends early, saying so, when hs's own connection is found dead (the host
+// lost power or its network: its node will not come). While it waits, the nodes awaited are
+// said at most every heartbeatEvery (nodeView.beat).
 //
 // After a (re)start (res.started set) the node counts as Ready only once a kubelet of this
 // start posted it: its Ready condition's heartbeat is no older than the start (host clock,
@@ -134,16 +144,20 @@ func (s *session) waitNode(ctx context.Context, hs *hostState, kc *nodeView, ver
 	if !res.started.IsZero() {
 		since = res.started.Add(hs.facts.ClockSkew).Add(-2 * time.Second)
 	}
-	deadline := time.Now().Add(s.in.opts.Timeout)
+	start := time.Now()
+	deadline := start.Add(s.in.opts.Timeout)
 	wantEtcd := hs.host.EtcdMember() && len(s.in.cluster.Servers()) > 1
 	// A host kept out of the CNI (kernelPolicy exclude) has no pod network on a cluster
 	// whose CNI k3strap deploys: its node may stay NotReady, so registering is enough.
 	_, excluded := s.cniExcluded()[hs.host.Name]
 	lastWhy := "not registered yet"
+	wctx, stop := whileReachable(ctx, hs)
+	defer stop()
+	defer kc.done(hs.host.Name)
 	kc.follow()
 	for {
 		mark := kc.mark()
-		n, err := kc.get(ctx, hs.host.Name)
+		n, err := kc.get(wctx, hs.host.Name)
 		if err == nil && n != nil && excluded {
 			s.in.emitter(s.current).Step(hs.host.Name, "node", events.StatusOK, "node registered (excluded from the CNI: Ready not required)")
 			return nil
@@ -162,13 +176,83 @@ func (s *session) waitNode(ctx context.Context, hs *hostState, kc *nodeView, ver
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
+		if lost := context.Cause(wctx); lost != nil && wctx.Err() != nil {
+			return fmt.Errorf("node %s not ready: %w (its node: %s)", hs.host.Name, lost, lastWhy)
+		}
 		if time.Now().After(deadline) {
 			return fmt.Errorf("node %s not ready after %s: %s (see `journalctl -u %s` on the host)", hs.host.Name, s.in.opts.Timeout, lastWhy, hs.plan.Service)
 		}
-		if err := kc.wait(ctx, mark); err != nil {
+		kc.beat(s.in.emitter(s.current), hs.host.Name, lastWhy, start, deadline)
+		if err := kc.wait(wctx, mark); err != nil && ctx.Err() != nil {
 			return err
 		}
 	}
+}
+
+// whileReachable returns a context that ends, with a *hostLost as its cause, when hs's
+// connection is found dead (remote.Client.Lost); stop releases it.
+func whileReachable(ctx context.Context, hs *hostState) (context.Context, func()) {
+	cctx, cancel := context.WithCancelCause(ctx)
+	lost, why := lostHost(hs)
+	if lost != nil {
+		go func() {
+			select {
+			case <-cctx.Done():
+			case <-lost:
+				if err := why(); err != nil {
+					cancel(err)
+				}
+			}
+		}()
+	}
+	return cctx, func() { cancel(nil) }
+}
+
+// beat records what host's wait lacks and, at most every heartbeatEvery for all waiters
+// together, says in one info event which nodes the run waits for, why and for how long.
+func (v *nodeView) beat(em events.Emitter, host, why string, since, deadline time.Time) {
+	v.mu.Lock()
+	if v.waits == nil {
+		v.waits = map[string]nodeWait{}
+		v.lastBeat = time.Now()
+	}
+	v.waits[host] = nodeWait{why: why, since: since, deadline: deadline}
+	now := time.Now()
+	if now.Sub(v.lastBeat) < heartbeatEvery {
+		v.mu.Unlock()
+		return
+	}
+	v.lastBeat = now
+	names := slices.Sorted(maps.Keys(v.waits))
+	var parts []string
+	var last time.Time
+	for i, n := range names {
+		w := v.waits[n]
+		if w.deadline.After(last) {
+			last = w.deadline
+		}
+		if i < 5 {
+			parts = append(parts, fmt.Sprintf("%s (%s, %s)", n, w.why, now.Sub(w.since).Round(time.Second)))
+		}
+	}
+	if len(names) > 5 {
+		parts = append(parts, fmt.Sprintf("and %d more", len(names)-5))
+	}
+	v.mu.Unlock()
+	em.Info("", fmt.Sprintf("waiting for %s: %s; timeout in %s", plural(len(names), "node", "nodes"), strings.Join(parts, ", "), last.Sub(now).Round(time.Second)))
+}
+
+// done removes host from the nodes awaited.
+func (v *nodeView) done(host string) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	delete(v.waits, host)
+}
+
+// nodeWait is what one waiter lacks, since when and until when it waits.
+type nodeWait struct {
+	why             string
+	since, deadline time.Time
 }
 
 // nodeListInterval is how often the shared node list is refreshed for a cluster of n hosts:
@@ -201,6 +285,9 @@ type nodeView struct {
 	changed  chan struct{}
 	watching bool
 	stop     context.CancelFunc
+	// waits is what each waiter still waits for (beat), lastBeat when it was last said.
+	waits    map[string]nodeWait
+	lastBeat time.Time
 }
 
 // nodeWatchedInterval is how often the view is listed while the watch streams.

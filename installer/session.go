@@ -219,7 +219,11 @@ func firstLine(err error) string {
 // hostFailure records err as hs's failure in step (a stage of the current step) and returns
 // the Failure.
 func (s *session) hostFailure(hs *hostState, step string, kind Kind, err error) error {
-	hs.setResult(events.StatusFailed, step+": "+err.Error())
+	// A cancelled operation (Ctrl-C, or another failure stopped the run) is not the host's
+	// failure: its result keeps what it got; the run's own error says why it stopped.
+	if !errors.Is(err, context.Canceled) {
+		hs.setResult(events.StatusFailed, step+": "+err.Error())
+	}
 	fix := ""
 	if errors.Is(err, remote.ErrSudoPassword) {
 		fix = "allow NOPASSWD sudo for the SSH user, or give the sudo password (ssh.sudoPasswordEnv, ssh.sudoPasswordFile or --ask-sudo-password)"

@@ -55,6 +55,9 @@ func (firstServerStep) Run(ctx context.Context, s *session) error {
 		return err
 	}
 	s.boot.firstResult = res
+	// What the host got so far: a run stopped before the server is up still says so (the
+	// supervisor, then the bring-up step, complete it).
+	hs.setResult(res.status(), res.describe()+"; K3s not up yet when the run ended")
 	em.Finished(events.StatusOK, res.describe())
 	return nil
 }

@@ -12,6 +12,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 
+	"github.com/k3strap/k3strap/checkid"
 	"github.com/k3strap/k3strap/diagnose"
 	"github.com/k3strap/k3strap/events"
 	"github.com/k3strap/k3strap/facts"
@@ -148,17 +149,35 @@ type supervisor struct {
 	hs *hostState
 	em events.Emitter
 
-	started  time.Time
-	reached  map[k3s.Milestone]float64
-	last     k3s.Milestone
-	baseRest int
-	tick     int
-	// taintSince is when the uninitialized taint was first seen (local clock).
+	// started is when this run (re)started the unit, or began watching a unit it found
+	// running (local clock); the timeout counts from it.
+	started time.Time
+	reached map[k3s.Milestone]float64
+	last    k3s.Milestone
+	tick    int
+	// taintSince is when the uninitialized taint was first seen (local clock); crdWait that the
+	// evidence showed K3s waiting for its own CRDs once the grace passed (crdWaitGraces).
 	taintSince time.Time
+	crdWait    bool
+	// resumed is true when the run found K3s running and left it so (an earlier run, or
+	// systemd, started it): no process the host shows is "from before", and the milestones
+	// are those of whatever process runs now (its ExecMainStartTimestamp). It never changes.
+	resumed bool
 	// quick is true while checking a server that was left running: its milestones are only
 	// reported if it turns out not to be up.
 	quick   bool
 	pending []events.MilestoneInfo
+	// proc is the main process start (host clock, epoch seconds) of the process being judged:
+	// the first one seen that belongs to this bring-up; when it changes (systemd restarted the
+	// unit) the milestones are judged again for the new process. 0 = not seen yet.
+	proc int64
+	// restarts is NRestarts as last seen (-1 before the first tick); restartsAt the times (local
+	// clock) at which it was seen to go up while watching, for the crash-loop rule
+	// (k3s.CrashLoop).
+	restarts   int
+	restartsAt []time.Time
+	// lastBeat is when the last heartbeat (or the start message) was emitted.
+	lastBeat time.Time
 	// gate, when set, is closed once servers may join (joinable); then set to nil.
 	gate chan struct{}
 	// agentGate, when set, is closed once agents may join: with gate, or as soon as the API
@@ -167,24 +186,177 @@ type supervisor struct {
 	earlyAgents bool
 	// up is called once every milestone is reached, before the probe's channel is closed.
 	up func()
+
+	// now is the clock the judgement reads (nil: time.Now; tests give a fake one).
+	now func() time.Time
+	// stream runs the probe and feeds its lines to onLine until ctx ends or the probe ends
+	// (nil: probe.sh over the host's connection).
+	stream func(ctx context.Context, onLine func(string)) error
+	// gather, when set, replaces the evidence command (tests).
+	gather func(st *probeState) diagnose.Evidence
+	// quietAfter is how long the probe may deliver no tick before it counts as quiet (0:
+	// probeQuiet of the poll interval).
+	quietAfter time.Duration
+}
+
+// crdWaitGraces is how many stall graces the uninitialized taint may stay when the evidence
+// shows K3s waiting for the CRDs of its own packaged manifests (diagnose.UninitializedStall's
+// manifest-deployer stall): after a crash during K3s's first start the taint stayed about 70 s
+// on the real K3s v1.36.3 (docs/k3s.md, "Not every stuck uninitialized taint is F1") — one
+// SIGKILL while agents joined is ridden out, not called a stall.
+const crdWaitGraces = 3
+
+// heartbeatEvery is the most often a wait says what it waits for in the plain output.
+const heartbeatEvery = 30 * time.Second
+
+// probeAttempts is how many times in a row the bring-up probe is started when it goes quiet or
+// ends without a verdict, before the supervisor gives up with that cause.
+const probeAttempts = 3
+
+// probeQuiet is how long the probe may deliver no tick (`@end`) before it counts as quiet:
+// five intervals, at least 20 s — a tick runs systemctl and up to two kubectl calls of at most
+// 5 s each (probe.sh), and on the real lane a loaded host (K3s starting beside other tests on
+// two cores) once took 15.6 s for one.
+func probeQuiet(interval time.Duration) time.Duration {
+	return max(20*time.Second, 5*interval)
+}
+
+func (sup *supervisor) clock() time.Time {
+	if sup.now != nil {
+		return sup.now()
+	}
+	return time.Now()
 }
 
 func (sup *supervisor) flannelOff() bool {
 	return sup.hs.plan.Config.EffectiveFlannelBackend() == "none"
 }
 
+// errProbeQuiet is the cause a probe stream is stopped with when it delivered no tick for
+// quietAfter.
+type errProbeQuiet struct{ quiet time.Duration }
+
+func (e *errProbeQuiet) Error() string {
+	return fmt.Sprintf("the probe delivered nothing for %s", e.quiet.Round(100*time.Millisecond))
+}
+
+// hostLost is the cause a wait on a host is stopped with when the host's connection was found
+// dead (remote.Client.Lost).
+type hostLost struct {
+	host  string
+	since time.Time
+	why   error
+}
+
+func (e *hostLost) Error() string {
+	return fmt.Sprintf("%s has been unreachable since %s: %v", e.host, e.since.Format("15:04:05"), e.why)
+}
+
+func (e *hostLost) Unwrap() error { return e.why }
+
+// lostHost returns the channel closed when hs's connection closes (nil when it has none) and
+// a function saying why, as a *hostLost when the link was found dead (nil when the connection
+// was closed on purpose).
+func lostHost(hs *hostState) (<-chan struct{}, func() error) {
+	c := hs.c()
+	if c == nil {
+		return nil, func() error { return nil }
+	}
+	return c.Done(), func() error {
+		if why := c.Lost(); why != nil {
+			return &hostLost{host: hs.host.Name, since: time.Now(), why: why}
+		}
+		return nil
+	}
+}
+
 // run follows the first server's bring-up until every milestone is reached, the
-// uninitialized taint outlives the grace period (diagnosed), the service keeps restarting
-// (diagnosed), or the timeout passes.
+// uninitialized taint outlives the grace period (diagnosed), the service crash-loops
+// (diagnosed, k3s.CrashLoop), the host's connection is lost, the probe stays quiet, or the
+// timeout passes.
 func (sup *supervisor) run(ctx context.Context, res convergeResult) error {
 	sup.reached = map[k3s.Milestone]float64{}
+	sup.restarts = -1
 	sup.started = res.started
-	quick := res.started.IsZero()
-	sup.quick = quick
-	if quick {
-		sup.started = time.Now()
+	sup.resumed = res.started.IsZero()
+	sup.quick = sup.resumed
+	if sup.resumed {
+		sup.started = sup.clock()
 	}
-	if sup.flannelOff() {
+	sup.lastBeat = sup.clock()
+	sup.skipSubnetEnv()
+	if !sup.quick {
+		sup.em.Started(fmt.Sprintf("watching %s come up (stall grace %s, timeout %s)", sup.hs.host.Name, sup.s.in.opts.StallGrace, sup.s.in.opts.Timeout))
+	}
+	opts := sup.s.in.opts
+	if sup.quietAfter == 0 {
+		sup.quietAfter = probeQuiet(opts.PollInterval)
+	}
+	if sup.stream == nil {
+		interval := strconv.FormatFloat(opts.PollInterval.Seconds(), 'f', 2, 64)
+		fast := strconv.FormatFloat(min(gatePoll, opts.PollInterval).Seconds(), 'f', 2, 64)
+		cmd := remote.Script("bring-up probe", probeScript, sup.hs.plan.Service, sup.hs.host.Name, interval,
+			fast, strconv.Itoa(gatePolls), k3s.TaintUninitialized).AsRoot()
+		sup.stream = func(ctx context.Context, onLine func(string)) error { return sup.hs.c().Stream(ctx, cmd, onLine) }
+	}
+	wctx, cancel := context.WithTimeout(ctx, opts.Timeout+30*time.Second)
+	defer cancel()
+	w := &probeWatch{st: &probeState{}}
+	for attempt := 1; ; attempt++ {
+		ticks, err := sup.streamOnce(wctx, w)
+		switch {
+		case w.verdict != nil:
+			return w.verdict
+		case w.done:
+			return nil
+		case ctx.Err() != nil:
+			return ctx.Err()
+		case wctx.Err() != nil:
+			return sup.fail(ctx, diagnose.Timeout(sup.evidence(ctx, w.st), sup.lastReached(), opts.Timeout))
+		}
+		var lost *hostLost
+		if done, why := lostHost(sup.hs); !errors.As(err, &lost) && done != nil {
+			// The probe may end (its channel closed) before the keepalive names the cause.
+			select {
+			case <-done:
+				if l := why(); l != nil {
+					err = l
+				}
+			default:
+			}
+		}
+		if errors.As(err, &lost) {
+			return sup.s.hostFailure(sup.hs, "supervise", KindBringUp, fmt.Errorf("watching bring-up: %w", lost))
+		}
+		if ticks > 0 {
+			attempt = 1
+		}
+		why := "the probe ended"
+		if err != nil {
+			why = "the probe ended: " + firstLine(err)
+		}
+		var q *errProbeQuiet
+		if errors.As(err, &q) {
+			why = q.Error()
+		}
+		if attempt >= probeAttempts {
+			return sup.s.hostFailure(sup.hs, "supervise", KindBringUp, fmt.Errorf("watching bring-up: %s, %d times in a row (is %s overloaded? `uptime` and `journalctl -u %s` on the host)",
+				why, probeAttempts, sup.hs.host.Name, sup.hs.plan.Service))
+		}
+		sup.em.Info(sup.hs.host.Name, fmt.Sprintf("bring-up probe: %s; starting it again (attempt %d of %d)", why, attempt+1, probeAttempts))
+		select {
+		case <-wctx.Done():
+		case <-time.After(min(time.Second, sup.quietAfter)):
+		}
+	}
+}
+
+// skipSubnetEnv marks subnet.env as not expected when flannel is off (said once, at the start).
+func (sup *supervisor) skipSubnetEnv() {
+	if !sup.flannelOff() {
+		return
+	}
+	if _, seen := sup.reached[k3s.MilestoneSubnetEnv]; !seen {
 		reason := "flannel-backend: none — no subnet.env is ever written; "
 		switch sup.s.in.cluster.Spec.CNI.Type {
 		case inventory.CNICalico:
@@ -195,63 +367,105 @@ func (sup *supervisor) run(ctx context.Context, res convergeResult) error {
 			reason += "the CNI you bring configures pod networking"
 		}
 		sup.em.Milestone(sup.hs.host.Name, events.MilestoneInfo{Name: string(k3s.MilestoneSubnetEnv), Skipped: true, Detail: reason})
-		sup.reached[k3s.MilestoneSubnetEnv] = 0
 	}
-	if !quick {
-		sup.em.Started(fmt.Sprintf("watching %s come up (stall grace %s, timeout %s)", sup.hs.host.Name, sup.s.in.opts.StallGrace, sup.s.in.opts.Timeout))
-	}
-	opts := sup.s.in.opts
-	wctx, cancel := context.WithTimeout(ctx, opts.Timeout+30*time.Second)
-	defer cancel()
-	var verdict error
-	done := false
-	st := &probeState{}
-	interval := strconv.FormatFloat(opts.PollInterval.Seconds(), 'f', 2, 64)
-	fast := strconv.FormatFloat(min(gatePoll, opts.PollInterval).Seconds(), 'f', 2, 64)
-	cmd := remote.Script("bring-up probe", probeScript, sup.hs.plan.Service, sup.hs.host.Name, interval,
-		fast, strconv.Itoa(gatePolls), k3s.TaintUninitialized).AsRoot()
-	err := sup.hs.c().Stream(wctx, cmd, func(line string) {
-		if done || verdict != nil {
+	sup.reached[k3s.MilestoneSubnetEnv] = 0
+}
+
+// probeWatch is what the probe's lines have told so far: the state being assembled for the
+// next tick and the outcome.
+type probeWatch struct {
+	st      *probeState
+	verdict error
+	done    bool
+}
+
+// streamOnce runs the probe once, feeding its ticks to evaluate, until a verdict or done, ctx
+// ends, the probe ends, the probe stays quiet for quietAfter (*errProbeQuiet) or the host's
+// connection is lost (*hostLost). It returns the number of ticks delivered.
+func (sup *supervisor) streamOnce(ctx context.Context, w *probeWatch) (int, error) {
+	sctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	var mu sync.Mutex
+	last, ticks := time.Now(), 0
+	stop := make(chan struct{})
+	lost, why := lostHost(sup.hs)
+	watchdog := make(chan struct{})
+	go func() {
+		defer close(watchdog)
+		t := time.NewTicker(max(sup.quietAfter/5, 10*time.Millisecond))
+		defer t.Stop()
+		for {
+			select {
+			case <-stop:
+				return
+			case <-lost:
+				if err := why(); err != nil {
+					cancel(err)
+				}
+				return
+			case <-t.C:
+				mu.Lock()
+				q := time.Since(last)
+				mu.Unlock()
+				if q > sup.quietAfter {
+					cancel(&errProbeQuiet{quiet: q})
+					return
+				}
+			}
+		}
+	}()
+	err := sup.stream(sctx, func(line string) {
+		if w.done || w.verdict != nil {
 			return
 		}
 		if line != "@end" {
-			sup.parse(st, line)
+			sup.parse(w.st, line)
 			return
 		}
+		mu.Lock()
+		last = time.Now()
+		ticks++
+		mu.Unlock()
 		sup.tick++
-		d, v := sup.evaluate(ctx, st)
+		d, v := sup.evaluate(ctx, w.st)
+		// The evaluation may have gathered evidence over SSH: the probe is not quiet meanwhile.
+		mu.Lock()
+		last = time.Now()
+		mu.Unlock()
 		if v != nil {
-			verdict = v
-			cancel()
+			w.verdict = v
+			cancel(nil)
 			return
 		}
 		if d {
-			done = true
+			w.done = true
 			sup.reportUp()
-			cancel()
+			cancel(nil)
 			return
 		}
-		st = &probeState{readyz: st.readyz}
+		w.st = &probeState{readyz: w.st.readyz}
 	})
-	switch {
-	case verdict != nil:
-		return verdict
-	case done:
-		return nil
-	case ctx.Err() != nil:
-		return ctx.Err()
-	case err != nil && !errors.Is(err, context.Canceled) && !errors.Is(err, context.DeadlineExceeded):
-		return sup.s.hostFailure(sup.hs, "supervise", KindBringUp, fmt.Errorf("watching bring-up: %w", err))
+	close(stop)
+	<-watchdog
+	mu.Lock()
+	n := ticks
+	mu.Unlock()
+	if cause := context.Cause(sctx); ctx.Err() == nil && cause != nil && !errors.Is(cause, context.Canceled) {
+		return n, cause
 	}
-	return sup.fail(ctx, diagnose.Timeout(sup.evidence(ctx, st), sup.lastReached(), opts.Timeout))
+	return n, err
 }
 
-// reportUp says the first server is up and lets the steps waiting for it go on at once.
+// reportUp says the first server is up, records what it got in its host result, and lets the
+// steps waiting for it go on at once.
 func (sup *supervisor) reportUp() {
 	if sup.quick {
 		sup.em.Step(sup.hs.host.Name, "health", events.StatusOK, "already up: node Ready, no uninitialized taint"+map[bool]string{true: "", false: ", subnet.env present"}[sup.flannelOff()])
 	} else {
-		sup.em.Finished(events.StatusOK, fmt.Sprintf("%s is up after %.1f s", sup.hs.host.Name, time.Since(sup.started).Seconds()))
+		sup.em.Finished(events.StatusOK, fmt.Sprintf("%s is up after %.1f s", sup.hs.host.Name, sup.clock().Sub(sup.started).Seconds()))
+	}
+	if res := sup.s.boot.firstResult; !sup.s.upgrading(sup.hs) {
+		sup.hs.setResult(res.status(), res.describe())
 	}
 	if sup.up != nil {
 		sup.up()
@@ -300,11 +514,9 @@ func (sup *supervisor) parse(st *probeState, line string) {
 // evaluate records new milestones and decides: done, or a verdict (stall, crash loop,
 // timeout).
 func (sup *supervisor) evaluate(ctx context.Context, st *probeState) (bool, error) {
-	now := time.Now()
+	now := sup.clock()
 	sec := now.Sub(sup.started).Seconds()
-	if sup.tick == 1 {
-		sup.baseRest = st.restarts
-	}
+	sup.countRestarts(st, now)
 	hit := map[k3s.Milestone]string{}
 	if !sup.fresh(st) {
 		// What the probe sees still belongs to the process before this run's (re)start: an
@@ -315,6 +527,7 @@ func (sup *supervisor) evaluate(ctx context.Context, st *probeState) (bool, erro
 		}
 		return false, nil
 	}
+	sup.follow(st, sec)
 	if st.service == "active" {
 		hit[k3s.MilestoneServiceActive] = ""
 	}
@@ -384,6 +597,65 @@ func (sup *supervisor) evaluate(ctx context.Context, st *probeState) (bool, erro
 	return sup.judge(ctx, st, now, taint)
 }
 
+// countRestarts notes every restart systemd made since the last tick (NRestarts went up):
+// each is said once, and kept for the crash-loop rule.
+func (sup *supervisor) countRestarts(st *probeState, now time.Time) {
+	switch {
+	case sup.restarts < 0 || st.restarts < sup.restarts:
+		// The first look, or the counter was reset (daemon-reload of a changed unit).
+		sup.restarts = st.restarts
+		return
+	case st.restarts == sup.restarts:
+		return
+	}
+	for range st.restarts - sup.restarts {
+		sup.restartsAt = append(sup.restartsAt, now)
+	}
+	sup.restarts = st.restarts
+	n := sup.recentRestarts(now)
+	sup.em.Info(sup.hs.host.Name, fmt.Sprintf("systemd restarted %s (NRestarts=%d; %s in the last %s, a crash loop is %d): watching the new process",
+		sup.hs.plan.Service, st.restarts, plural(n, "restart", "restarts"), k3s.CrashLoopWindow, k3s.CrashLoopRestarts))
+}
+
+// recentRestarts is how many restarts were seen within k3s.CrashLoopWindow before now.
+func (sup *supervisor) recentRestarts(now time.Time) int {
+	n := 0
+	for _, t := range sup.restartsAt {
+		if now.Sub(t) <= k3s.CrashLoopWindow {
+			n++
+		}
+	}
+	return n
+}
+
+// follow moves the supervisor to the process the probe shows: the first one of this bring-up
+// is taken as it is; when the unit's main process changed since (systemd restarted it, or
+// someone did), every milestone is judged again for the new process — what the old one reached
+// (the API, a Ready node, subnet.env) does not count for it.
+func (sup *supervisor) follow(st *probeState, sec float64) {
+	if st.start == 0 || st.start == sup.proc {
+		return
+	}
+	if sup.proc == 0 {
+		sup.proc = st.start
+		return
+	}
+	sup.proc = st.start
+	if len(sup.reached) > 0 {
+		var had []string
+		for _, m := range k3s.Milestones() {
+			if _, ok := sup.reached[m]; ok {
+				had = append(had, string(m))
+			}
+		}
+		sup.em.Info(sup.hs.host.Name, fmt.Sprintf("%s restarted at +%.1f s (new main process): its milestones are judged again (the old process had %s)",
+			sup.hs.plan.Service, sec, strings.Join(had, ", ")))
+	}
+	sup.reached = map[k3s.Milestone]float64{}
+	sup.last = ""
+	sup.skipSubnetEnv()
+}
+
 // joinable reports whether other nodes may join: the API answers, the node exists and its
 // uninitialized taint is gone (the F1 gate). subnet.env is the first node's own flannel
 // milestone and not needed by joining nodes.
@@ -402,12 +674,13 @@ func (sup *supervisor) apiReady() bool {
 	return ok
 }
 
-// fresh reports whether the probe's state belongs to the start this run made: the unit's
-// main process started (host clock) no earlier than the (re)start command, allowing 2 s for
-// the clock skew measurement. A server left running, or a host without systemd (no start
-// time), is always fresh.
+// fresh reports whether the probe's state belongs to this bring-up: after a (re)start made by
+// this run, the unit's main process started (host clock) no earlier than the (re)start
+// command, allowing 2 s for the clock skew measurement. A server the run found running
+// (resumed), or a host without systemd (no start time), is always fresh: what it shows now is
+// what is judged, by its current process's start.
 func (sup *supervisor) fresh(st *probeState) bool {
-	if sup.quick || st.start == 0 {
+	if sup.resumed || st.start == 0 {
 		return true
 	}
 	hostStart := sup.started.Add(sup.hs.facts.ClockSkew).Add(-2 * time.Second)
@@ -415,11 +688,13 @@ func (sup *supervisor) fresh(st *probeState) bool {
 }
 
 // judge decides whether the bring-up stalled (uninitialized taint past the grace period), the
-// service crash-loops, or the timeout passed; taint is the uninitialized taint seen now.
+// service crash-loops (k3s.CrashLoop), or the timeout passed; taint is the uninitialized taint
+// seen now. Otherwise it says, at most every heartbeatEvery, what it waits for.
 func (sup *supervisor) judge(ctx context.Context, st *probeState, now time.Time, taint *corev1.Taint) (bool, error) {
 	if sup.quick {
 		// Left running but not up: watch it like a fresh start, reporting what it has.
 		sup.quick = false
+		sup.lastBeat = now
 		sup.em.Started(fmt.Sprintf("%s is running but not up yet; watching (stall grace %s, timeout %s)", sup.hs.host.Name, sup.s.in.opts.StallGrace, sup.s.in.opts.Timeout))
 		for _, mi := range sup.pending {
 			sup.em.Milestone(sup.hs.host.Name, mi)
@@ -439,21 +714,53 @@ func (sup *supervisor) judge(ctx context.Context, st *probeState, now time.Time,
 				}
 			}
 		}
-		if age := now.Sub(sup.taintSince); age > sup.s.in.opts.StallGrace {
+		grace := sup.s.in.opts.StallGrace
+		if age := now.Sub(sup.taintSince); age > grace && (!sup.crdWait || age > crdWaitGraces*grace) {
 			ev := sup.evidence(ctx, st)
 			ev.TaintAge = age
-			return false, sup.fail(ctx, diagnose.UninitializedStall(ev))
+			d := diagnose.UninitializedStall(ev)
+			if d.ID == checkid.ManifestDeployerStall && !sup.crdWait {
+				// Not a stall but K3s recovering from a crash during its first start.
+				sup.crdWait = true
+				sup.em.Info(sup.hs.host.Name, fmt.Sprintf("%s: %s; watching up to %s of the taint", sup.hs.host.Name, d.Title, crdWaitGraces*grace))
+				return false, nil
+			}
+			return false, sup.fail(ctx, d)
 		}
 	}
-	// Crash loop: systemd restarted the unit since we started watching, or it failed.
-	if st.restarts > sup.baseRest || st.service == "failed" {
+	// Crash loop: repeated restarts within the window, or systemd gave up.
+	if k3s.CrashLoop(st.service, sup.recentRestarts(now)) {
 		ev := sup.evidence(ctx, st)
 		return false, sup.fail(ctx, diagnose.ServiceFailing(ev, sup.hs.plan.Service))
 	}
 	if now.Sub(sup.started) > sup.s.in.opts.Timeout {
 		return false, sup.fail(ctx, diagnose.Timeout(sup.evidence(ctx, st), sup.lastReached(), sup.s.in.opts.Timeout))
 	}
+	if now.Sub(sup.lastBeat) >= heartbeatEvery {
+		sup.lastBeat = now
+		sup.em.Info(sup.hs.host.Name, sup.waitingFor(st, now, taint))
+	}
 	return false, nil
+}
+
+// waitingFor says what the bring-up waits for: the milestones still missing, how long it has
+// waited, and how much of the timeout and stall grace is left.
+func (sup *supervisor) waitingFor(st *probeState, now time.Time, taint *corev1.Taint) string {
+	var missing []string
+	for _, m := range k3s.Milestones() {
+		if _, ok := sup.reached[m]; !ok {
+			missing = append(missing, string(m))
+		}
+	}
+	opts := sup.s.in.opts
+	waited := now.Sub(sup.started)
+	msg := fmt.Sprintf("still waiting for %s: %s (service %s; %s so far, timeout in %s",
+		sup.hs.host.Name, strings.Join(missing, ", "), orNone(st.service), waited.Round(time.Second), (opts.Timeout - waited).Round(time.Second))
+	if taint != nil && !sup.taintSince.IsZero() {
+		msg += fmt.Sprintf(", uninitialized taint for %s, stall grace left %s", now.Sub(sup.taintSince).Round(time.Second),
+			(opts.StallGrace - now.Sub(sup.taintSince)).Round(time.Second))
+	}
+	return msg + ")"
 }
 
 func round1(f float64) float64 { return float64(int(f*10+0.5)) / 10 }
@@ -468,6 +775,9 @@ func (sup *supervisor) lastReached() string {
 // evidence gathers what a diagnosis needs in one command; on failure it falls back to the
 // probe's last state.
 func (sup *supervisor) evidence(ctx context.Context, st *probeState) diagnose.Evidence {
+	if sup.gather != nil {
+		return sup.gather(st)
+	}
 	ev := diagnose.Evidence{
 		NodeName:                sup.hs.host.Name,
 		Node:                    st.node,
@@ -475,9 +785,13 @@ func (sup *supervisor) evidence(ctx context.Context, st *probeState) diagnose.Ev
 		ServiceState:            st.service,
 		ExternalCloudController: sup.s.in.cluster.Spec.K3s.CloudController == inventory.CloudControllerExternal,
 	}
+	c := sup.hs.c()
+	if c == nil {
+		return ev
+	}
 	ectx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 	defer cancel()
-	res, err := sup.hs.c().Run(ectx, remote.Script("gather evidence", facts.EvidenceScript, facts.EvidenceArgs(sup.hs.plan.Service, sup.hs.host.Name)...).AsRoot())
+	res, err := c.Run(ectx, remote.Script("gather evidence", facts.EvidenceScript, facts.EvidenceArgs(sup.hs.plan.Service, sup.hs.host.Name)...).AsRoot())
 	if err != nil || res.ExitCode != 0 {
 		return ev
 	}
@@ -506,4 +820,12 @@ func (sup *supervisor) fail(_ context.Context, d diagnose.Diagnosis) error {
 		Resume:    "fix the cause and re-run `k3strap " + sup.s.command + "`; the host keeps what was installed",
 	}
 	return &Failure{Kind: KindBringUp, Phase: events.PhaseSupervise, Host: sup.hs.host.Name, Info: info}
+}
+
+// plural is "1 restart", "2 restarts".
+func plural(n int, one, many string) string {
+	if n == 1 {
+		return "1 " + one
+	}
+	return strconv.Itoa(n) + " " + many
 }

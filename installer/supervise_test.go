@@ -2,12 +2,18 @@ package installer
 
 import (
 	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"strings"
 	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/k3strap/k3strap/checkid"
 	"github.com/k3strap/k3strap/diagnose"
 	"github.com/k3strap/k3strap/events"
 	"github.com/k3strap/k3strap/facts"
@@ -27,7 +33,7 @@ func testSupervisor(started time.Time) (*supervisor, *events.Recorder) {
 	hs.facts = &facts.Host{}
 	hs.plan = &plan.HostPlan{Host: hs.host, Service: "k3s"}
 	sup := &supervisor{s: s, hs: hs, em: in.emitter(events.PhaseSupervise), started: started,
-		reached: map[k3s.Milestone]float64{}, gate: make(chan struct{})}
+		reached: map[k3s.Milestone]float64{}, restarts: -1, gate: make(chan struct{})}
 	return sup, rec
 }
 
@@ -116,5 +122,367 @@ func TestNodeNotDoneNeedsAHeartbeatSinceTheRestart(t *testing.T) {
 	n.Status.Conditions[0].LastHeartbeatTime = metav1.NewTime(since.Add(time.Second))
 	if why := nodeNotDone(n, h, false, "", false, since); why != "" {
 		t.Fatalf("fresh heartbeat: %s", why)
+	}
+}
+
+// probeTick is one tick of probe.sh as it prints it (installer/scripts/probe.sh): the unit's
+// state and NRestarts, its main process start, subnet.env (mtime 0: missing), /readyz and the
+// Node (nil: the API refused, as while K3s restarts).
+type probeTick struct {
+	service   string
+	restarts  int
+	start     int64
+	subnet    int64
+	readyz    string
+	node      *corev1.Node
+	nodeError string
+}
+
+// lines renders the tick in probe.sh's format; the subnet.env text is the real capture's.
+func (tk probeTick) lines(t *testing.T) []string {
+	t.Helper()
+	out := []string{fmt.Sprintf("@service %s %d", tk.service, tk.restarts)}
+	if tk.start != 0 {
+		out = append(out, fmt.Sprintf("@start %d", tk.start))
+	}
+	if tk.subnet != 0 {
+		raw, err := os.ReadFile("../testdata/real-k3s-v1.36.3/subnet.env")
+		if err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, fmt.Sprintf("@subnet-mtime %d", tk.subnet), "@subnet "+strings.ReplaceAll(string(raw), "\n", " "))
+	} else {
+		out = append(out, "@subnet-missing")
+	}
+	out = append(out, "@readyz "+tk.readyz)
+	switch {
+	case tk.node != nil:
+		b, err := json.Marshal(tk.node)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, "@node "+string(b))
+	case tk.nodeError != "":
+		out = append(out, "@node "+tk.nodeError)
+	}
+	return append(out, "@end")
+}
+
+// realNode is the real K3s v1.36.3 node capture (registered, no uninitialized taint, PodCIDR
+// set) with its Ready condition's heartbeat at heartbeat.
+func realNode(t *testing.T, heartbeat time.Time) *corev1.Node {
+	t.Helper()
+	raw, err := os.ReadFile("../testdata/real-k3s-v1.36.3/node-default.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var n corev1.Node
+	if err := json.Unmarshal(raw, &n); err != nil {
+		t.Fatal(err)
+	}
+	for i := range n.Status.Conditions {
+		if n.Status.Conditions[i].Type == corev1.NodeReady {
+			n.Status.Conditions[i].LastHeartbeatTime = metav1.NewTime(heartbeat)
+		}
+	}
+	return &n
+}
+
+// fakeProbe plays attempts of the probe: each attempt's ticks, one per poll interval of a
+// fake clock advanced by step before each tick; then the attempt stays quiet until stopped.
+type fakeProbe struct {
+	t        *testing.T
+	clock    time.Time
+	step     time.Duration
+	attempts [][]probeTick
+	started  int
+}
+
+func (f *fakeProbe) now() time.Time { return f.clock }
+
+func (f *fakeProbe) stream(ctx context.Context, onLine func(string)) error {
+	i := f.started
+	f.started++
+	if i < len(f.attempts) {
+		for _, tk := range f.attempts[i] {
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
+			f.clock = f.clock.Add(f.step)
+			for _, l := range tk.lines(f.t) {
+				onLine(l)
+			}
+		}
+	}
+	<-ctx.Done()
+	return ctx.Err()
+}
+
+// runProbe runs the supervisor over the fake probe, as the supervise step does, and returns
+// its result with how long it took (real time).
+func runProbe(t *testing.T, sup *supervisor, fp *fakeProbe, res convergeResult) (error, time.Duration) {
+	t.Helper()
+	sup.now, sup.stream = fp.now, fp.stream
+	if sup.quietAfter == 0 {
+		sup.quietAfter = 5 * time.Second
+	}
+	start := time.Now()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	err := sup.run(ctx, res)
+	return err, time.Since(start)
+}
+
+func messages(rec *events.Recorder, typ events.Type) []string {
+	var out []string
+	for _, e := range rec.Events() {
+		if e.Type == typ {
+			out = append(out, e.Message)
+		}
+	}
+	return out
+}
+
+// A re-run that finds K3s running (an earlier run started it, then was interrupted; or systemd
+// restarted it after a SIGKILL) judges what the host shows now: the current process's
+// milestones as they come, not "since this run" — it is done as soon as the server is up,
+// not at the timeout (issue 26: the re-run waited out --timeout for a server that was up).
+func TestSupervisorResumesAServerStartedBefore(t *testing.T) {
+	now := time.Now().Truncate(time.Second)
+	sup, rec := testSupervisor(time.Time{})
+	proc := now.Add(-20 * time.Second).Unix() // started (or restarted by systemd) before the run
+	before := now.Add(-10 * time.Minute)
+	fp := &fakeProbe{t: t, clock: now, step: 2 * time.Second, attempts: [][]probeTick{{
+		// Activating: the API answers, the node's Ready is from the previous process, no
+		// subnet.env of this process yet.
+		{service: "activating", restarts: 1, start: proc, readyz: "ok", node: realNode(t, before)},
+		{service: "activating", restarts: 1, start: proc, subnet: before.Unix(), readyz: "ok", node: realNode(t, before)},
+		// Flannel of this process wrote subnet.env, the kubelet of this process posted Ready.
+		{service: "active", restarts: 1, start: proc, subnet: proc + 17, readyz: "ok", node: realNode(t, now.Add(4*time.Second))},
+	}}}
+	err, took := runProbe(t, sup, fp, convergeResult{})
+	if err != nil {
+		t.Fatalf("resumed server that came up: %v", err)
+	}
+	if took > 5*time.Second || fp.clock.Sub(now) > 10*time.Second {
+		t.Fatalf("took %s (fake clock %s) for a server up at its third tick", took, fp.clock.Sub(now))
+	}
+	if _, ok := sup.reached[k3s.MilestoneSubnetEnv]; !ok {
+		t.Fatalf("done without subnet.env: %v", sup.reached)
+	}
+	if got := strings.Join(messages(rec, events.PhaseStarted), "\n"); !strings.Contains(got, "running but not up yet") {
+		t.Errorf("no watching message: %q", got)
+	}
+}
+
+// One SIGKILL of the first server's K3s while it comes up: systemd restarts it (NRestarts 1),
+// the supervisor says so and judges the milestones again for the new process — a Ready from
+// the old process does not count — and the server is up, not a crash loop.
+func TestSupervisorRidesOutOneRestart(t *testing.T) {
+	now := time.Now().Truncate(time.Second)
+	sup, rec := testSupervisor(now)
+	p1, p2 := now.Unix(), now.Add(12*time.Second).Unix()
+	fp := &fakeProbe{t: t, clock: now, step: 2 * time.Second, attempts: [][]probeTick{{
+		{service: "activating", start: p1, readyz: "ok", node: realNode(t, now.Add(time.Second))},
+		// SIGKILL: exited, waiting the 5 s of RestartSec; the API is gone.
+		{service: "activating", start: p1, readyz: "", nodeError: "The connection to the server 127.0.0.1:6443 was refused"},
+		// Restarted: a new main process; the Node still shows the old process's Ready.
+		{service: "activating", restarts: 1, start: p2, readyz: "ok", node: realNode(t, now.Add(time.Second))},
+		{service: "activating", restarts: 1, start: p2, subnet: p2 + 10, readyz: "ok", node: realNode(t, now.Add(time.Second))},
+		{service: "active", restarts: 1, start: p2, subnet: p2 + 10, readyz: "ok", node: realNode(t, now.Add(17*time.Second))},
+	}}}
+	err, _ := runProbe(t, sup, fp, convergeResult{started: now})
+	if err != nil {
+		t.Fatalf("one restart: %v", err)
+	}
+	if fp.clock.Sub(now) != 10*time.Second {
+		t.Errorf("up at +%s, want +10s (the fifth tick: Ready from the old process must not count)", fp.clock.Sub(now))
+	}
+	info := strings.Join(messages(rec, events.Info), "\n")
+	if !strings.Contains(info, "systemd restarted k3s (NRestarts=1") || !strings.Contains(info, "judged again") {
+		t.Errorf("the restart is not said: %q", info)
+	}
+	n := 0
+	for _, e := range rec.Events() {
+		if e.Type == events.Milestone && e.Milestone != nil && e.Milestone.Name == string(k3s.MilestoneAPIReady) {
+			n++
+		}
+	}
+	if n != 2 {
+		t.Errorf("api-ready reported %d times, want once per process", n)
+	}
+}
+
+// Repeated restarts within k3s.CrashLoopWindow are a crash loop (the rule doctor uses too),
+// diagnosed at the second restart; so is a failed unit.
+func TestSupervisorCallsRepeatedRestartsACrashLoop(t *testing.T) {
+	now := time.Now().Truncate(time.Second)
+	for name, ticks := range map[string][]probeTick{
+		"two restarts": {
+			{service: "activating", start: now.Unix(), readyz: ""},
+			{service: "activating", restarts: 1, start: now.Unix() + 7, readyz: ""},
+			{service: "activating", restarts: 2, start: now.Unix() + 14, readyz: ""},
+			{service: "activating", restarts: 2, start: now.Unix() + 14, readyz: ""},
+		},
+		"failed": {
+			{service: "activating", start: now.Unix(), readyz: ""},
+			{service: "failed", start: now.Unix(), readyz: ""},
+			{service: "failed", start: now.Unix(), readyz: ""},
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			sup, _ := testSupervisor(now)
+			fp := &fakeProbe{t: t, clock: now, step: 7 * time.Second, attempts: [][]probeTick{ticks}}
+			err, _ := runProbe(t, sup, fp, convergeResult{started: now})
+			var f *Failure
+			if !errors.As(err, &f) || f.Info.Diagnosis != checkid.ServiceFailing {
+				t.Fatalf("want the service-failing diagnosis, got %v", err)
+			}
+			if want := len(ticks) - 1; fp.started != 1 || fp.clock.Sub(now) != time.Duration(want)*7*time.Second {
+				t.Errorf("diagnosed at +%s, want at tick %d", fp.clock.Sub(now), want)
+			}
+		})
+	}
+}
+
+// A probe that goes quiet is noticed after quietAfter and started again; one that stays quiet
+// ends the watch with that cause after probeAttempts, not at the timeout.
+func TestSupervisorNoticesAQuietProbe(t *testing.T) {
+	now := time.Now().Truncate(time.Second)
+	up := probeTick{service: "active", start: now.Unix(), subnet: now.Unix() + 15, readyz: "ok", node: realNode(t, now.Add(10*time.Second))}
+	t.Run("restarted", func(t *testing.T) {
+		sup, rec := testSupervisor(now)
+		sup.quietAfter = 200 * time.Millisecond
+		fp := &fakeProbe{t: t, clock: now, step: time.Second, attempts: [][]probeTick{
+			{{service: "activating", start: now.Unix(), readyz: ""}}, // then silence
+			{up},
+		}}
+		err, took := runProbe(t, sup, fp, convergeResult{started: now})
+		if err != nil {
+			t.Fatalf("probe restarted once then up: %v", err)
+		}
+		if fp.started != 2 || took > 3*time.Second {
+			t.Errorf("%d probe starts in %s", fp.started, took)
+		}
+		if info := strings.Join(messages(rec, events.Info), "\n"); !strings.Contains(info, "the probe delivered nothing for") || !strings.Contains(info, "starting it again (attempt 2 of 3)") {
+			t.Errorf("the quiet probe is not said: %q", info)
+		}
+	})
+	t.Run("stays quiet", func(t *testing.T) {
+		sup, _ := testSupervisor(now)
+		sup.quietAfter = 200 * time.Millisecond
+		fp := &fakeProbe{t: t, clock: now, step: time.Second}
+		err, took := runProbe(t, sup, fp, convergeResult{started: now})
+		if err == nil || !strings.Contains(err.Error(), "the probe delivered nothing for") || !strings.Contains(err.Error(), "3 times in a row") {
+			t.Fatalf("want the quiet probe named, got %v", err)
+		}
+		if fp.started != probeAttempts || took > 5*time.Second {
+			t.Errorf("%d probe starts in %s", fp.started, took)
+		}
+	})
+}
+
+// While the bring-up waits, it says at most every heartbeatEvery what it waits for, how long
+// it waited and how much of the timeout and stall grace is left.
+func TestSupervisorHeartbeat(t *testing.T) {
+	now := time.Now().Truncate(time.Second)
+	sup, rec := testSupervisor(now)
+	n := realNode(t, now.Add(-time.Hour))
+	n.CreationTimestamp = metav1.NewTime(now.Add(time.Second)) // registered by this start
+	n.Spec.Taints = append(n.Spec.Taints, corev1.Taint{Key: k3s.TaintUninitialized, Value: "true", Effect: corev1.TaintEffectNoSchedule})
+	var ticks []probeTick
+	for range 16 { // 16 ticks 5 s apart: 80 s
+		ticks = append(ticks, probeTick{service: "active", start: now.Unix(), readyz: "ok", node: n})
+	}
+	fp := &fakeProbe{t: t, clock: now, step: 5 * time.Second, attempts: [][]probeTick{ticks}}
+	sup.quietAfter = 300 * time.Millisecond
+	sup.s.in.opts.StallGrace = 10 * time.Minute
+	// No verdict is due within 80 s of a 10 min stall grace: after its ticks the fake probe
+	// goes quiet, and that is what ends the watch.
+	if err, _ := runProbe(t, sup, fp, convergeResult{started: now}); err == nil || !strings.Contains(err.Error(), "the probe delivered nothing") {
+		t.Fatalf("want the watch ended by the quiet probe after the ticks, got %v", err)
+	}
+	var beats []string
+	for _, m := range messages(rec, events.Info) {
+		if strings.HasPrefix(m, "still waiting for cp1") {
+			beats = append(beats, m)
+		}
+	}
+	if len(beats) != 2 {
+		t.Fatalf("want 2 heartbeats in 80 s, got %q", beats)
+	}
+	for _, want := range []string{"node-ready", "subnet-env", "30s so far", "timeout in 59m30s", "stall grace left 9m"} {
+		if !strings.Contains(beats[0], want) {
+			t.Errorf("heartbeat %q lacks %q", beats[0], want)
+		}
+	}
+}
+
+// After a crash during K3s's first start the uninitialized taint stays while K3s waits for its
+// own CRDs (about 70 s on the real K3s v1.36.3, docs/k3s.md): past the stall grace the
+// supervisor says so and watches on, up to crdWaitGraces graces; F1 is still a stall at once.
+func TestSupervisorWaitsOutTheCRDWaitAfterACrash(t *testing.T) {
+	now := time.Now().Truncate(time.Second)
+	tainted := realNode(t, now.Add(-time.Hour))
+	tainted.CreationTimestamp = metav1.NewTime(now.Add(time.Second))
+	tainted.Spec.Taints = append(tainted.Spec.Taints, corev1.Taint{Key: k3s.TaintUninitialized, Value: "true", Effect: corev1.TaintEffectNoSchedule})
+	crdWait := func(st *probeState) diagnose.Evidence {
+		return diagnose.Evidence{NodeName: "cp1", Node: st.node, ServiceState: st.service,
+			Journal: []string{`Nov 26 18:31:02 cp1 k3s[256]: time="2026-11-26T18:31:02Z" level=info msg="Waiting for CRD addons.k3s.cattle.io to become available"`}}
+	}
+	var ticks []probeTick
+	for range 9 { // 10 s apart: the taint for 90 s of a 60 s grace
+		ticks = append(ticks, probeTick{service: "active", start: now.Unix(), readyz: "ok", node: tainted})
+	}
+	ticks = append(ticks, probeTick{service: "active", start: now.Unix(), subnet: now.Unix() + 95, readyz: "ok", node: realNode(t, now.Add(95*time.Second))})
+
+	sup, rec := testSupervisor(now)
+	sup.s.in.opts.StallGrace = time.Minute
+	sup.gather = crdWait
+	fp := &fakeProbe{t: t, clock: now, step: 10 * time.Second, attempts: [][]probeTick{ticks}}
+	if err, _ := runProbe(t, sup, fp, convergeResult{started: now}); err != nil {
+		t.Fatalf("CRD wait of 90 s called a failure: %v", err)
+	}
+	if info := strings.Join(messages(rec, events.Info), "\n"); !strings.Contains(info, "waiting for its own CRDs") {
+		t.Errorf("the CRD wait is not said: %q", info)
+	}
+
+	// The same taint for longer than crdWaitGraces graces is the stall.
+	var long []probeTick
+	for range 20 {
+		long = append(long, probeTick{service: "active", start: now.Unix(), readyz: "ok", node: tainted})
+	}
+	sup, _ = testSupervisor(now)
+	sup.s.in.opts.StallGrace = time.Minute
+	sup.gather = crdWait
+	fp = &fakeProbe{t: t, clock: now, step: 10 * time.Second, attempts: [][]probeTick{long}}
+	err, _ := runProbe(t, sup, fp, convergeResult{started: now})
+	var f *Failure
+	if !errors.As(err, &f) || f.Info.Diagnosis != checkid.ManifestDeployerStall || fp.clock.Sub(now) > 200*time.Second {
+		t.Fatalf("CRD wait past %d graces: %v at +%s", crdWaitGraces, err, fp.clock.Sub(now))
+	}
+}
+
+// A run stopped while the first server comes up summarises it by what it got (installed,
+// started, not up yet), not as "skipped — not reached"; an operation the cancellation stopped
+// is not the host's failure.
+func TestSummaryOfAnInterruptedBringUp(t *testing.T) {
+	sup, rec := testSupervisor(time.Now())
+	s, hs := sup.s, sup.hs
+	res := convergeResult{installed: true, restarted: true, verb: "start", started: time.Now()}
+	hs.setResult(res.status(), res.describe()+"; K3s not up yet when the run ended")
+	_ = s.hostFailure(hs, "token", KindInstall, fmt.Errorf("reading the join token: cp1: cat: %w", context.Canceled))
+	s.summary(time.Now(), context.Canceled)
+	var got *events.SummaryInfo
+	for _, e := range rec.Events() {
+		if e.Type == events.Summary {
+			got = e.Summary
+		}
+	}
+	if got == nil || len(got.Hosts) != 1 {
+		t.Fatalf("summary: %+v", got)
+	}
+	if h := got.Hosts[0]; h.Status != events.StatusChanged || !strings.Contains(h.Message, "ran the install script") || !strings.Contains(h.Message, "not up yet") {
+		t.Errorf("cp1 summarised as %s: %s", h.Status, h.Message)
 	}
 }

@@ -269,3 +269,17 @@ func TestBinaryReleaseBuildInfo(t *testing.T) {
 		}
 	}
 }
+
+// The crash-loop rule: failed, or CrashLoopRestarts restarts within the window; one restart is
+// not a crash loop.
+func TestCrashLoop(t *testing.T) {
+	for _, c := range []struct {
+		state    string
+		restarts int
+		want     bool
+	}{{"activating", 0, false}, {"activating", 1, false}, {"active", 1, false}, {"activating", 2, true}, {"failed", 0, true}, {"active", 5, true}} {
+		if got := CrashLoop(c.state, c.restarts); got != c.want {
+			t.Errorf("CrashLoop(%q, %d) = %v, want %v", c.state, c.restarts, got, c.want)
+		}
+	}
+}

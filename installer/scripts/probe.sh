@@ -1,12 +1,14 @@
 # shellcheck shell=sh
-# The bring-up probe (supervise.go): prints the server's state every $3 seconds until killed:
+# The bring-up probe (step_supervise.go): prints the server's state every $3 seconds until killed:
 # service state, restart count and the main process's start time (epoch seconds, host clock),
 # subnet.env with its modification time, /readyz, the Node. One SSH channel for the whole
 # bring-up. While the Node carries taint $6 (the uninitialized taint, whose removal opens the
 # join gate) it looks every $4 seconds instead, for at most $5 such looks (a cluster in F1 never
 # loses it). Arguments: unit node interval fast fastmax taint.
 # When subnet.env appears during a nap, a quick tick (@quick: service and subnet.env only, no
-# API call) reports it at once; the full tick follows.
+# API call) reports it at once; the full tick follows. Every tick ends with @end; each API call is
+# bounded (--request-timeout=5s) so that a tick ends even when the API hangs — k3strap restarts
+# a probe that delivers no @end for max(20 s, 5 intervals).
 svc=$1 node=$2 interval=$3 fast=$4 fastmax=$5 taint=$6
 ready=
 out=
@@ -23,9 +25,9 @@ service_and_subnet() {
 }
 while :; do
   service_and_subnet
-  if [ "$ready" != ok ]; then ready=$("$K3S_BIN" kubectl get --raw /readyz 2>/dev/null | head -c 200); echo "@readyz $ready"; fi
+  if [ "$ready" != ok ]; then ready=$("$K3S_BIN" kubectl --request-timeout=5s get --raw /readyz 2>/dev/null | head -c 200); echo "@readyz $ready"; fi
   if [ "$ready" = ok ]; then
-    out=$("$K3S_BIN" kubectl get node "$node" -o json 2>&1 | tr -d '\n')
+    out=$("$K3S_BIN" kubectl --request-timeout=5s get node "$node" -o json 2>&1 | tr -d '\n')
     case "$out" in *"connection to the server"*|*"connection refused"*) ready= ;; esac
     echo "@node $out"
   fi
