@@ -66,7 +66,10 @@ type Spec struct {
 	// every host that has no registries of its own (Host.Registries; edge.go;
 	// docs/registries.md).
 	Registries *Registries `yaml:"registries,omitempty"`
-	Hosts      []Host      `yaml:"hosts"`
+	// Proxy is the HTTP(S) proxy every host reaches the internet through (proxy.go;
+	// docs/proxy.md).
+	Proxy *Proxy `yaml:"proxy,omitempty"`
+	Hosts []Host `yaml:"hosts"`
 }
 
 // InstallMode says how the K3s binary reaches a host.
@@ -231,6 +234,9 @@ type Host struct {
 	// spec.registries for this host entirely — replace, not merge; `registries: {}` gives the
 	// host an empty file. Nil uses spec.registries (Cluster.RegistriesOf; docs/registries.md).
 	Registries *Registries `yaml:"registries,omitempty"`
+	// Proxy overrides spec.proxy for this host: its non-empty fields replace the
+	// cluster-wide ones (Cluster.HostProxy; docs/proxy.md).
+	Proxy *Proxy `yaml:"proxy,omitempty"`
 }
 
 // HostK3s is the per-host K3s override.

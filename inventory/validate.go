@@ -67,6 +67,7 @@ func (c *Cluster) ValidateWith(o ValidateOptions) ErrorList {
 	v.cni()
 	v.rancher()
 	v.ssh(&c.Spec.SSH, "spec.ssh", "")
+	v.proxy()
 	v.hosts()
 	v.k3sConfig(c.Spec.K3s.Config, "spec.k3s.config", nil)
 	v.errs.Sort()

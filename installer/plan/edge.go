@@ -194,8 +194,11 @@ func readPrivate(file, what string) ([]byte, error) {
 // ShownOnHost masks what a host's copy of a secret file would reveal, for dry-run diffs of
 // files with a Shown rendering.
 func ShownOnHost(path string, b []byte) string {
-	if path == k3s.PathRegistries {
+	switch path {
+	case k3s.PathRegistries:
 		return string(edge.MaskRegistries(b))
+	case k3s.PathProxyEnv:
+		return k3s.Mask(string(b))
 	}
 	return ""
 }
