@@ -37,7 +37,8 @@ type File struct {
 	Restart bool
 	// Keep says an existing file is left alone whatever its content (a generated token).
 	Keep bool
-	// Shown is what `render` and dry-run show of a Secret file (its secrets masked); nil
+	// Shown is what `render` and dry-run show of a Secret file (its secrets masked), and
+	// what `render` shows in full of a small non-secret one (the proxy environment); nil
 	// shows nothing.
 	Shown []byte
 }

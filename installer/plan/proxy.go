@@ -44,9 +44,8 @@ func (pl *Planner) proxyFile(p *HostPlan) error {
 		}
 	}
 	f := contentFile(k3s.PathProxyEnv, 0o600, real, true)
-	if px.HasCredentials() {
-		f.Secret, f.Shown = true, shown
-	}
+	f.Shown = shown
+	f.Secret = px.HasCredentials()
 	p.Files = append(p.Files, f)
 	p.InstallEnv = append(p.InstallEnv, proxyEnvVar+"="+k3s.PathProxyEnv)
 	return nil
