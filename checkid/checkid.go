@@ -12,21 +12,27 @@ package checkid
 
 // Preflight check IDs, in the order preflight runs them (ports: Port-N, preflight.portSpecs).
 const (
-	SSH                     = "SSH"
-	Sudo                    = "Sudo"
-	OS                      = "OS"
-	Arch                    = "Arch"
-	InitSystem              = "InitSystem"
-	KernelConfig            = "KernelConfig"
-	CNIKernel               = "CNIKernel"
-	Cgroups                 = "Cgroups"
-	Swap                    = "Swap"
-	Mem                     = "Mem"
-	Disk                    = "Disk"
-	Hostname                = "Hostname"
-	MachineID               = "MachineID"
-	ClockSkew               = "ClockSkew"
-	DefaultRoute            = "DefaultRoute"
+	SSH          = "SSH"
+	Sudo         = "Sudo"
+	OS           = "OS"
+	Arch         = "Arch"
+	InitSystem   = "InitSystem"
+	KernelConfig = "KernelConfig"
+	CNIKernel    = "CNIKernel"
+	Cgroups      = "Cgroups"
+	Swap         = "Swap"
+	Mem          = "Mem"
+	Disk         = "Disk"
+	Hostname     = "Hostname"
+	MachineID    = "MachineID"
+	ClockSkew    = "ClockSkew"
+	DefaultRoute = "DefaultRoute"
+	// Proxy: the host's HTTP(S) proxy (spec.proxy) does not answer, refuses the credentials or
+	// cannot fetch the online install (docs/proxy.md).
+	Proxy = "Proxy"
+	// NoProxy: the K3s service's proxy environment, whoever set it, would send in-cluster
+	// traffic to the proxy (k3s.InClusterProxied; docs/proxy.md).
+	NoProxy                 = "NoProxy"
 	SELinux                 = "SELinux"
 	ExistingInstall         = "ExistingInstall"
 	ServerCount             = "ServerCount"
@@ -105,6 +111,9 @@ const (
 	DoctorClockSkew    = "clock-skew"
 	DiskPressure       = "disk-pressure"
 	APIUnreachable     = "api-unreachable"
+	// InClusterProxied: a running K3s unit's environment sends in-cluster traffic to its
+	// proxy (NO_PROXY misses entries; docs/proxy.md).
+	InClusterProxied = "in-cluster-proxied"
 )
 
 // Diagnosis IDs of a stalled `upgrade --via suc` (the SUC watch).
@@ -142,5 +151,6 @@ func Shared() []Pair {
 		{NMCloudSetup, NMCloudSetup, "netcheck.NetworkManagers"},
 		{NetworkManager, NetworkManager, "netcheck.NetworkManagers"},
 		{ResolvConf, ResolvConf, "k3s.UsableResolvConf over k3s.ResolvConfCandidates (netcheck.ResolvConfs)"},
+		{NoProxy, InClusterProxied, "k3s.InClusterProxied over k3s.NoProxy's required entries (docs/proxy.md)"},
 	}
 }

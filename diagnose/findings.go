@@ -83,6 +83,8 @@ type NodeEvidence struct {
 	Facts *facts.DoctorNode
 	// ClockSkew is the host's clock minus the workstation's (round trip corrected).
 	ClockSkew time.Duration
+	// Proxy is the K3s unit's proxy environment (facts.ProxyScript); nil when not read.
+	Proxy *facts.ProxyFacts
 }
 
 // Intent is what the inventory declares for one node (doctor -f).
@@ -144,7 +146,7 @@ type check func(in *Input) []Finding
 var checks = []check{
 	checkUnreachable, checkCrashLoop, checkF1, checkPodNetwork, checkCNIKernel, checkCNIToleration,
 	checkPendingOnTaint, checkLostTaints, checkIntent, checkNotReady, checkCerts, checkVersionSkew,
-	checkEtcd, checkClockSkew, checkDisk, checkImagePull, checkNetwork,
+	checkEtcd, checkClockSkew, checkDisk, checkImagePull, checkNetwork, checkInClusterProxied,
 }
 
 // Findings judges in and returns its findings, errors first (then warnings, infos; by node,

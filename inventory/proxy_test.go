@@ -81,7 +81,7 @@ spec:
 func TestClusterNoProxy(t *testing.T) {
 	c := &Cluster{Spec: Spec{
 		K3s: K3s{Version: "v1.36.3+k3s1",
-			Config: K3sConfig{ClusterCIDR: StringList{"10.10.0.0/16,fd10::/56"}, ServiceCIDR: StringList{"10.11.0.0/16,fd11::/112"}, ClusterDomain: "k8s.example"},
+			Config:      K3sConfig{ClusterCIDR: StringList{"10.10.0.0/16,fd10::/56"}, ServiceCIDR: StringList{"10.11.0.0/16,fd11::/112"}, ClusterDomain: "k8s.example"},
 			APIEndpoint: &APIEndpoint{Address: "k3s.example.com", KubeVIP: &KubeVIP{Address: "10.0.0.100", Interface: "eth0"}}},
 		Registries: &Registries{Mirrors: map[string]RegistryMirror{"docker.io": {Endpoint: []string{"https://mirror.local:5000"}}}},
 		Proxy:      &Proxy{HTTP: "http://proxy:3128", NoProxy: []string{".corp.example"}, LocalMirrors: true},

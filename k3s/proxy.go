@@ -220,3 +220,24 @@ func ProxyURLHasPassword(u string) bool {
 // (DirSystemd/UNIT.service.env) as the official script does; the script's own downloads go
 // through the proxy with it.
 const PathProxyEnv = DirConfig + "/proxy.env"
+
+// GoProxyEnv returns the value Go's net/http/httpproxy (hence K3s, its kubelet and
+// containerd) takes for the proxy variable upper (HTTP_PROXY, HTTPS_PROXY or NO_PROXY) from
+// lookup: the upper-case variable when set and not empty, else the lower-case one.
+func GoProxyEnv(upper string, lookup func(name string) string) string {
+	if v := lookup(upper); v != "" {
+		return v
+	}
+	return lookup(strings.ToLower(upper))
+}
+
+// InClusterProxied is the one rule preflight and doctor judge a K3s service environment by
+// (docs/proxy.md): when an HTTP or HTTPS proxy is set, the required NO_PROXY entries (NoProxy
+// of the cluster without the user's extras) that noProxy does not cover (NoProxyMissing) —
+// traffic to them would go to the proxy. nil when no proxy is set or nothing is missing.
+func InClusterProxied(httpProxy, httpsProxy, noProxy string, required []string) []string {
+	if httpProxy == "" && httpsProxy == "" {
+		return nil
+	}
+	return NoProxyMissing([]string{noProxy}, required)
+}
