@@ -24,9 +24,9 @@ var proxyScript string
 const ProxyProbeLimit = 10
 
 // ProxyArgs returns ProxyScript's arguments for unit (k3s or k3s-agent): without proxyURL
-// only the environment is read; with it (its password removed here: the caller sends
-// credentials on standard input, ProxyCurlConfig) the proxy is probed for target (""
-// probes only that the proxy accepts a connection).
+// only the environment is read; with it (its user information removed here: with auth the
+// caller sends user and password on standard input, ProxyCurlConfig) the proxy is probed for
+// target ("" probes only that the proxy accepts a connection).
 func ProxyArgs(unit, proxyURL, target string, auth bool) []string {
 	if proxyURL == "" {
 		return []string{unit}
@@ -35,7 +35,7 @@ func ProxyArgs(unit, proxyURL, target string, auth bool) []string {
 	if auth {
 		a = "auth"
 	}
-	return []string{unit, withoutPassword(proxyURL), target, a, strconv.Itoa(ProxyProbeLimit)}
+	return []string{unit, withoutUser(proxyURL), target, a, strconv.Itoa(ProxyProbeLimit)}
 }
 
 // ProxyCurlConfig is the curl config (-K -) giving the proxy user and password on standard
@@ -45,12 +45,14 @@ func ProxyCurlConfig(user, password string) []byte {
 	return []byte(`proxy-user = "` + esc(user+":"+password) + "\"\n")
 }
 
-func withoutPassword(u string) string {
+// withoutUser removes the user information: curl would take it over the config's
+// proxy-user.
+func withoutUser(u string) string {
 	p, err := url.Parse(u)
 	if err != nil || p.User == nil {
 		return u
 	}
-	p.User = url.User(p.User.Username())
+	p.User = nil
 	return p.String()
 }
 
