@@ -127,7 +127,8 @@ type K3s struct {
 	InstallScriptURL    string `yaml:"installScriptURL,omitempty"`
 	InstallScriptSHA256 string `yaml:"installScriptSHA256,omitempty"`
 	// ReleaseURL replaces https://github.com/k3s-io/k3s/releases for online installs (the
-	// install script's GITHUB_URL): a mirror of the release assets.
+	// install script's GITHUB_URL, and INSTALL_K3S_ARTIFACT_URL = ReleaseURL/download for
+	// the current official script): a mirror of the release assets.
 	ReleaseURL string `yaml:"releaseURL,omitempty"`
 	// AirgapInstallScript is the install.sh the user supplies for airgap installs (K3s's
 	// airgap docs); empty means k3strap's own script (templates/install/k3s-install.sh).
