@@ -89,6 +89,7 @@ func TestProxyCheck(t *testing.T) {
 		{"target refused by the proxy", with(c, "@probe curl 56 000 403\n@probe-err curl: (56) CONNECT tunnel failed, response 403\n"),
 			[]want{errW("cp1", "answers but the install script https://get.k3s.io cannot be fetched", "HTTP 403").withFix("get.k3s.io")}},
 		{"airgap: answering is enough", with(&airgap, "@probe curl 0 400 000\n"), nil},
+		{"no curl: a TCP connect is all the probe proves", with(c, "@probe tcp 0 000 000\n"), nil},
 		{"nothing to probe with", with(c, "@probe none 0 000 000\n"), []want{warnW("cp1", "neither curl nor bash")}},
 		{"not probed", with(c, ""), []want{warnW("cp1", "was not probed")}},
 	})
