@@ -23,10 +23,10 @@ func checkInClusterProxied(in *Input) []Finding {
 	var out []Finding
 	for i := range in.Nodes {
 		ne := &in.Nodes[i]
-		if ne.Proxy == nil {
+		if ne.Facts == nil || ne.Facts.Proxy == nil {
 			continue
 		}
-		j := ne.Proxy.Judge(required)
+		j := ne.Facts.Proxy.Judge(required)
 		if j == nil {
 			continue
 		}

@@ -20,7 +20,7 @@ func TestDoctorInClusterProxied(t *testing.T) {
 	}
 	in := doctorInput(t, "node-default.json", "")
 	pf := facts.ParseProxy(b)
-	in.Nodes[0].Proxy = &pf
+	in.Nodes[0].Facts.Proxy = &pf
 	f := has(t, Findings(in), checkid.InClusterProxied+"@vm")
 	if f.Severity != SeverityError || !strings.Contains(f.Message, "misses 10.42.0.0/16:") ||
 		!strings.Contains(f.Message, "set in /etc/systemd/system/k3s.service.env") {
@@ -40,7 +40,7 @@ func TestDoctorInClusterProxied(t *testing.T) {
 	}
 
 	complete := facts.ParseProxy([]byte(strings.Replace(string(b), ",10.43.0.0/16", ",10.42.0.0/16,10.43.0.0/16", 1)))
-	in.Nodes[0].Proxy = &complete
+	in.Nodes[0].Facts.Proxy = &complete
 	for _, f := range Findings(in) {
 		if f.ID == checkid.InClusterProxied {
 			t.Errorf("complete NO_PROXY judged: %+v", f)
@@ -48,7 +48,7 @@ func TestDoctorInClusterProxied(t *testing.T) {
 	}
 	// The node's address is required: dropping it is found too.
 	noNode := facts.ParseProxy([]byte(strings.Replace(string(b), "10.250.0.2,", "10.42.0.0/16,", 1)))
-	in.Nodes[0].Proxy = &noNode
+	in.Nodes[0].Facts.Proxy = &noNode
 	if f := has(t, Findings(in), checkid.InClusterProxied+"@vm"); !strings.Contains(f.Message, "misses 10.250.0.2:") {
 		t.Errorf("finding %+v", f)
 	}

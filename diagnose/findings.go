@@ -83,8 +83,6 @@ type NodeEvidence struct {
 	Facts *facts.DoctorNode
 	// ClockSkew is the host's clock minus the workstation's (round trip corrected).
 	ClockSkew time.Duration
-	// Proxy is the K3s unit's proxy environment (facts.ProxyScript); nil when not read.
-	Proxy *facts.ProxyFacts
 }
 
 // Intent is what the inventory declares for one node (doctor -f).

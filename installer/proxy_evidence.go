@@ -7,7 +7,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/k3strap/k3strap/diagnose"
 	"github.com/k3strap/k3strap/facts"
 	"github.com/k3strap/k3strap/installer/remote"
 	"github.com/k3strap/k3strap/inventory"
@@ -78,20 +77,4 @@ func proxyCommand(c *inventory.Cluster, h *inventory.Host) remote.Cmd {
 	cmd.Args = facts.ProxyArgs(unit, proxy, target, auth)
 	cmd.Label = "probe the proxy"
 	return cmd
-}
-
-// doctorProxy reads the proxy environment of the K3s unit on hs for doctor's
-// in-cluster-proxied finding (diagnose.NodeEvidence.Proxy); no probe. Errors leave it nil.
-func (s *session) doctorProxy(ctx context.Context, hs *hostState, ne *diagnose.NodeEvidence) {
-	if hs.c() == nil || ne.Facts == nil || ne.Facts.Unit == "" {
-		return
-	}
-	cctx, cancel := context.WithTimeout(ctx, proxyEvidenceTimeout)
-	defer cancel()
-	res, err := hs.c().Run(cctx, remote.Script("read the proxy environment", facts.ProxyScript, facts.ProxyArgs(ne.Facts.Unit, "", "", false)...).AsRoot())
-	if err != nil || res == nil || res.ExitCode != 0 {
-		return
-	}
-	pf := facts.ParseProxy(res.Stdout)
-	ne.Proxy = &pf
 }
