@@ -12,27 +12,21 @@ package checkid
 
 // Preflight check IDs, in the order preflight runs them (ports: Port-N, preflight.portSpecs).
 const (
-	SSH          = "SSH"
-	Sudo         = "Sudo"
-	OS           = "OS"
-	Arch         = "Arch"
-	InitSystem   = "InitSystem"
-	KernelConfig = "KernelConfig"
-	CNIKernel    = "CNIKernel"
-	Cgroups      = "Cgroups"
-	Swap         = "Swap"
-	Mem          = "Mem"
-	Disk         = "Disk"
-	Hostname     = "Hostname"
-	MachineID    = "MachineID"
-	ClockSkew    = "ClockSkew"
-	DefaultRoute = "DefaultRoute"
-	// Proxy: the host's HTTP(S) proxy (spec.proxy) does not answer, refuses the credentials or
-	// cannot fetch the online install (docs/proxy.md).
-	Proxy = "Proxy"
-	// NoProxy: the K3s service's proxy environment, whoever set it, would send in-cluster
-	// traffic to the proxy (k3s.InClusterProxied; docs/proxy.md).
-	NoProxy                 = "NoProxy"
+	SSH                     = "SSH"
+	Sudo                    = "Sudo"
+	OS                      = "OS"
+	Arch                    = "Arch"
+	InitSystem              = "InitSystem"
+	KernelConfig            = "KernelConfig"
+	CNIKernel               = "CNIKernel"
+	Cgroups                 = "Cgroups"
+	Swap                    = "Swap"
+	Mem                     = "Mem"
+	Disk                    = "Disk"
+	Hostname                = "Hostname"
+	MachineID               = "MachineID"
+	ClockSkew               = "ClockSkew"
+	DefaultRoute            = "DefaultRoute"
 	SELinux                 = "SELinux"
 	ExistingInstall         = "ExistingInstall"
 	ServerCount             = "ServerCount"
@@ -111,8 +105,19 @@ const (
 	DoctorClockSkew    = "clock-skew"
 	DiskPressure       = "disk-pressure"
 	APIUnreachable     = "api-unreachable"
+)
+
+// Proxy IDs (docs/proxy.md). Preflight runs Proxy and NoProxy after DefaultRoute; doctor's
+// InClusterProxied is NoProxy's judgement on a running cluster.
+const (
+	// Proxy: the host's HTTP(S) proxy (spec.proxy) does not answer, refuses the credentials or
+	// cannot fetch the online install.
+	Proxy = "Proxy"
+	// NoProxy: the K3s service's proxy environment, whoever set it, would send in-cluster
+	// traffic to the proxy (k3s.InClusterProxied).
+	NoProxy = "NoProxy"
 	// InClusterProxied: a running K3s unit's environment sends in-cluster traffic to its
-	// proxy (NO_PROXY misses entries; docs/proxy.md).
+	// proxy (NO_PROXY misses entries).
 	InClusterProxied = "in-cluster-proxied"
 )
 
