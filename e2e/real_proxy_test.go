@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/k3strap/k3strap/checkid"
+	"github.com/k3strap/k3strap/events"
 	"github.com/k3strap/k3strap/inventory"
 )
 
@@ -166,10 +167,11 @@ func envFileValue(text, name string) (string, bool) {
 // TestRealProxy (real K3s): a cluster behind an HTTP proxy (docs/proxy.md).
 //   - preflight refuses a NO_PROXY given by hand on a host (/etc/default/k3s) that misses the
 //     cluster CIDR, naming it (check NoProxy), before anything is installed;
-//   - with spec.proxy (user + passwordEnv), apply installs online — install.sh, the binary and
+//   - with spec.proxy (user + passwordEnv), --dry-run shows the proxy environment with the
+//     password masked and downloads nothing; apply installs online — install.sh, the binary and
 //     the checksums downloaded by the hosts through the proxy only (tinyproxy's log and the
 //     release site's log show them; a direct download from a host fails) — and the nodes are
-//     Ready: k3strap's env file wins over the host's bad one;
+//     Ready: k3strap's env file wins over the host's bad one; a re-run is unchanged;
 //   - /etc/systemd/system/k3s.service.env and k3s-agent.service.env hold the computed NO_PROXY
 //     (loopback, both node addresses, 10.42.0.0/16, 10.43.0.0/16, .svc, .cluster.local);
 //   - pod-to-pod and pod-to-Service traffic works and the proxy's log holds no cluster
@@ -275,8 +277,24 @@ func TestRealProxy(t *testing.T) {
 		t.Error("preflight output holds the proxy password")
 	}
 
-	// 2. With spec.proxy: apply online through the proxy.
+	// 2. With spec.proxy: --dry-run shows the proxy environment, masked; apply installs online
+	// through the proxy.
 	inv := c.writeInventory(proxyInventory, map[string]any{"site": siteURL, "proxy": proxyURL})
+	dry := c.k3strap(3*time.Minute, "apply", "--dry-run")
+	defer dry.dump(t)
+	if dry.code != 0 {
+		t.Fatalf("apply --dry-run exited %d", dry.code)
+	}
+	if strings.Contains(dry.stdout+dry.stderr, password) {
+		t.Error("--dry-run shows the proxy password")
+	}
+	maskedLine := fmt.Sprintf("+HTTPS_PROXY='http://%s:********@%s:%d'", user, gw, proxyPort)
+	if !strings.Contains(dry.stdout, strings.ReplaceAll(maskedLine, "'", `\u0027`)) && !strings.Contains(dry.stdout, maskedLine) {
+		t.Errorf("--dry-run's diff lacks %s", maskedLine)
+	}
+	if n := len(site.served()); n != 0 {
+		t.Errorf("--dry-run downloaded %d files", n)
+	}
 	start := time.Now()
 	ap := c.k3strap(10*time.Minute, "apply", "--kubeconfig-out", c.dir+"/proxy.kubeconfig")
 	defer ap.dump(t)
@@ -334,6 +352,19 @@ func TestRealProxy(t *testing.T) {
 		}
 		if v, _ := envFileValue(text, "HTTP_PROXY"); v != fmt.Sprintf("http://%s:%s@%s:%d", user, password, gw, proxyPort) {
 			t.Errorf("%s.service.env HTTP_PROXY is not the proxy with its credentials", unit)
+		}
+	}
+
+	// An immediate re-run changes nothing: the proxy environment on the hosts is the planned
+	// one, byte for byte.
+	re := c.k3strap(3*time.Minute, "apply")
+	defer re.dump(t)
+	if re.code != 0 {
+		t.Fatalf("re-run exited %d", re.code)
+	}
+	for _, h := range re.summary(t).Hosts {
+		if h.Status != events.StatusUnchanged {
+			t.Errorf("re-run: %s %s (%s), want unchanged", h.Host, h.Status, h.Message)
 		}
 	}
 
