@@ -172,6 +172,10 @@ func (v *validator) proxy() {
 		h := &v.c.Spec.Hosts[i]
 		if h.Proxy != nil {
 			v.proxySection(h.Proxy, fmt.Sprintf("spec.hosts[%d].proxy", i), h.Name, false)
+			if v.c.HostProxy(h) == nil {
+				v.add(fmt.Sprintf("spec.hosts[%d].proxy", i), atKey, h.Name, "the host's proxy section has no http or https proxy, and spec.proxy sets none",
+					"set proxy.http (and https) for this host, or spec.proxy for every host; noProxy alone does nothing")
+			}
 		}
 		if p := v.c.HostProxy(h); p != nil && !p.HasCredentials() && (proxyUser(p.HTTP) || proxyUser(p.HTTPS)) {
 			v.add(fmt.Sprintf("spec.hosts[%d]", i), atKey, h.Name, "the proxy URL names a user but no password source",

@@ -110,3 +110,29 @@ func TestClusterNoProxy(t *testing.T) {
 		t.Errorf("HostProxy without a proxy = %+v", p)
 	}
 }
+
+// TestHostProxyWithoutURL: a host's proxy section that ends up with no proxy URL (only
+// noProxy, no spec.proxy) is an error at its key, naming the host.
+func TestHostProxyWithoutURL(t *testing.T) {
+	dir := t.TempDir()
+	inv := filepath.Join(dir, "cluster.yaml")
+	body := `apiVersion: k3strap.io/v1alpha1
+kind: Cluster
+metadata:
+  name: proxied
+spec:
+  k3s:
+    version: v1.36.3+k3s1
+  hosts:
+    - name: cp1
+      address: 10.0.0.1
+      role: server
+      proxy:
+        noProxy: [.corp.example]
+`
+	if err := os.WriteFile(inv, []byte(body), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	got := loadErrors(t, inv, LoadOptions{})
+	checkErrors(t, inv, got, []wantErr{{12, 7, "cp1", "has no http or https proxy", "noProxy alone does nothing"}})
+}
