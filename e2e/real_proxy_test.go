@@ -167,8 +167,9 @@ func envFileValue(text, name string) (string, bool) {
 // TestRealProxy (real K3s): a cluster behind an HTTP proxy (docs/proxy.md).
 //   - preflight refuses a NO_PROXY given by hand on a host (/etc/default/k3s) that misses the
 //     cluster CIDR, naming it (check NoProxy), before anything is installed;
-//   - with spec.proxy (user + passwordEnv), --dry-run shows the proxy environment with the
-//     password masked and downloads nothing; apply installs online — install.sh, the binary and
+//   - with spec.proxy (user + passwordEnv), --dry-run's preflight probes the proxy from each
+//     host (a fetch of install.sh through it, with the credentials), shows the proxy
+//     environment with the password masked and downloads nothing else; apply installs online — install.sh, the binary and
 //     the checksums downloaded by the hosts through the proxy only (tinyproxy's log and the
 //     release site's log show them; a direct download from a host fails) — and the nodes are
 //     Ready: k3strap's env file wins over the host's bad one; a re-run is unchanged;
@@ -292,8 +293,15 @@ func TestRealProxy(t *testing.T) {
 	if !strings.Contains(dry.stdout, strings.ReplaceAll(maskedLine, "'", `\u0027`)) && !strings.Contains(dry.stdout, maskedLine) {
 		t.Errorf("--dry-run's diff lacks %s", maskedLine)
 	}
-	if n := len(site.served()); n != 0 {
-		t.Errorf("--dry-run downloaded %d files", n)
+	// Preflight's probe fetched the install script through the proxy (wget, one per host);
+	// nothing else was downloaded.
+	for _, p := range site.served() {
+		if p != "/install.sh" {
+			t.Errorf("--dry-run downloaded %s", p)
+		}
+	}
+	if n := len(site.served()); n != 2 {
+		t.Errorf("the release site saw %d probe requests during --dry-run, want one per host (2): %v", n, site.served())
 	}
 	start := time.Now()
 	ap := c.k3strap(10*time.Minute, "apply", "--kubeconfig-out", c.dir+"/proxy.kubeconfig")

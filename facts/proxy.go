@@ -25,7 +25,7 @@ const ProxyProbeLimit = 10
 
 // ProxyArgs returns ProxyScript's arguments for unit (k3s or k3s-agent): without proxyURL
 // only the environment is read; with it (its user information removed here: with auth the
-// caller sends user and password on standard input, ProxyCurlConfig) the proxy is probed for
+// caller sends user and password on standard input, ProxyStdin) the proxy is probed for
 // target ("" probes only that the proxy accepts a connection).
 func ProxyArgs(unit, proxyURL, target string, auth bool) []string {
 	if proxyURL == "" {
@@ -38,11 +38,18 @@ func ProxyArgs(unit, proxyURL, target string, auth bool) []string {
 	return []string{unit, withoutUser(proxyURL), target, a, strconv.Itoa(ProxyProbeLimit)}
 }
 
-// ProxyCurlConfig is the curl config (-K -) giving the proxy user and password on standard
-// input. Secret: the caller sends it as Stdin, never as an argument.
-func ProxyCurlConfig(user, password string) []byte {
+// ProxyStdin is what ProxyScript reads on standard input for a proxy with credentials: a
+// first line "# proxy-url URL" with the proxy URL carrying user and password (for wget, which
+// reads the proxy from its environment; a comment to curl), then the curl config (-K -) line
+// giving the user and password. Secret: the caller sends it as Stdin, never as an argument.
+func ProxyStdin(proxyURL, user, password string) []byte {
 	esc := strings.NewReplacer(`\`, `\\`, `"`, `\"`).Replace
-	return []byte(`proxy-user = "` + esc(user+":"+password) + "\"\n")
+	withPW := proxyURL
+	if p, err := url.Parse(proxyURL); err == nil {
+		p.User = url.UserPassword(user, password)
+		withPW = p.String()
+	}
+	return []byte("# proxy-url " + withPW + "\n" + `proxy-user = "` + esc(user+":"+password) + "\"\n")
 }
 
 // withoutUser removes the user information: curl would take it over the config's
@@ -74,7 +81,7 @@ type ProxyFacts struct {
 
 // ProxyProbe is the result of one proxy probe.
 type ProxyProbe struct {
-	// Tool is curl, tcp (bash's /dev/tcp) or none (nothing to probe with).
+	// Tool is curl, wget, tcp (bash's /dev/tcp) or none (nothing to probe with).
 	Tool string
 	// Exit is the tool's exit status (curl: 5 proxy name not resolved, 7 no connection, 28
 	// timeout, 56 CONNECT refused, ...; tcp: 124 timeout).

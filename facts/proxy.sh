@@ -4,9 +4,11 @@
 # included), then its EnvironmentFiles /etc/default/UNIT, /etc/sysconfig/UNIT and
 # $K3S_SYSTEMD_DIR/UNIT.service.env (a later one wins). Only the proxy variables' lines are
 # printed. With PROXY (a proxy URL without password) it probes the proxy once, bounded by LIMIT
-# seconds: curl fetches the head of TARGET through it (AUTH "auth": the proxy user and password
-# come as a curl config on standard input, never on the command line); without TARGET, or
-# without curl, it connects to the proxy's host and port (curl, else bash's /dev/tcp).
+# seconds: curl fetches the head of TARGET through it, else wget fetches TARGET (AUTH "auth":
+# the proxy user and password come on standard input — a curl config whose first line, a
+# comment, holds the proxy URL with the password for wget — never on the command line);
+# without TARGET, or without curl and wget, it connects to the proxy's host and port (curl,
+# else bash's /dev/tcp).
 # Output: "@unitenv", "@file PATH" sections of lines, then "@probe TOOL EXIT HTTP CONNECT" and
 # "@probe-err TEXT" (curl's first error line).
 unit=$1 proxy=${2:-} target=${3:-} auth=${4:-} limit=${5:-10}
@@ -39,6 +41,22 @@ if command -v curl >/dev/null 2>&1; then
   fi
   echo "@probe curl $rc ${out:-000 000}"
   echo "@probe-err $(head -n 1 "$err")"
+elif [ -n "$target" ] && command -v wget >/dev/null 2>&1; then
+  # wget reads the proxy from the environment only: with AUTH the URL with its password is the
+  # first line of standard input ("# proxy-url URL", a comment to curl).
+  purl=$proxy
+  if [ "$auth" = auth ] && IFS= read -r line; then
+    case $line in "# proxy-url "*) purl=${line#"# proxy-url "} ;; esac
+  fi
+  # The limit through timeout(1): busybox 1.35's wget -T crashes.
+  to=
+  command -v timeout >/dev/null 2>&1 && to="timeout $limit"
+  # shellcheck disable=SC2086 # $to is empty or "timeout N"
+  http_proxy=$purl https_proxy=$purl HTTP_PROXY='' no_proxy='' NO_PROXY='' \
+    $to wget -S -O /dev/null "$target" 2>"$err" && rc=0 || rc=$?
+  code=$(sed -n 's/^ *HTTP\/[0-9.]* \([0-9][0-9][0-9]\).*/\1/p' "$err" | tail -n 1)
+  echo "@probe wget $rc ${code:-000} 000"
+  echo "@probe-err $(grep -v '^ ' "$err" | grep -v '^Connecting' | head -n 1)"
 elif command -v bash >/dev/null 2>&1; then
   host=${hostport%:*} port=${hostport##*:}
   [ "$port" = "$hostport" ] && port=80

@@ -18,9 +18,18 @@ import (
 // dir, with stdin.
 func runProxyScript(t *testing.T, dir string, stdin []byte, args ...string) ProxyFacts {
 	t.Helper()
+	return runProxyScriptPath(t, dir, "", stdin, args...)
+}
+
+// runProxyScriptPath is runProxyScript with PATH set to path ("" keeps the test's).
+func runProxyScriptPath(t *testing.T, dir, path string, stdin []byte, args ...string) ProxyFacts {
+	t.Helper()
 	script := strings.Replace(ProxyScript, "K3S_SYSTEMD_DIR='"+k3s.DirSystemd+"'", "K3S_SYSTEMD_DIR='"+dir+"'", 1)
 	cmd := exec.Command("sh", append([]string{"-c", script, "k3strap"}, args...)...)
 	cmd.Stdin = strings.NewReader(string(stdin))
+	if path != "" {
+		cmd.Env = append(os.Environ(), "PATH="+path)
+	}
 	out, err := cmd.CombinedOutput()
 	if err != nil {
 		t.Fatalf("proxy.sh: %v\n%s", err, out)
@@ -77,7 +86,7 @@ func TestProxyScript(t *testing.T) {
 		t.Errorf("probe without credentials: %+v", p)
 	}
 	u := strings.Replace(proxy.URL, "http://", "http://alice:secret@", 1)
-	pf = runProxyScript(t, dir, ProxyCurlConfig("alice", `pa"ss\word`), ProxyArgs(unit, u, target, true)...)
+	pf = runProxyScript(t, dir, ProxyStdin(u, "alice", `pa"ss\word`), ProxyArgs(unit, u, target, true)...)
 	if p := pf.Probe; p == nil || p.Exit != 0 || p.HTTP != 200 {
 		t.Errorf("probe with credentials: %+v", p)
 	}
@@ -122,5 +131,56 @@ func TestProxyJudge(t *testing.T) {
 	}
 	if pf := ParseProxy([]byte("@file /etc/default/k3s\nNO_PROXY=\n")); pf.Judge(req) != nil {
 		t.Error("no proxy set is judged")
+	}
+}
+
+// TestProxyScriptWget: on a host without curl (the harness image) the probe fetches with
+// wget — here busybox's, the only tools on PATH — reading the proxy URL with its password
+// from standard input into its environment: 407 without credentials, 200 with them, and a
+// closed port is a failure without an HTTP status.
+func TestProxyScriptWget(t *testing.T) {
+	if _, err := os.Stat("/bin/busybox"); err != nil {
+		t.Skip("/bin/busybox (Debian busybox-static) is not installed")
+	}
+	bin := t.TempDir()
+	for _, applet := range []string{"wget", "grep", "tr", "mktemp", "head", "tail", "sed", "rm", "cat", "timeout"} {
+		if err := os.Symlink("/bin/busybox", filepath.Join(bin, applet)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	dir := t.TempDir()
+	unit := "k3strap-test-unit-" + filepath.Base(dir)
+	var sawAuth string
+	proxy := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if a := r.Header.Get("Proxy-Authorization"); a != "" {
+			sawAuth = a
+			w.WriteHeader(http.StatusOK)
+			return
+		}
+		w.Header().Set("Proxy-Authenticate", `Basic realm="test"`)
+		w.WriteHeader(http.StatusProxyAuthRequired)
+	}))
+	defer proxy.Close()
+	target := "http://release.example.test/install.sh"
+	pf := runProxyScriptPath(t, dir, bin, nil, ProxyArgs(unit, proxy.URL, target, false)...)
+	if p := pf.Probe; p == nil || p.Tool != "wget" || p.HTTP != 407 || p.Exit == 0 {
+		t.Errorf("wget probe without credentials: %+v", p)
+	}
+	pf = runProxyScriptPath(t, dir, bin, ProxyStdin(proxy.URL, "alice", "s3cret-pw"), ProxyArgs(unit, proxy.URL, target, true)...)
+	if p := pf.Probe; p == nil || p.Tool != "wget" || p.HTTP != 200 || p.Exit != 0 {
+		t.Errorf("wget probe with credentials: %+v", p)
+	}
+	if want := "Basic " + base64.StdEncoding.EncodeToString([]byte("alice:s3cret-pw")); sawAuth != want {
+		t.Errorf("the proxy saw %q, want %q", sawAuth, want)
+	}
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	closed := "http://" + l.Addr().String()
+	l.Close()
+	pf = runProxyScriptPath(t, dir, bin, nil, ProxyArgs(unit, closed, target, false)...)
+	if p := pf.Probe; p == nil || p.Tool != "wget" || p.HTTP != 0 || p.Exit == 0 || p.Err == "" {
+		t.Errorf("wget probe of a closed port: %+v", p)
 	}
 }

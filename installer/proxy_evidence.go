@@ -21,8 +21,8 @@ const proxyEvidenceTimeout = time.Duration(facts.ProxyProbeLimit+10) * time.Seco
 // gatherProxy runs facts.ProxyScript on every reachable host at once (one SSH command each,
 // as root: the unit's env file is 0600) and returns the parsed evidence by host name for the
 // Proxy and NoProxy preflight checks (docs/proxy.md). A host with spec.proxy also probes the
-// proxy (preflight.ProxyProbeTarget); its password travels on standard input as a curl config,
-// never on the command line. A host whose command fails has no entry (the checks skip it).
+// proxy (preflight.ProxyProbeTarget); its password travels on standard input
+// (facts.ProxyStdin), never on the command line. A host whose command fails has no entry (the checks skip it).
 func (s *session) gatherProxy(ctx context.Context) (map[string]*facts.ProxyFacts, error) {
 	c := s.in.cluster
 	out := map[string]*facts.ProxyFacts{}
@@ -71,7 +71,7 @@ func proxyCommand(c *inventory.Cluster, h *inventory.Host) remote.Cmd {
 			if u, err := url.Parse(proxy); err == nil && u.User != nil {
 				user = u.User.Username()
 			}
-			cmd = cmd.WithStdin(bytes.NewReader(facts.ProxyCurlConfig(user, pw)))
+			cmd = cmd.WithStdin(bytes.NewReader(facts.ProxyStdin(proxy, user, pw)))
 		}
 	}
 	cmd.Args = facts.ProxyArgs(unit, proxy, target, auth)

@@ -17,7 +17,8 @@ import (
 
 // checkProxy: a host whose proxy does not answer, refuses the credentials, or (online
 // installs) cannot fetch the install script through it is an error naming the host, the
-// proxy and what failed. A host with nothing to probe with (no curl, no bash) is a warning.
+// proxy and what failed. The probe fetches with curl, else wget, else only connects (bash);
+// a host with nothing to probe with is a warning.
 func checkProxy(in *Input) []Finding {
 	if in.Proxy == nil {
 		return nil
@@ -52,7 +53,8 @@ func checkProxy(in *Input) []Finding {
 		case code == 407:
 			return []Finding{errorf(h.Name, "set the proxy user in the URL and its password with proxy.passwordEnv or proxy.passwordFile; check them with the proxy's administrators",
 				"the proxy %s refuses the request from this host: 407 Proxy Authentication Required (credentials missing or wrong)", shown)}
-		case p.Tool == "tcp" && p.Exit != 0, p.Tool == "curl" && code == 0 && p.Exit != 0 && (target == "" || proxyDown(p.Exit)):
+		case p.Tool == "tcp" && p.Exit != 0, p.Tool == "wget" && code == 0 && p.Exit != 0,
+			p.Tool == "curl" && code == 0 && p.Exit != 0 && (target == "" || proxyDown(p.Exit)):
 			return []Finding{errorf(h.Name, "check the proxy address and port in spec.proxy, that the proxy runs, and that this host may reach it (firewall, routes)",
 				"the proxy %s does not answer from this host: %s%s", shown, probeFailure(p), detail)}
 		case target == "" || !online || p.Tool == "tcp":
@@ -104,6 +106,10 @@ func probeFailure(p *facts.ProxyProbe) string {
 		return fmt.Sprintf("no TCP connection within %d s", facts.ProxyProbeLimit)
 	case p.Tool == "tcp":
 		return "TCP connection failed"
+	case p.Tool == "wget" && p.Exit == 124:
+		return fmt.Sprintf("no answer within %d s (wget)", facts.ProxyProbeLimit)
+	case p.Tool == "wget":
+		return fmt.Sprintf("wget exit %d", p.Exit)
 	case p.Exit == 5:
 		return "the proxy's name does not resolve (curl exit 5)"
 	case p.Exit == 7:

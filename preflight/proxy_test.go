@@ -90,6 +90,12 @@ func TestProxyCheck(t *testing.T) {
 			[]want{errW("cp1", "answers but the install script https://get.k3s.io cannot be fetched", "HTTP 403").withFix("get.k3s.io")}},
 		{"airgap: answering is enough", with(&airgap, "@probe curl 0 400 000\n"), nil},
 		{"no curl: a TCP connect is all the probe proves", with(c, "@probe tcp 0 000 000\n"), nil},
+		{"wget fetched", with(c, "@probe wget 0 200 000\n"), nil},
+		{"wget: 407", with(c, "@probe wget 1 407 000\n@probe-err wget: server returned error: HTTP/1.1 407 Proxy Authentication Required\n"),
+			[]want{errW("cp1", "407 Proxy Authentication Required")}},
+		{"wget: proxy down", with(c, "@probe wget 1 000 000\n@probe-err wget: can't connect to remote host (10.0.0.9): Connection refused\n"),
+			[]want{errW("cp1", "does not answer from this host: wget exit 1", "Connection refused")}},
+		{"wget: the proxy cannot fetch", with(c, "@probe wget 1 502 000\n"), []want{errW("cp1", "cannot be fetched through it: HTTP 502")}},
 		{"nothing to probe with", with(c, "@probe none 0 000 000\n"), []want{warnW("cp1", "neither curl nor bash")}},
 		{"not probed", with(c, ""), []want{warnW("cp1", "was not probed")}},
 	})
