@@ -167,6 +167,8 @@ func envFileValue(text, name string) (string, bool) {
 // TestRealProxy (real K3s): a cluster behind an HTTP proxy (docs/proxy.md).
 //   - preflight refuses a NO_PROXY given by hand on a host (/etc/default/k3s) that misses the
 //     cluster CIDR, naming it (check NoProxy), before anything is installed;
+//   - with spec.proxy and a wrong password, preflight's Proxy check reports the proxy's refusal
+//     (tinyproxy answers 401 to a plain-HTTP request) on every host;
 //   - with spec.proxy (user + passwordEnv), --dry-run's preflight probes the proxy from each
 //     host (a fetch of install.sh through it, with the credentials), shows the proxy
 //     environment with the password masked and downloads nothing else; apply installs online — install.sh, the binary and
@@ -281,6 +283,17 @@ func TestRealProxy(t *testing.T) {
 	// 2. With spec.proxy: --dry-run shows the proxy environment, masked; apply installs online
 	// through the proxy.
 	inv := c.writeInventory(proxyInventory, map[string]any{"site": siteURL, "proxy": proxyURL})
+	// A wrong password: preflight's probe gets 407 from the proxy on every host.
+	t.Setenv("K3STRAP_E2E_PROXY_PASSWORD", "wrong-"+password[:3])
+	bad := c.k3strap(3*time.Minute, "preflight")
+	defer bad.dump(t)
+	for _, h := range []string{"cp1", "a1"} {
+		if f := findings(bad, checkid.Proxy, h, "error"); bad.code != 3 || len(f) != 1 || !strings.Contains(f[0].Message, "credentials missing or wrong") {
+			t.Errorf("preflight with a wrong proxy password: exit %d, Proxy findings for %s %+v", bad.code, h, f)
+		}
+	}
+	t.Setenv("K3STRAP_E2E_PROXY_PASSWORD", password)
+	served := len(site.served())
 	dry := c.k3strap(3*time.Minute, "apply", "--dry-run")
 	defer dry.dump(t)
 	if dry.code != 0 {
@@ -300,7 +313,7 @@ func TestRealProxy(t *testing.T) {
 			t.Errorf("--dry-run downloaded %s", p)
 		}
 	}
-	if n := len(site.served()); n != 2 {
+	if n := len(site.served()) - served; n != 2 {
 		t.Errorf("the release site saw %d probe requests during --dry-run, want one per host (2): %v", n, site.served())
 	}
 	start := time.Now()

@@ -50,9 +50,14 @@ func checkProxy(in *Input) []Finding {
 		case p.Tool == "none":
 			return []Finding{warnf(h.Name, "install curl on the host (the official install script needs curl or wget anyway)",
 				"cannot probe the proxy %s: the host has neither curl nor bash", shown)}
-		case code == 407:
+		case code == 407 || code == 401:
+			// tinyproxy answers a plain-HTTP request with wrong credentials 401, not 407.
+			what := "407 Proxy Authentication Required"
+			if code == 401 {
+				what = "401 Unauthorized (tinyproxy's answer to wrong credentials; or the site wants a login)"
+			}
 			return []Finding{errorf(h.Name, "set the proxy user in the URL and its password with proxy.passwordEnv or proxy.passwordFile; check them with the proxy's administrators",
-				"the proxy %s refuses the request from this host: 407 Proxy Authentication Required (credentials missing or wrong)", shown)}
+				"the proxy %s refuses the request from this host: %s — proxy credentials missing or wrong", shown, what)}
 		case p.Tool == "tcp" && p.Exit != 0, p.Tool == "wget" && code == 0 && p.Exit != 0,
 			p.Tool == "curl" && code == 0 && p.Exit != 0 && (target == "" || proxyDown(p.Exit)):
 			return []Finding{errorf(h.Name, "check the proxy address and port in spec.proxy, that the proxy runs, and that this host may reach it (firewall, routes)",

@@ -91,6 +91,8 @@ func TestProxyCheck(t *testing.T) {
 		{"airgap: answering is enough", with(&airgap, "@probe curl 0 400 000\n"), nil},
 		{"no curl: a TCP connect is all the probe proves", with(c, "@probe tcp 0 000 000\n"), nil},
 		{"wget fetched", with(c, "@probe wget 0 200 000\n"), nil},
+		{"tinyproxy's 401", with(c, "@probe wget 1 401 000\n@probe-err wget: server returned error: HTTP/1.0 401 Unauthorized\n"),
+			[]want{errW("cp1", "401 Unauthorized", "credentials missing or wrong").withFix("passwordEnv")}},
 		{"wget: 407", with(c, "@probe wget 1 407 000\n@probe-err wget: server returned error: HTTP/1.1 407 Proxy Authentication Required\n"),
 			[]want{errW("cp1", "407 Proxy Authentication Required")}},
 		{"wget: proxy down", with(c, "@probe wget 1 000 000\n@probe-err wget: can't connect to remote host (10.0.0.9): Connection refused\n"),
