@@ -108,6 +108,20 @@ const (
 	APIUnreachable     = "api-unreachable"
 )
 
+// Proxy IDs (docs/proxy.md). Preflight runs Proxy and NoProxy after DefaultRoute; doctor's
+// InClusterProxied is NoProxy's judgement on a running cluster.
+const (
+	// Proxy: the host's HTTP(S) proxy (spec.proxy) does not answer, refuses the credentials or
+	// cannot fetch the online install.
+	Proxy = "Proxy"
+	// NoProxy: the K3s service's proxy environment, whoever set it, would send in-cluster
+	// traffic to the proxy (k3s.InClusterProxied).
+	NoProxy = "NoProxy"
+	// InClusterProxied: a running K3s unit's environment sends in-cluster traffic to its
+	// proxy (NO_PROXY misses entries).
+	InClusterProxied = "in-cluster-proxied"
+)
+
 // Diagnosis IDs of a stalled `upgrade --via suc` (the SUC watch).
 const (
 	SUCUntoleratedTaint = "suc-job-untolerated-taint"
@@ -143,5 +157,6 @@ func Shared() []Pair {
 		{NMCloudSetup, NMCloudSetup, "netcheck.NetworkManagers"},
 		{NetworkManager, NetworkManager, "netcheck.NetworkManagers"},
 		{ResolvConf, ResolvConf, "k3s.UsableResolvConf over k3s.ResolvConfCandidates (netcheck.ResolvConfs)"},
+		{NoProxy, InClusterProxied, "k3s.InClusterProxied over k3s.NoProxy's required entries (docs/proxy.md)"},
 	}
 }

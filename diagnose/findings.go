@@ -144,7 +144,7 @@ type check func(in *Input) []Finding
 var checks = []check{
 	checkUnreachable, checkCrashLoop, checkF1, checkPodNetwork, checkCNIKernel, checkCNIToleration,
 	checkPendingOnTaint, checkLostTaints, checkIntent, checkNotReady, checkCerts, checkVersionSkew,
-	checkEtcd, checkClockSkew, checkDisk, checkImagePull, checkNetwork,
+	checkEtcd, checkClockSkew, checkDisk, checkImagePull, checkNetwork, checkInClusterProxied,
 }
 
 // Findings judges in and returns its findings, errors first (then warnings, infos; by node,

@@ -5,7 +5,9 @@
 # matching SECRET_KEYS left out), flannel's subnet.env, the first certificate of every K3s
 # certificate file (server/tls/*.crt, server/tls/*/*.crt, agent/*.crt; PEM, parsed locally — no
 # openssl needed), free disk of K3s's data filesystem and memory, and between @network and
-# @network-end what network.sh (in K3STRAP_NETWORK_SH) prints. ParseDoctorNode reads it.
+# @network-end what network.sh (in K3STRAP_NETWORK_SH) prints, and between @proxy and
+# @proxy-end what proxy.sh (in K3STRAP_PROXY_SH) prints of the unit's proxy environment.
+# ParseDoctorNode reads it.
 # Its one argument holds journal line fragments, one per line: the journal lines older than the
 # tail that contain one of them are printed first ("@keylines"), so that a diagnosis still sees
 # the kubelet's command line of a long-running unit.
@@ -43,4 +45,9 @@ echo "@mem $(awk '/^MemTotal:/{t=$2} /^MemAvailable:/{a=$2} END{print t, a}' /pr
 echo "@network"
 sh -c "$K3STRAP_NETWORK_SH" k3strap-network ""
 echo "@network-end"
+if [ -n "$svc" ]; then
+  echo "@proxy"
+  K3S_SYSTEMD_DIR=$K3S_SYSTEMD_DIR sh -c "$K3STRAP_PROXY_SH" k3strap-proxy "$svc"
+  echo "@proxy-end"
+fi
 echo "@end"

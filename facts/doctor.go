@@ -35,7 +35,8 @@ import (
 // and the network sections (network.sh: interfaces, routes, flannel's FDB, rulesets,
 // firewalld, ufw, NetworkManager, resolver files). ParseDoctorNode reads it.
 var DoctorNodeScript = k3s.ShellVars() + "SECRET_KEYS='" + secretKeyPattern() + "'\n" +
-	"K3STRAP_NETWORK_SH=" + shellescape.Quote(NetworkScript()) + "\n" + doctorNodeScript
+	"K3STRAP_NETWORK_SH=" + shellescape.Quote(NetworkScript()) + "\n" +
+	"K3STRAP_PROXY_SH=" + shellescape.Quote(proxyScript) + "\n" + doctorNodeScript
 
 //go:embed doctor-node.sh
 var doctorNodeScript string
@@ -116,6 +117,9 @@ type DoctorNode struct {
 	MemAvailableKiB int64 `json:"memAvailableKiB"`
 	// Network is what network.sh gathered (nil when the script printed no network section).
 	Network *Network `json:"network,omitempty"`
+	// Proxy is the K3s unit's proxy environment (proxy.sh; nil without a unit). Never
+	// serialised: its values may hold a proxy password.
+	Proxy *ProxyFacts `json:"-"`
 }
 
 // ParseDoctorNode reads DoctorNodeScript's output. It never fails: what it cannot read stays
@@ -123,8 +127,8 @@ type DoctorNode struct {
 func ParseDoctorNode(out []byte) DoctorNode {
 	var n DoctorNode
 	section, file, cert := "", "", ""
-	var pemBuf, netBuf bytes.Buffer
-	inNet := false
+	var pemBuf, netBuf, proxyBuf bytes.Buffer
+	inNet, inProxy := false, false
 	flushCert := func() {
 		if cert != "" {
 			if b, _ := pem.Decode(pemBuf.Bytes()); b != nil {
@@ -150,6 +154,22 @@ func ParseDoctorNode(out []byte) DoctorNode {
 		if line == "@network" {
 			flushCert()
 			inNet, section = true, ""
+			continue
+		}
+		// proxy.sh's own sections until @proxy-end
+		if inProxy {
+			if line == "@proxy-end" {
+				inProxy = false
+				pf := ParseProxy(proxyBuf.Bytes())
+				n.Proxy = &pf
+			} else {
+				proxyBuf.WriteString(line + "\n")
+			}
+			continue
+		}
+		if line == "@proxy" {
+			flushCert()
+			inProxy, section = true, ""
 			continue
 		}
 		if strings.HasPrefix(line, "@") {

@@ -59,7 +59,8 @@ func (s *session) changesFor(hs *hostState) changes {
 		if file.Restart {
 			restart = true
 		}
-		if file.Path == k3s.PathBinary || file.Path == k3s.PathInstallScript {
+		// The install script copies the proxy environment into the unit's env file.
+		if file.Path == k3s.PathBinary || file.Path == k3s.PathInstallScript || file.Path == k3s.PathProxyEnv {
 			ch.install = true
 		}
 	}

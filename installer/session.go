@@ -11,6 +11,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/k3strap/k3strap/events"
+	"github.com/k3strap/k3strap/facts"
 	"github.com/k3strap/k3strap/installer/kube"
 	"github.com/k3strap/k3strap/installer/plan"
 	"github.com/k3strap/k3strap/installer/remote"
@@ -33,6 +34,9 @@ type preflightState struct {
 	// paths is the path check's report (paths step; preflight's NodePaths and PathMTU judge
 	// it); nil when the command runs no path check.
 	paths *netcheck.PathReport
+	// proxy is the proxy evidence by host name (preflight step, proxy_evidence.go; the Proxy
+	// and NoProxy checks judge it).
+	proxy map[string]*facts.ProxyFacts
 }
 
 // bootState is the first server's bring-up: started by first-server (apply, upgrade) or

@@ -11,13 +11,14 @@ import (
 	"github.com/k3strap/k3strap/preflight"
 )
 
-// preflightStep judges the gathered facts and the plans with every preflight check, emits
+// preflightStep reads every host's proxy environment and probes the proxy (gatherProxy), then
+// judges the gathered facts and the plans with every preflight check, emits
 // every finding, and keeps the report and its CNI-exclusion verdict for later steps. It fails
 // (KindPreflight) when errors remain after --ignore-preflight-errors, and then (KindInstall)
 // when a host's plan could not be built.
 //
-// Reads: hostState.facts, plan, connErr; s.pre.binaryReleases, s.pre.paths. Writes: s.pre.report,
-// s.pre.excluded; host results of failed hosts.
+// Reads: hostState.facts, plan, connErr; s.pre.binaryReleases, s.pre.paths. Writes: s.pre.proxy,
+// s.pre.report, s.pre.excluded; host results of failed hosts.
 type preflightStep struct{}
 
 func (preflightStep) Phase() events.Phase { return events.PhasePreflight }
@@ -27,6 +28,11 @@ func (preflightStep) Summary() string {
 }
 
 func (preflightStep) Run(ctx context.Context, s *session) error {
+	proxy, err := s.gatherProxy(ctx)
+	if err != nil {
+		return err
+	}
+	s.pre.proxy = proxy
 	if _, err := s.preflight(); err != nil {
 		return err
 	}
@@ -44,7 +50,7 @@ func (preflightStep) Run(ctx context.Context, s *session) error {
 // connection failures.
 func (s *session) preflightInput() *preflight.Input {
 	input := &preflight.Input{Cluster: s.in.cluster, Facts: map[string]*facts.Host{}, Unreachable: map[string]error{},
-		BinaryReleases: s.pre.binaryReleases, Paths: s.pre.paths, Writes: s.plannedWrites()}
+		BinaryReleases: s.pre.binaryReleases, Paths: s.pre.paths, Writes: s.plannedWrites(), Proxy: s.pre.proxy}
 	for _, hs := range s.hosts {
 		if hs.facts != nil {
 			input.Facts[hs.host.Name] = hs.facts

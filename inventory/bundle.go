@@ -109,8 +109,8 @@ func manifestOrChart(p string) airgapbundle.Role {
 type secretFile struct{ field, path string }
 
 // secretFiles are the local files the inventory names that hold secrets (SSH keys, sudo
-// passwords, registry passwords and TLS keys of spec.registries and the hosts' own, the
-// Rancher TLS key).
+// passwords, registry passwords and TLS keys of spec.registries and the hosts' own, proxy
+// passwords, the Rancher TLS key).
 func (c *Cluster) secretFiles() []secretFile {
 	var out []secretFile
 	add := func(field, p string) {
@@ -141,9 +141,15 @@ func (c *Cluster) secretFiles() []secretFile {
 	}
 	ssh("spec.ssh", &c.Spec.SSH)
 	registries("spec.registries", c.Spec.Registries)
+	if p := c.Spec.Proxy; p != nil {
+		add("spec.proxy.passwordFile", p.PasswordFile)
+	}
 	for i := range c.Spec.Hosts {
 		ssh(fmt.Sprintf("spec.hosts[%d].ssh", i), &c.Spec.Hosts[i].SSH)
 		registries(fmt.Sprintf("spec.hosts[%d].registries", i), c.Spec.Hosts[i].Registries)
+		if p := c.Spec.Hosts[i].Proxy; p != nil {
+			add(fmt.Sprintf("spec.hosts[%d].proxy.passwordFile", i), p.PasswordFile)
+		}
 	}
 	if r := c.Spec.Rancher; r != nil && r.Install != nil && r.Install.TLSSecret != nil {
 		add("spec.rancher.install.tlsSecret.keyFile", r.Install.TLSSecret.KeyFile)

@@ -315,4 +315,12 @@ func (c *Cluster) resolvePaths() {
 	if cal := c.Spec.CNI.Calico; cal != nil {
 		r(&cal.Manifest)
 	}
+	if p := c.Spec.Proxy; p != nil {
+		r(&p.PasswordFile)
+	}
+	for i := range c.Spec.Hosts {
+		if p := c.Spec.Hosts[i].Proxy; p != nil {
+			r(&p.PasswordFile)
+		}
+	}
 }

@@ -66,7 +66,10 @@ type Spec struct {
 	// every host that has no registries of its own (Host.Registries; edge.go;
 	// docs/registries.md).
 	Registries *Registries `yaml:"registries,omitempty"`
-	Hosts      []Host      `yaml:"hosts"`
+	// Proxy is the HTTP(S) proxy every host reaches the internet through (proxy.go;
+	// docs/proxy.md).
+	Proxy *Proxy `yaml:"proxy,omitempty"`
+	Hosts []Host `yaml:"hosts"`
 }
 
 // InstallMode says how the K3s binary reaches a host.
@@ -124,7 +127,8 @@ type K3s struct {
 	InstallScriptURL    string `yaml:"installScriptURL,omitempty"`
 	InstallScriptSHA256 string `yaml:"installScriptSHA256,omitempty"`
 	// ReleaseURL replaces https://github.com/k3s-io/k3s/releases for online installs (the
-	// install script's GITHUB_URL): a mirror of the release assets.
+	// install script's GITHUB_URL, and INSTALL_K3S_ARTIFACT_URL = ReleaseURL/download for
+	// the current official script): a mirror of the release assets.
 	ReleaseURL string `yaml:"releaseURL,omitempty"`
 	// AirgapInstallScript is the install.sh the user supplies for airgap installs (K3s's
 	// airgap docs); empty means k3strap's own script (templates/install/k3s-install.sh).
@@ -232,6 +236,9 @@ type Host struct {
 	// spec.registries for this host entirely — replace, not merge; `registries: {}` gives the
 	// host an empty file. Nil uses spec.registries (Cluster.RegistriesOf; docs/registries.md).
 	Registries *Registries `yaml:"registries,omitempty"`
+	// Proxy overrides spec.proxy for this host: its non-empty fields replace the
+	// cluster-wide ones (Cluster.HostProxy; docs/proxy.md).
+	Proxy *Proxy `yaml:"proxy,omitempty"`
 }
 
 // HostK3s is the per-host K3s override.

@@ -50,7 +50,10 @@ type ValidateOptions struct {
 //     or disabled, not contradicted by disable-cloud-controller in the config (docs/failure-modes.md F1);
 //   - cni.type, cni.backend for that type, kernelPolicy; flannel-backend in the config must
 //     agree with cni (docs/cni.md);
-//   - SSH ports 1..65535, connect timeouts not negative, a bastion has an address.
+//   - SSH ports 1..65535, connect timeouts not negative, a bastion has an address;
+//   - proxy (spec.proxy, hosts[].proxy; proxy.go, docs/proxy.md): http(s) URLs with a host and
+//     no path, no password in a URL (passwordEnv or passwordFile instead, at most one, only
+//     with a user in the URL), noProxy entries one host, domain, address or CIDR each.
 func (c *Cluster) Validate() ErrorList { return c.ValidateWith(ValidateOptions{}) }
 
 // ValidateWith is Validate with options.
@@ -67,6 +70,7 @@ func (c *Cluster) ValidateWith(o ValidateOptions) ErrorList {
 	v.cni()
 	v.rancher()
 	v.ssh(&c.Spec.SSH, "spec.ssh", "")
+	v.proxy()
 	v.hosts()
 	v.k3sConfig(c.Spec.K3s.Config, "spec.k3s.config", nil)
 	v.errs.Sort()

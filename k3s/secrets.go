@@ -65,12 +65,16 @@ var (
 	// tokenRE: a full K3s token K10<CA hash>::<user>:<password> (docs/k3s.md, token format)
 	// or a bare <user>:<password> server token is not recognisable; the K10 form is.
 	tokenRE = regexp.MustCompile(`\bK10[0-9a-fA-F]{16,}::[A-Za-z0-9_-]+:\S+`)
+	// urlPasswordRE: the password of a URL's user information (a proxy URL
+	// http://user:password@proxy:3128; docs/proxy.md).
+	urlPasswordRE = regexp.MustCompile(`\b([A-Za-z][A-Za-z0-9+.-]*://[^\s/:@'"]*):([^\s/@'"]+)@`)
 )
 
 // Mask returns s with every secret value replaced by Masked. It is the one masking function
 // of k3strap: for env pairs (NAME=value, IsSecretEnv), command-line flags (--token VALUE,
 // --agent-token=VALUE, --password, --bootstrap-password, any IsSecretKey flag), YAML lines of a
-// config file (`token: VALUE`, IsSecretKey) and whole K3s tokens (K10…::user:password) in any
+// config file (`token: VALUE`, IsSecretKey), whole K3s tokens (K10…::user:password) and the
+// password of a URL's user information (scheme://user:password@host, a proxy URL) in any
 // text. Everything else is left as it is. Events never carry secrets (docs/k3s.md); Mask is the
 // safety net for text shown to a user: remote output, diffs, rendered files, commands.
 func Mask(s string) string {
@@ -78,6 +82,7 @@ func Mask(s string) string {
 		return s
 	}
 	s = tokenRE.ReplaceAllString(s, Masked)
+	s = urlPasswordRE.ReplaceAllString(s, "${1}:"+Masked+"@")
 	s = yamlRE.ReplaceAllStringFunc(s, func(m string) string {
 		sub := yamlRE.FindStringSubmatch(m)
 		if !IsSecretKey(sub[2]) || sub[4] == Masked {

@@ -84,6 +84,10 @@ type Input struct {
 	// Paths is the path check's report (the paths step); nil when it did not run, and then
 	// NodePaths judges the hosts' rulesets alone.
 	Paths *netcheck.PathReport
+	// Proxy is the proxy evidence by host name (facts.ProxyScript: the K3s unit's proxy
+	// environment and, with spec.proxy, the probe); nil when it was not gathered, and then the
+	// Proxy and NoProxy checks judge nothing (proxy.go).
+	Proxy map[string]*facts.ProxyFacts
 }
 
 // BinaryRelease is what was found in one airgap binary.
@@ -151,6 +155,8 @@ func Checks() []Check {
 		check{id: checkid.MachineID, run: checkMachineID},
 		check{id: checkid.ClockSkew, run: checkClockSkew},
 		check{id: checkid.DefaultRoute, run: checkDefaultRoute},
+		check{id: checkid.Proxy, run: checkProxy},
+		check{id: checkid.NoProxy, run: checkNoProxy},
 	)
 	cs = append(cs, netChecks()...)
 	return append(cs,

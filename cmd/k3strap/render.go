@@ -99,7 +99,7 @@ func (a *app) renderHost(pl *plan.Planner, c *inventory.Cluster, h *inventory.Ho
 				}
 			}
 			for _, f := range p.Files {
-				if f.Secret && f.Shown != nil {
+				if f.Shown != nil {
 					fmt.Fprintf(w, "--- %s (mode %04o, secrets masked)\n%s", f.Path, f.Mode, f.Shown)
 				}
 			}

@@ -8,7 +8,7 @@
 #
 # Usage (as root):
 #   harness.sh deps                  apt-get install debootstrap systemd-container nftables iproute2
-#                                    openssh-client when missing
+#                                    openssh-client tinyproxy busybox-static when missing
 #   harness.sh base                  build $HARNESS_DIR/base once (debootstrap, ~70 s)
 #   harness.sh up N                  N hosts h1..hN, returns when all answer SSH; idempotent; an
 #                                    existing set of another size/topology is torn down first
@@ -183,6 +183,10 @@ cmd_deps() {
   command -v nft >/dev/null || need+=(nftables)
   command -v ip >/dev/null || need+=(iproute2)
   command -v ssh >/dev/null || need+=(openssh-client)
+  # The proxy test (e2e/real_proxy_test.go): a real HTTP proxy, and a static wget for hosts
+  # whose image has no curl or wget.
+  command -v tinyproxy >/dev/null || need+=(tinyproxy)
+  [ -x /bin/busybox ] || need+=(busybox-static)
   [ ${#need[@]} -eq 0 ] && return 0
   log "apt-get install ${need[*]}"
   apt-get update -qq

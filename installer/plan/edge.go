@@ -83,7 +83,11 @@ func (pl *Planner) installScript() (scriptChoice, error) {
 func (pl *Planner) edgeFiles(p *HostPlan, f *facts.Host) error {
 	c := pl.Cluster
 	if k := c.Spec.K3s; k.ReleaseURL != "" && !p.Airgap {
-		p.InstallEnv = append(p.InstallEnv, "GITHUB_URL="+strings.TrimRight(k.ReleaseURL, "/"))
+		// The official script reads INSTALL_K3S_ARTIFACT_URL (<releases>/download) since it
+		// replaced GITHUB_URL (v1.36's install.sh: "GITHUB_URL was replaced by
+		// INSTALL_K3S_ARTIFACT_URL"); older scripts and k3strap's own read GITHUB_URL.
+		rel := strings.TrimRight(k.ReleaseURL, "/")
+		p.InstallEnv = append(p.InstallEnv, "GITHUB_URL="+rel, "INSTALL_K3S_ARTIFACT_URL="+rel+"/download")
 	}
 	if r, field := c.RegistriesOf(p.Host); r != nil {
 		pw := edge.Password(func(host string, a *inventory.RegistryAuth) (string, error) {
@@ -194,8 +198,11 @@ func readPrivate(file, what string) ([]byte, error) {
 // ShownOnHost masks what a host's copy of a secret file would reveal, for dry-run diffs of
 // files with a Shown rendering.
 func ShownOnHost(path string, b []byte) string {
-	if path == k3s.PathRegistries {
+	switch path {
+	case k3s.PathRegistries:
 		return string(edge.MaskRegistries(b))
+	case k3s.PathProxyEnv:
+		return k3s.Mask(string(b))
 	}
 	return ""
 }

@@ -77,8 +77,8 @@ func TestPlanInstallScriptChoice(t *testing.T) {
 	if !strings.Contains(s, "url=http://mirror.example/install.sh") || !strings.Contains(s, "want="+strings.Repeat("ab", 32)) || !strings.HasPrefix(p.ScriptSource, ScriptOfficial) {
 		t.Errorf("online script (%s):\n%s", p.ScriptSource, s)
 	}
-	if !contains(p.InstallEnv, "GITHUB_URL=http://mirror.example/releases") {
-		t.Errorf("install env %v lacks GITHUB_URL", p.InstallEnv)
+	if !contains(p.InstallEnv, "GITHUB_URL=http://mirror.example/releases") || !contains(p.InstallEnv, "INSTALL_K3S_ARTIFACT_URL=http://mirror.example/releases/download") {
+		t.Errorf("install env %v lacks GITHUB_URL or INSTALL_K3S_ARTIFACT_URL", p.InstallEnv)
 	}
 
 	dir := t.TempDir()

@@ -37,7 +37,8 @@ type File struct {
 	Restart bool
 	// Keep says an existing file is left alone whatever its content (a generated token).
 	Keep bool
-	// Shown is what `render` and dry-run show of a Secret file (its secrets masked); nil
+	// Shown is what `render` and dry-run show of a Secret file (its secrets masked), and
+	// what `render` shows in full of a small non-secret one (the proxy environment); nil
 	// shows nothing.
 	Shown []byte
 }
@@ -175,6 +176,9 @@ func (pl *Planner) plan(h *inventory.Host, f *facts.Host) (*HostPlan, error) {
 	if err := pl.edgeFiles(p, f); err != nil {
 		return nil, fmt.Errorf("host %s: %w", h.Name, err)
 	}
+	if err := pl.proxyFile(p); err != nil {
+		return nil, fmt.Errorf("host %s: %w", h.Name, err)
+	}
 	if p.First {
 		addons, err := pl.addonFiles()
 		if err != nil {
@@ -284,7 +288,7 @@ func contains(l []string, s string) bool {
 // ManagedPaths lists the files whose checksums the facts script reports for h: every path a
 // plan of h can hold, whatever h's architecture turns out to be (the token file, config.yaml,
 // the install script, the airgap binary and images of every architecture, the unit and its env
-// file, and on the first server the add-on manifests). Facts are gathered before the
+// file, the proxy environment, and on the first server the add-on manifests). Facts are gathered before the
 // architecture is known, so this is the one list both use: Plan only writes paths from it.
 func (pl *Planner) ManagedPaths(h *inventory.Host) []string {
 	c := pl.Cluster
@@ -305,6 +309,9 @@ func (pl *Planner) ManagedPaths(h *inventory.Host) []string {
 	svc := k3s.Unit(string(h.Role))
 	paths = append(paths, k3s.DirSystemd+"/"+svc+".service", k3s.DirSystemd+"/"+svc+".service.env")
 	paths = append(paths, pl.edgePaths(h)...)
+	if c.HostProxy(h) != nil {
+		paths = append(paths, k3s.PathProxyEnv)
+	}
 	sort.Strings(paths[3:])
 	if c.IsFirstServer(h) {
 		// Add-on manifests that cannot be rendered are reported by the plan step.

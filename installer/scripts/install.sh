@@ -5,7 +5,8 @@
 # file changed ("@k3strap unit-changed" / "@k3strap unit-unchanged"). Uploaded artifacts are
 # not hashed again here: every upload is checked against its sha256 on the host before it
 # replaces the file, and the facts hash the files already in place. An airgap k3s-selinux RPM
-# uploaded by k3strap (K3STRAP_SELINUX_RPM) is installed first.
+# uploaded by k3strap (K3STRAP_SELINUX_RPM) is installed first; the proxy environment
+# K3STRAP_PROXY_ENV names (spec.proxy, docs/proxy.md) is exported to the script.
 set -e
 script=$1
 units() {
@@ -19,6 +20,14 @@ if [ -n "${K3STRAP_SELINUX_RPM:-}" ] && ! rpm -q k3s-selinux >/dev/null 2>&1; th
   elif command -v yum >/dev/null 2>&1; then yum install -y --disablerepo='*' "$K3STRAP_SELINUX_RPM"
   elif command -v zypper >/dev/null 2>&1; then zypper --no-refresh install -y "$K3STRAP_SELINUX_RPM"
   else rpm -i "$K3STRAP_SELINUX_RPM"; fi
+fi
+if [ -n "${K3STRAP_PROXY_ENV:-}" ]; then
+  # The proxy environment (spec.proxy): the install script's downloads go through the proxy,
+  # and it copies the variables into the unit's env file.
+  set -a
+  # shellcheck disable=SC1090
+  . "$K3STRAP_PROXY_ENV"
+  set +a
 fi
 sh "$script"
 after=$(units | sha256sum)
