@@ -92,7 +92,10 @@ func (k *KnownHosts) db() (*knownhosts.HostKeyDB, error) {
 }
 
 // HostKeyAlgorithms returns the key algorithms recorded for address (host:port), so that the
-// server is asked for the key type we already know; nil when the host is unknown.
+// server is asked for the key type we already know — its certificate algorithms when an
+// @cert-authority line covers the host —; for a host the file does not know, the plain
+// (non-certificate) algorithms, so that a host presenting a certificate from a CA nobody
+// trusts is recorded by its plain key, as OpenSSH falls back to it.
 func (k *KnownHosts) HostKeyAlgorithms(address string) []string {
 	k.mu.Lock()
 	defer k.mu.Unlock()
@@ -100,8 +103,37 @@ func (k *KnownHosts) HostKeyAlgorithms(address string) []string {
 	if err != nil {
 		return nil
 	}
-	return db.HostKeyAlgorithms(address)
+	if algos := db.HostKeyAlgorithms(address); len(algos) > 0 {
+		return algos
+	}
+	return plainHostKeyAlgorithms
 }
+
+// plainHostKeyAlgorithms are x/crypto/ssh's host key algorithms without the certificate ones,
+// in its order of preference.
+var plainHostKeyAlgorithms = []string{
+	ssh.KeyAlgoED25519, ssh.KeyAlgoECDSA256, ssh.KeyAlgoECDSA384, ssh.KeyAlgoECDSA521,
+	ssh.KeyAlgoRSASHA512, ssh.KeyAlgoRSASHA256, ssh.KeyAlgoRSA,
+}
+
+// HostCertError is a host that presented a host certificate the known_hosts file does not
+// accept: signed by a CA no @cert-authority line trusts for the host, expired, or for other
+// names (principals). Trust on first use never applies to a certificate.
+type HostCertError struct {
+	Address string
+	// CA is the SHA256 fingerprint of the key that signed the certificate.
+	CA   string
+	Path string
+	Err  error
+}
+
+func (e *HostCertError) Error() string {
+	return fmt.Sprintf("%s presented a host certificate signed by the CA %s that %s does not accept: %v "+
+		"(add the right CA as `@cert-authority <host pattern> <CA public key>` to %s, or fix the host's certificate)",
+		e.Address, e.CA, e.Path, e.Err, e.Path)
+}
+
+func (e *HostCertError) Unwrap() error { return e.Err }
 
 // Callback returns the ssh.HostKeyCallback implementing verify-or-record, waiting for the
 // file's lock (another k3strap process recording a key) as long as it takes; Dial uses
@@ -130,6 +162,10 @@ func (k *KnownHosts) CallbackContext(ctx context.Context) ssh.HostKeyCallback {
 				m.Known = append(m.Known, fmt.Sprintf("%s:%d (%s %s)", w.Filename, w.Line, w.Key.Type(), ssh.FingerprintSHA256(w.Key)))
 			}
 			return m
+		case isCert(key):
+			// A certificate is trusted through its CA (@cert-authority) or not at all.
+			cert := key.(*ssh.Certificate)
+			return &HostCertError{Address: hostname, CA: ssh.FingerprintSHA256(cert.SignatureKey), Path: k.Path, Err: err}
 		case knownhosts.IsHostUnknown(err):
 			return k.record(ctx, hostname, key)
 		default:
@@ -160,4 +196,9 @@ func (k *KnownHosts) record(ctx context.Context, hostname string, key ssh.Public
 		k.OnRecord(hostname, ssh.FingerprintSHA256(key))
 	}
 	return nil
+}
+
+func isCert(key ssh.PublicKey) bool {
+	_, ok := key.(*ssh.Certificate)
+	return ok
 }
