@@ -56,7 +56,7 @@ type Config struct {
 	// UseAgent offers the keys of the ssh-agent at $SSH_AUTH_SOCK when no key file is usable
 	// (none given, or encrypted without a passphrase source).
 	UseAgent bool
-	// ProxyCommand, when set, is a command line (tokens already expanded, see
+	// ProxyCommand, when set, is a command line (tokens already expanded, see inventory.
 	// ExpandProxyCommand) run locally with /bin/sh whose stdin and stdout are the connection
 	// (OpenSSH ProxyCommand); it is killed when the connection closes or the connect deadline
 	// passes. Exclusive with Via.

@@ -19,6 +19,8 @@ import (
 	"time"
 
 	"golang.org/x/crypto/ssh"
+
+	"github.com/k3strap/k3strap/inventory"
 )
 
 // newSigner returns a fresh ed25519 key as a signer and its private key.
@@ -364,7 +366,7 @@ func TestDialProxyCommand(t *testing.T) {
 	f := newCertFixture(t, time.Now().Add(-time.Hour), time.Now().Add(time.Hour))
 	srv := newCertServer(t, f.userCA, f.hostCA)
 	cfg := f.config(srv.port())
-	line, err := ExpandProxyCommand(proxyCommandFor(t), ProxyTokens{Host: "127.0.0.1", Port: srv.port(), User: "root", Alias: "t1"})
+	line, err := inventory.ExpandProxyCommand(proxyCommandFor(t), inventory.ProxyTokens{Host: "127.0.0.1", Port: srv.port(), User: "root", Alias: "t1"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -385,7 +387,7 @@ func TestDialProxyCommand(t *testing.T) {
 	closed, _ := net.Listen("tcp", "127.0.0.1:0")
 	port := closed.Addr().(*net.TCPAddr).Port
 	_ = closed.Close()
-	cfg.ProxyCommand, _ = ExpandProxyCommand(proxyCommandFor(t), ProxyTokens{Host: "127.0.0.1", Port: port})
+	cfg.ProxyCommand, _ = inventory.ExpandProxyCommand(proxyCommandFor(t), inventory.ProxyTokens{Host: "127.0.0.1", Port: port})
 	start := time.Now()
 	_, err = Dial(context.Background(), cfg)
 	if err == nil || !strings.Contains(err.Error(), "helper: dial tcp") || time.Since(start) > 5*time.Second {
@@ -398,19 +400,6 @@ func TestDialProxyCommand(t *testing.T) {
 	_, err = Dial(context.Background(), cfg)
 	if err == nil || time.Since(start) > 3*time.Second {
 		t.Fatalf("want a failure at the 1s deadline, got %v after %s", err, time.Since(start))
-	}
-}
-
-func TestExpandProxyCommand(t *testing.T) {
-	got, err := ExpandProxyCommand("ssh -W %h:%p %r@bastion # %n 100%%", ProxyTokens{Host: "10.0.0.5", Port: 2222, User: "ops", Alias: "node1"})
-	if err != nil || got != "ssh -W 10.0.0.5:2222 ops@bastion # node1 100%" {
-		t.Fatalf("got %q, %v", got, err)
-	}
-	if _, err := ExpandProxyCommand("connect %h %C", ProxyTokens{}); err == nil || !strings.Contains(err.Error(), "unknown token %C") {
-		t.Fatalf("unknown token: got %v", err)
-	}
-	if _, err := ExpandProxyCommand("nc %h 22 %", ProxyTokens{}); err == nil {
-		t.Fatal("a lone % must be refused")
 	}
 }
 
