@@ -430,12 +430,6 @@ func (v *validator) ssh(s *SSH, base, host string) {
 	if s.KeyPassphraseEnv != "" && s.KeyPassphraseFile != "" {
 		v.add(base+".keyPassphraseFile", atKey, host, "keyPassphraseEnv and keyPassphraseFile are both set", "keep one of them")
 	}
-	if s.CertificatePath != "" && !v.opts.SkipFileChecks {
-		if _, err := os.Stat(s.CertificatePath); err != nil {
-			v.add(base+".certificatePath", atValue, host, fmt.Sprintf("SSH certificate %s cannot be read: %v", s.CertificatePath, errors.Unwrap(err)),
-				"name the -cert.pub file your CA issued for ssh.keyPath (relative paths are relative to the inventory file's directory)")
-		}
-	}
 	if s.ProxyCommand != "" {
 		if _, err := ExpandProxyCommand(s.ProxyCommand, ProxyTokens{}); err != nil {
 			v.add(base+".proxyCommand", atValue, host, err.Error(), "use only %h, %p, %r, %n and %% (write %% for a literal percent sign)")
