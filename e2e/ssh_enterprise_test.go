@@ -201,7 +201,7 @@ func TestEnterpriseSSH(t *testing.T) {
 		t.Fatal(err)
 	}
 	keygen("-q", "-s", filepath.Join(d, "other_ca"), "-I", "e2e-other", "-n", "root", "-V", "-5m:+1h", key+".pub")
-	fail("user certificate from another CA", "unable to authenticate")
+	fail("user certificate from another CA", "the host must trust that CA (TrustedUserCAKeys)")
 }
 
 // firstLineWith returns the first line of text containing s (what a user reads), "" if none.

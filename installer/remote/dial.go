@@ -196,7 +196,7 @@ func Dial(ctx context.Context, cfg Config) (*Client, error) {
 		case pc != nil && at == StepHandshake && pc.exitError() != nil:
 			return fail(StepConnect, pc.exitError())
 		case strings.Contains(err.Error(), "unable to authenticate"):
-			return fail(StepAuth, fmt.Errorf("%w (user %q; check ssh.user, ssh.keyPath or the ssh-agent)", err, cfg.User))
+			return fail(StepAuth, fmt.Errorf("%w (user %q; check ssh.user, ssh.keyPath or the ssh-agent%s)", err, cfg.User, certHint(keys, cfg.User)))
 		case expired && at == StepAuth:
 			return fail(StepAuth, fmt.Errorf("authentication did not finish within %s: %w", cfg.ConnectTimeout, err))
 		case expired && at == StepHostKey:
@@ -309,4 +309,20 @@ func (a *agentConn) note(err error) {
 func (a *agentConn) timeoutError(d time.Duration) error {
 	return fmt.Errorf("ssh-agent did not answer within %s (socket %s: an agent waiting for a confirmation, or one forwarded over a session that died; check `ssh-add -l`): %w",
 		d, a.sock, os.ErrDeadlineExceeded)
+}
+
+// certHint describes the user certificates offered, for an authentication failure: the CA
+// that signed each and its principals, which the host's TrustedUserCAKeys and the login user
+// must match (sshd_config(5)); "" when no certificate was offered.
+func certHint(keys []ssh.Signer, user string) string {
+	var out []string
+	for _, k := range keys {
+		if c, ok := k.PublicKey().(*ssh.Certificate); ok {
+			out = append(out, fmt.Sprintf("certificate %q signed by CA %s for principals %v", c.KeyId, ssh.FingerprintSHA256(c.SignatureKey), c.ValidPrincipals))
+		}
+	}
+	if len(out) == 0 {
+		return ""
+	}
+	return fmt.Sprintf("; offered %s: the host must trust that CA (TrustedUserCAKeys) and a principal must be %q", strings.Join(out, ", "), user)
 }

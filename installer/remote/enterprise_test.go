@@ -265,6 +265,9 @@ func TestDialWrongCA(t *testing.T) {
 	if !errors.As(err, &ce) || ce.Step != StepAuth || time.Since(start) > 5*time.Second {
 		t.Fatalf("want an auth failure within the timeout, got %v after %s", err, time.Since(start))
 	}
+	if want := "signed by CA " + ssh.FingerprintSHA256(f.userCA.PublicKey()) + " for principals [root]"; !strings.Contains(err.Error(), want) {
+		t.Fatalf("the auth failure does not name the certificate's CA (%q): %v", want, err)
+	}
 }
 
 // An encrypted key decrypted with the passphrase the callback gives; a wrong one is a clear
