@@ -3,9 +3,12 @@ package installer
 import (
 	"bytes"
 	"context"
+	"crypto/x509"
+	"errors"
 	"fmt"
 	"os"
 
+	"golang.org/x/crypto/ssh"
 	"golang.org/x/term"
 
 	"github.com/k3strap/k3strap/installer/remote"
@@ -39,13 +42,21 @@ func (s *session) passphrase(env, file string) func(ctx context.Context, keyPath
 }
 
 // promptPassphrase asks for the passphrase of keyPath on the terminal (stdin, echo off; the
-// question on stderr). A passphrase typed once is reused for the run's other connections.
+// question on stderr), up to three times as ssh(1). A passphrase typed once is reused for the
+// run's other connections.
 func (s *session) promptPassphrase(ctx context.Context, keyPath string) ([]byte, string, error) {
-	fd := int(os.Stdin.Fd())
+	c := &s.sshcfg
+	tty, out := c.tty, c.ttyOut
+	if tty == nil {
+		tty = os.Stdin
+	}
+	if out == nil {
+		out = os.Stderr
+	}
+	fd := int(tty.Fd())
 	if !term.IsTerminal(fd) {
 		return nil, "", remote.ErrNoPassphrase
 	}
-	c := &s.sshcfg
 	c.passOnce.Do(func() { c.passTurn = make(chan struct{}, 1) })
 	select {
 	case c.passTurn <- struct{}{}:
@@ -67,17 +78,37 @@ func (s *session) promptPassphrase(ctx context.Context, keyPath string) ([]byte,
 		b   []byte
 		err error
 	}
-	done := make(chan answer, 1)
-	fmt.Fprintf(os.Stderr, "Enter passphrase for key %s: ", keyPath)
-	go func() {
-		b, err := term.ReadPassword(fd)
-		done <- answer{b, err}
-	}()
-	select {
-	case a := <-done:
-		fmt.Fprintln(os.Stderr)
+	// As ssh(1): three tries, each checked against the key before it is kept for the run.
+	pem, err := remote.ReadRegularFile(keyPath)
+	if err != nil {
+		return nil, "", err
+	}
+	for try := 1; ; try++ {
+		done := make(chan answer, 1)
+		fmt.Fprintf(out, "Enter passphrase for key %s: ", keyPath)
+		go func() {
+			b, err := term.ReadPassword(fd)
+			done <- answer{b, err}
+		}()
+		var a answer
+		select {
+		case a = <-done:
+		case <-ctx.Done():
+			// The read goroutine stays blocked until a line comes; echo must come back now.
+			_ = term.Restore(fd, state)
+			fmt.Fprintln(out)
+			return nil, "", ctx.Err()
+		}
+		fmt.Fprintln(out)
 		if a.err != nil {
 			return nil, "", fmt.Errorf("reading the passphrase from the terminal: %w", a.err)
+		}
+		if _, err := ssh.ParsePrivateKeyWithPassphrase(pem, a.b); errors.Is(err, x509.IncorrectPasswordError) && try < 3 { //nolint:staticcheck // what x/crypto/ssh returns for a wrong passphrase
+			fmt.Fprintln(out, "Wrong passphrase, try again.")
+			continue
+		} else if err != nil {
+			// Wrong a third time, or another problem: Dial reports it with the key's name.
+			return a.b, "the terminal", nil
 		}
 		c.passMu.Lock()
 		if c.typed == nil {
@@ -86,10 +117,5 @@ func (s *session) promptPassphrase(ctx context.Context, keyPath string) ([]byte,
 		c.typed[keyPath] = bytes.Clone(a.b)
 		c.passMu.Unlock()
 		return a.b, "the terminal", nil
-	case <-ctx.Done():
-		// The read goroutine stays blocked until a line comes; echo must come back now.
-		_ = term.Restore(fd, state)
-		fmt.Fprintln(os.Stderr)
-		return nil, "", ctx.Err()
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"io"
 	"net"
 	"os"
 	"path/filepath"
@@ -33,6 +34,10 @@ type sshConfigFile struct {
 	passTurn chan struct{} // one prompt at a time
 	passMu   sync.Mutex
 	typed    map[string][]byte
+	// tty and ttyOut are the terminal the passphrase is read from and the prompt written to
+	// (nil: os.Stdin and os.Stderr; tests give a pseudo-terminal).
+	tty    *os.File
+	ttyOut io.Writer
 }
 
 func (s *session) sshConfig() (*ssh_config.Config, error) {
