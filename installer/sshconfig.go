@@ -8,6 +8,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -317,10 +318,18 @@ func (s *session) remoteConfig(ctx context.Context, h *inventory.Host) (remote.C
 	// Local paths as the inventory means them ("~", relative to the inventory file); the
 	// loader already resolved them for a file, a cluster built in code (the wizard) may not.
 	exp.KeyPath, exp.KnownHosts = c.ResolvePath(exp.KeyPath), c.ResolvePath(exp.KnownHosts)
+	exp.CertificatePath, exp.KeyPassphraseFile = c.ResolvePath(exp.CertificatePath), c.ResolvePath(exp.KeyPassphraseFile)
 	if b := exp.Bastion; b != nil {
 		bb := *b
 		bb.KeyPath = c.ResolvePath(bb.KeyPath)
 		exp.Bastion = &bb
+	}
+	if len(exp.Bastions) > 0 {
+		bs := slices.Clone(exp.Bastions)
+		for i := range bs {
+			bs[i].KeyPath = c.ResolvePath(bs[i].KeyPath)
+		}
+		exp.Bastions = bs
 	}
 	e, err := s.resolveEndpoint(h.Address, exp, 0)
 	if err != nil {

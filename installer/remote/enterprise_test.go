@@ -49,7 +49,8 @@ func signCert(t *testing.T, ca ssh.Signer, key ssh.PublicKey, typ uint32, princi
 }
 
 // certServer is an in-process SSH server that accepts only user certificates signed by
-// userCA for principal "root", presents a host certificate signed by hostCA and forwards
+// userCA for principal "root", presents a host certificate signed by hostCA (a plain host key
+// only when hostCA is nil) and forwards
 // direct-tcpip channels (a jump host).
 type certServer struct {
 	ln     net.Listener
@@ -59,11 +60,6 @@ type certServer struct {
 func newCertServer(t *testing.T, userCA, hostCA ssh.Signer) *certServer {
 	t.Helper()
 	hostKey, _ := newSigner(t)
-	hostCert := signCert(t, hostCA, hostKey.PublicKey(), ssh.HostCert, []string{"127.0.0.1"}, time.Now().Add(-time.Hour), time.Now().Add(time.Hour))
-	hostCertSigner, err := ssh.NewCertSigner(hostCert, hostKey)
-	if err != nil {
-		t.Fatal(err)
-	}
 	s := &certServer{userCA: userCA.PublicKey()}
 	checker := &ssh.CertChecker{IsUserAuthority: func(auth ssh.PublicKey) bool {
 		return bytes.Equal(auth.Marshal(), s.userCA.Marshal())
@@ -74,7 +70,14 @@ func newCertServer(t *testing.T, userCA, hostCA ssh.Signer) *certServer {
 		}
 		return checker.Authenticate(m, key)
 	}}
-	cfg.AddHostKey(hostCertSigner)
+	if hostCA != nil { // else only a plain host key
+		hostCert := signCert(t, hostCA, hostKey.PublicKey(), ssh.HostCert, []string{"127.0.0.1"}, time.Now().Add(-time.Hour), time.Now().Add(time.Hour))
+		hostCertSigner, err := ssh.NewCertSigner(hostCert, hostKey)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cfg.AddHostKey(hostCertSigner)
+	}
 	cfg.AddHostKey(hostKey)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -257,6 +260,16 @@ func TestDialWrongCA(t *testing.T) {
 	}
 	if b, _ := os.ReadFile(f.knownHosts); strings.Count(string(b), "\n") != 1 {
 		t.Fatalf("a certificate host was recorded:\n%s", b)
+	}
+
+	// A host the CA line covers that offers a plain key: refused, not recorded (no TOFU).
+	plain := newCertServer(t, f.userCA, nil)
+	_, err = Dial(context.Background(), f.config(plain.port()))
+	if !errors.As(err, &he) || he.CA != "" || !strings.Contains(err.Error(), "presented a plain host key although") {
+		t.Fatalf("plain key under a CA: want a HostCertError, got %v", err)
+	}
+	if b, _ := os.ReadFile(f.knownHosts); strings.Count(string(b), "\n") != 1 {
+		t.Fatalf("a plain key under a CA was recorded:\n%s", b)
 	}
 
 	srv2 := newCertServer(t, otherCA, f.hostCA) // the host trusts another user CA
