@@ -59,12 +59,17 @@ func cancelled(ctx context.Context) error {
 	return err
 }
 
-// Dial connects and logs in. One deadline, cfg.ConnectTimeout, bounds everything it does:
-// the ssh-agent (its socket, the key list, every signature), the TCP connect, the handshake,
-// the host key check and authentication; the context ends it at once (every socket it holds,
+// Dial connects and logs in. The key files and their certificates are loaded first (a
+// certificate outside its validity window is a *CertificateError; an encrypted key's
+// passphrase comes from cfg.Passphrase, which may wait for a person on a terminal: ctx only).
+// Then one deadline, cfg.ConnectTimeout, bounds everything else: the ssh-agent (its socket,
+// the key list, every signature), the TCP connect — or the ProxyCommand, killed at the
+// deadline, or the channel through the jump host cfg.Via —, the handshake, the host key check
+// and authentication; the context ends it at once (every socket it holds,
 // the agent's included, is closed). Errors are *ConnectError naming the part that failed or
 // timed out ("ssh-agent did not answer within 10s"); host key mismatches wrap
-// *HostKeyMismatchError, unreadable known_hosts files *KnownHostsError; a cancelled context
+// *HostKeyMismatchError, refused host certificates *HostCertError, unreadable known_hosts
+// files *KnownHostsError; a cancelled context
 // gives an error wrapping context.Canceled (not the transport error cancelling caused).
 func Dial(ctx context.Context, cfg Config) (*Client, error) {
 	if cfg.ConnectTimeout <= 0 {
