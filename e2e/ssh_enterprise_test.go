@@ -57,8 +57,9 @@ spec:
 // host certificates; the user key is encrypted, its passphrase in the environment. apply
 // converges through a two-hop jump (bastion h0, then a1) with the host CA in known_hosts and no
 // trust-on-first-use record for the certificate hosts, re-runs unchanged through a ProxyCommand
-// `ssh -W %h:%p` from --ssh-config, and a wrong passphrase, a wrong host CA and a certificate
-// from a CA the hosts do not trust each fail clearly within the connect timeout.
+// `ssh -W %h:%p` from --ssh-config, and a wrong passphrase, a wrong host CA, a certificate
+// from a CA the hosts do not trust, an expired certificate and an unknown ProxyCommand token
+// each fail clearly within the connect timeout.
 func TestEnterpriseSSH(t *testing.T) {
 	if _, err := exec.LookPath("ssh-keygen"); err != nil {
 		t.Skip("ssh-keygen (openssh-client) is not installed")
@@ -202,6 +203,13 @@ func TestEnterpriseSSH(t *testing.T) {
 	}
 	keygen("-q", "-s", filepath.Join(d, "other_ca"), "-I", "e2e-other", "-n", "root", "-V", "-5m:+1h", key+".pub")
 	fail("user certificate from another CA", "the host must trust that CA (TrustedUserCAKeys)")
+	keygen("-q", "-s", filepath.Join(d, "user_ca"), "-I", "e2e-old", "-n", "root", "-V", "20200101Z:20200102Z", key+".pub")
+	fail("expired user certificate", "id_cert-cert.pub: expired (valid from 2020-01-01T00:00:00Z to 2020-01-02T00:00:00Z")
+	keygen("-q", "-s", filepath.Join(d, "user_ca"), "-I", "e2e-root", "-n", "root", "-V", "-5m:+1h", key+".pub")
+	if err := os.WriteFile(sshcfg, []byte(strings.Replace(cfg, "%h:%p", "%h:%p:%C", 1)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	fail("unknown ProxyCommand token", sshcfg+" (Host "+c.hosts[0].Address+", line 2): ProxyCommand")
 }
 
 // firstLineWith returns the first line of text containing s (what a user reads), "" if none.
