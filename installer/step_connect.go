@@ -96,8 +96,11 @@ func (s *session) connect(ctx context.Context, hosts []*hostState) {
 		}
 		hs.setClient(c)
 		via := ""
-		if cfg.Via != nil {
+		switch {
+		case cfg.Via != nil:
 			via = " via " + cfg.Via.Address()
+		case cfg.ProxyCommand != "":
+			via = " via ProxyCommand"
 		}
 		em.Step(hs.host.Name, "connect", events.StatusOK, fmt.Sprintf("connected to %s as %s%s", c.Address(), cfg.User, via))
 	})

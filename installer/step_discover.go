@@ -95,8 +95,16 @@ func (s *session) discoverTemplate(ctx context.Context) inventory.SSH {
 		return src.host.SSH
 	}
 	out := inventory.SSH{User: e.user, Port: e.port, KeyPath: e.keyPath, KnownHosts: e.knownHosts}
-	if e.jump != nil {
-		out.Bastion = &inventory.Bastion{Address: e.jump.address, User: e.jump.user, Port: e.jump.port, KeyPath: e.jump.keyPath}
+	// The jump hosts, first hop first: one is a bastion, several are bastions.
+	var hops []inventory.Bastion
+	for j := e.jump; j != nil; j = j.jump {
+		hops = append([]inventory.Bastion{{Address: j.address, User: j.user, Port: j.port, KeyPath: j.keyPath}}, hops...)
+	}
+	switch {
+	case len(hops) == 1:
+		out.Bastion = &hops[0]
+	case len(hops) > 1:
+		out.Bastions = hops
 	}
 	return out
 }

@@ -121,8 +121,12 @@ func (c *Cluster) secretFiles() []secretFile {
 	ssh := func(base string, s *SSH) {
 		add(base+".keyPath", s.KeyPath)
 		add(base+".sudoPasswordFile", s.SudoPasswordFile)
+		add(base+".keyPassphraseFile", s.KeyPassphraseFile)
 		if s.Bastion != nil {
 			add(base+".bastion.keyPath", s.Bastion.KeyPath)
+		}
+		for i, b := range s.Bastions {
+			add(fmt.Sprintf("%s.bastions[%d].keyPath", base, i), b.KeyPath)
 		}
 	}
 	registries := func(base string, r *Registries) {

@@ -110,8 +110,18 @@ func (c *Cluster) HostSSHExplicit(h *Host) SSH {
 	if o.ConnectTimeout != 0 {
 		s.ConnectTimeout = o.ConnectTimeout
 	}
-	if o.Bastion != nil {
-		s.Bastion = o.Bastion
+	if o.Bastion != nil || len(o.Bastions) > 0 {
+		// The host's jump path replaces the cluster's as a whole.
+		s.Bastion, s.Bastions = o.Bastion, o.Bastions
+	}
+	if o.CertificatePath != "" {
+		s.CertificatePath = o.CertificatePath
+	}
+	if o.KeyPassphraseEnv != "" || o.KeyPassphraseFile != "" {
+		s.KeyPassphraseEnv, s.KeyPassphraseFile = o.KeyPassphraseEnv, o.KeyPassphraseFile
+	}
+	if o.ProxyCommand != "" {
+		s.ProxyCommand = o.ProxyCommand
 	}
 	if o.SudoPasswordEnv != "" {
 		s.SudoPasswordEnv = o.SudoPasswordEnv

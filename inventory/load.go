@@ -274,6 +274,9 @@ func (c *Cluster) normalizeAddresses() {
 		if s.Bastion != nil {
 			n(&s.Bastion.Address)
 		}
+		for i := range s.Bastions {
+			n(&s.Bastions[i].Address)
+		}
 	}
 	bastion(&c.Spec.SSH)
 	for i := range c.Spec.Hosts {
@@ -295,8 +298,13 @@ func (c *Cluster) resolvePaths() {
 		r(&s.KeyPath)
 		r(&s.KnownHosts)
 		r(&s.SudoPasswordFile)
+		r(&s.CertificatePath)
+		r(&s.KeyPassphraseFile)
 		if s.Bastion != nil {
 			r(&s.Bastion.KeyPath)
+		}
+		for i := range s.Bastions {
+			r(&s.Bastions[i].KeyPath)
 		}
 	}
 	sshPaths(&c.Spec.SSH)

@@ -179,8 +179,25 @@ type SSH struct {
 	// ConnectTimeout bounds the whole connect — the ssh-agent (dial, list, sign), TCP, the SSH
 	// handshake, the host key check and authentication —, e.g. "10s"; greater than zero.
 	ConnectTimeout Duration `yaml:"connectTimeout,omitempty"`
+	// CertificatePath is an OpenSSH user certificate (signed by a CA: ssh-keygen -s, Vault,
+	// Teleport) for the key in keyPath; default <keyPath>-cert.pub when that file exists, as
+	// OpenSSH's CertificateFile. One outside its validity window fails before dialing.
+	CertificatePath string `yaml:"certificatePath,omitempty"`
+	// KeyPassphraseEnv names an environment variable holding the passphrase of an encrypted
+	// key (headless runs; never a flag). Without it or keyPassphraseFile, the passphrase is
+	// asked on the terminal, else the key is left to the ssh-agent.
+	KeyPassphraseEnv string `yaml:"keyPassphraseEnv,omitempty"`
+	// KeyPassphraseFile names a file (mode 0600) whose first line is the key's passphrase.
+	KeyPassphraseFile string `yaml:"keyPassphraseFile,omitempty"`
+	// ProxyCommand is a local command whose stdin and stdout are the SSH connection (OpenSSH
+	// ProxyCommand: `ssh -W %h:%p bastion`, SSM, cloudflared); tokens %h %p %r %n %%. It wins
+	// over ~/.ssh/config's and is exclusive with bastion.
+	ProxyCommand string `yaml:"proxyCommand,omitempty"`
 	// Bastion is a jump host every connection goes through.
 	Bastion *Bastion `yaml:"bastion,omitempty"`
+	// Bastions are jump hosts crossed in order (the first is dialed directly, each next one
+	// through the previous: ProxyJump a,b); exclusive with bastion.
+	Bastions []Bastion `yaml:"bastions,omitempty"`
 	// SudoPasswordEnv names an environment variable holding the sudo password (headless runs).
 	SudoPasswordEnv string `yaml:"sudoPasswordEnv,omitempty"`
 	// SudoPasswordFile names a file holding the sudo password (headless runs).

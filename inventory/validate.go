@@ -430,13 +430,34 @@ func (v *validator) ssh(s *SSH, base, host string) {
 		v.add(base+".connectTimeout", atValue, host, "connectTimeout is negative", "write a positive duration such as 10s")
 	}
 	v.secretFile(base+".sudoPasswordFile", host, s.SudoPasswordFile, "sudo password file")
-	if b := s.Bastion; b != nil {
+	v.secretFile(base+".keyPassphraseFile", host, s.KeyPassphraseFile, "key passphrase file")
+	if s.KeyPassphraseEnv != "" && s.KeyPassphraseFile != "" {
+		v.add(base+".keyPassphraseFile", atKey, host, "keyPassphraseEnv and keyPassphraseFile are both set", "keep one of them")
+	}
+	if s.ProxyCommand != "" {
+		if _, err := ExpandProxyCommand(s.ProxyCommand, ProxyTokens{}); err != nil {
+			v.add(base+".proxyCommand", atValue, host, err.Error(), "use only %h, %p, %r, %n and %% (write %% for a literal percent sign)")
+		}
+		if s.Bastion != nil || len(s.Bastions) > 0 {
+			v.add(base+".proxyCommand", atKey, host, "proxyCommand and a bastion are both set", "keep one: the ProxyCommand is the whole path to the host")
+		}
+	}
+	if s.Bastion != nil && len(s.Bastions) > 0 {
+		v.add(base+".bastions", atKey, host, "bastion and bastions are both set", "list every jump host under bastions, in the order they are crossed")
+	}
+	check := func(b *Bastion, at string) {
 		if b.Address == "" {
-			v.add(base+".bastion", atKey, host, "the bastion has no address", "set bastion.address to the jump host's IP or DNS name")
+			v.add(at, atKey, host, "the bastion has no address", "set address to the jump host's IP or DNS name")
 		}
 		if b.Port != 0 && (b.Port < 1 || b.Port > 65535) {
-			v.add(base+".bastion.port", atValue, host, fmt.Sprintf("bastion SSH port %d is out of range", b.Port), "use a TCP port between 1 and 65535")
+			v.add(at+".port", atValue, host, fmt.Sprintf("bastion SSH port %d is out of range", b.Port), "use a TCP port between 1 and 65535")
 		}
+	}
+	if s.Bastion != nil {
+		check(s.Bastion, base+".bastion")
+	}
+	for i := range s.Bastions {
+		check(&s.Bastions[i], fmt.Sprintf("%s.bastions[%d]", base, i))
 	}
 }
 

@@ -41,9 +41,9 @@ func checkSSH(in *Input) []Finding {
 			case errors.As(err, &ce) && ce.Step == remote.StepAgent:
 				fix = "check the ssh-agent at $SSH_AUTH_SOCK (`ssh-add -l` must answer at once; an agent waiting for a confirmation or forwarded over a dead session does not), or set ssh.keyPath"
 			case errors.As(err, &ce) && ce.Step == remote.StepHostKey:
-				fix = fmt.Sprintf("check known_hosts %s: it must be readable, and record the key %s really has", knownHosts(s), h.Address)
+				fix = fmt.Sprintf("check known_hosts %s: it must be readable, and record the key %s really has (or, for a host certificate, hold an @cert-authority line with the CA that signed it; docs/ssh.md)", knownHosts(s), h.Address)
 			case errors.As(err, &ce) && ce.Step == remote.StepAuth:
-				fix = fmt.Sprintf("check that user %s exists on %s with the public key of %s in ~/.ssh/authorized_keys (a key file must be readable here and not encrypted: load an encrypted one into ssh-agent)", s.User, h.Address, key)
+				fix = fmt.Sprintf("check that user %s exists on %s with the public key of %s in ~/.ssh/authorized_keys, or that its certificate's CA is in the host's TrustedUserCAKeys (a key file must be readable here; an encrypted one needs ssh.keyPassphraseEnv, ssh.keyPassphraseFile, a terminal or the ssh-agent; docs/ssh.md)", s.User, h.Address, key)
 			}
 			out = append(out, errorf(h.Name, fix, "SSH to %s@%s:%d failed: %v", s.User, h.Address, s.Port, err))
 			continue

@@ -29,6 +29,8 @@ const (
 	OverrideSSHKnownHosts     = "ssh.knownHosts"
 	OverrideSSHAgent          = "ssh.agent"
 	OverrideSSHConnectTimeout = "ssh.connectTimeout"
+	OverrideSSHCertificate    = "ssh.certificatePath"
+	OverrideSSHProxyCommand   = "ssh.proxyCommand"
 	OverrideK3sVersion        = "k3s.version"
 	OverrideK3sChannel        = "k3s.channel"
 	OverrideK3sToken          = "k3s.token"
@@ -66,6 +68,8 @@ func OverrideKeys() []OverrideKey {
 		{Key: OverrideSSHKnownHosts, Field: "spec.ssh.knownHosts", Usage: "known_hosts file to verify host keys against (default ~/.ssh/known_hosts)"},
 		{Key: OverrideSSHAgent, Field: "spec.ssh.agent", Usage: "use the ssh-agent at $SSH_AUTH_SOCK (true/false)"},
 		{Key: OverrideSSHConnectTimeout, Field: "spec.ssh.connectTimeout", Usage: "deadline of the whole connect (ssh-agent, TCP, handshake, host key, auth), e.g. 10s"},
+		{Key: OverrideSSHCertificate, Field: "spec.ssh.certificatePath", Usage: "OpenSSH user certificate for the key (default <key>-cert.pub when present)"},
+		{Key: OverrideSSHProxyCommand, Field: "spec.ssh.proxyCommand", Usage: "local command whose stdin/stdout is the SSH connection, tokens %h %p %r %n (OpenSSH ProxyCommand)"},
 		{Key: OverrideK3sVersion, Field: "spec.k3s.version", Usage: "K3s release, e.g. v1.31.4+k3s1 (replaces a channel)"},
 		{Key: OverrideK3sChannel, Field: "spec.k3s.channel", Usage: "K3s release channel, e.g. stable (online installs; replaces a version)"},
 		{Key: OverrideK3sToken, Field: "spec.k3s.token", Usage: "cluster join token (environment only, never a flag)", Secret: true},
@@ -187,6 +191,10 @@ func applyOverrides(c *inventory.Cluster, v *viper.Viper) inventory.ErrorList {
 				break
 			}
 			c.Spec.SSH.ConnectTimeout = inventory.Duration(d)
+		case OverrideSSHCertificate:
+			c.Spec.SSH.CertificatePath = cwdPath(raw)
+		case OverrideSSHProxyCommand:
+			c.Spec.SSH.ProxyCommand = raw
 		case OverrideK3sVersion:
 			c.Spec.K3s.Version = raw
 			if !set[OverrideK3sChannel] {

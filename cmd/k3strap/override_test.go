@@ -136,6 +136,7 @@ func TestOverrideEveryKeyFromEnv(t *testing.T) {
 		"K3STRAP_SSH_USER": "u", "K3STRAP_SSH_PORT": "2022", "K3STRAP_SSH_KEYPATH": "~/k", "K3STRAP_SSH_KNOWNHOSTS": "/kh",
 		"K3STRAP_SSH_AGENT": "false", "K3STRAP_SSH_CONNECTTIMEOUT": "1m", "K3STRAP_K3S_CHANNEL": "latest",
 		"K3STRAP_K3S_TOKEN": "tok", "K3STRAP_K3S_INSTALL": "online",
+		"K3STRAP_SSH_CERTIFICATEPATH": "~/k-cert.pub", "K3STRAP_SSH_PROXYCOMMAND": "nc %h %p",
 	}
 	for k, v := range env {
 		t.Setenv(k, v)
@@ -146,7 +147,7 @@ func TestOverrideEveryKeyFromEnv(t *testing.T) {
 	}
 	s, k := c.Spec.SSH, c.Spec.K3s
 	if s.User != "u" || s.Port != 2022 || s.KeyPath != "/home/tester/k" || s.KnownHosts != "/kh" || s.Agent == nil || *s.Agent ||
-		s.ConnectTimeout.D() != time.Minute || k.Channel != "latest" || k.Token.Reveal() != "tok" || k.Install != inventory.Online {
+		s.ConnectTimeout.D() != time.Minute || s.CertificatePath != "/home/tester/k-cert.pub" || s.ProxyCommand != "nc %h %p" || k.Channel != "latest" || k.Token.Reveal() != "tok" || k.Install != inventory.Online {
 		t.Errorf("overrides not applied: ssh %+v k3s channel %q install %q", s, k.Channel, k.Install)
 	}
 	keys := OverrideKeys()

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"reflect"
 	"regexp"
 	"strconv"
 	"strings"
@@ -488,7 +489,7 @@ func (w *Wizard) saveHost() {
 		h.Taints = append(h.Taints, t)
 	}
 	if w.editing >= 0 {
-		if old := w.hosts[w.editing]; old.Name != h.Name || old.Address != h.Address || old.SSH != h.SSH {
+		if old := w.hosts[w.editing]; old.Name != h.Name || old.Address != h.Address || !reflect.DeepEqual(old.SSH, h.SSH) {
 			delete(w.tests, old.Name)
 		}
 		w.hosts[w.editing] = h

@@ -40,11 +40,27 @@ type Config struct {
 	Address string
 	Port    int
 	User    string
-	// KeyPath is a private key file (unencrypted; encrypted keys belong in ssh-agent).
-	KeyPath string
-	// UseAgent offers the keys of the ssh-agent at $SSH_AUTH_SOCK when KeyPath is empty or
-	// encrypted (x/crypto/ssh tries one public-key method per connection).
+	// KeyPath is a private key file; KeyPaths further ones offered after it, in order (every
+	// IdentityFile of ssh_config). An encrypted key is decrypted with Passphrase.
+	KeyPath  string
+	KeyPaths []string
+	// CertificatePaths are user certificates (OpenSSH CertificateFile), each paired with the
+	// key it certifies; a key without one uses <key>-cert.pub when that file exists, as
+	// OpenSSH does. A certificate outside its validity window is a *CertificateError.
+	CertificatePaths []string
+	// Passphrase returns the passphrase of the encrypted key file keyPath and where it came
+	// from (for errors: "$VAR", "file F", "the terminal"); ErrNoPassphrase when it has no
+	// source. Nil: no source. It is called before the connect deadline starts (a person may
+	// be typing); ctx ends it.
+	Passphrase func(ctx context.Context, keyPath string) (pass []byte, source string, err error)
+	// UseAgent offers the keys of the ssh-agent at $SSH_AUTH_SOCK when no key file is usable
+	// (none given, or encrypted without a passphrase source).
 	UseAgent bool
+	// ProxyCommand, when set, is a command line (tokens already expanded, see inventory.
+	// ExpandProxyCommand) run locally with /bin/sh whose stdin and stdout are the connection
+	// (OpenSSH ProxyCommand); it is killed when the connection closes or the connect deadline
+	// passes. Exclusive with Via.
+	ProxyCommand string
 	// KnownHosts verifies host keys; required unless InsecureIgnoreHostKey.
 	KnownHosts *KnownHosts
 	// InsecureIgnoreHostKey accepts any host key (the caller warns loudly).

@@ -59,12 +59,17 @@ func cancelled(ctx context.Context) error {
 	return err
 }
 
-// Dial connects and logs in. One deadline, cfg.ConnectTimeout, bounds everything it does:
-// the ssh-agent (its socket, the key list, every signature), the TCP connect, the handshake,
-// the host key check and authentication; the context ends it at once (every socket it holds,
+// Dial connects and logs in. The key files and their certificates are loaded first (a
+// certificate outside its validity window is a *CertificateError; an encrypted key's
+// passphrase comes from cfg.Passphrase, which may wait for a person on a terminal: ctx only).
+// Then one deadline, cfg.ConnectTimeout, bounds everything else: the ssh-agent (its socket,
+// the key list, every signature), the TCP connect — or the ProxyCommand, killed at the
+// deadline, or the channel through the jump host cfg.Via —, the handshake, the host key check
+// and authentication; the context ends it at once (every socket it holds,
 // the agent's included, is closed). Errors are *ConnectError naming the part that failed or
 // timed out ("ssh-agent did not answer within 10s"); host key mismatches wrap
-// *HostKeyMismatchError, unreadable known_hosts files *KnownHostsError; a cancelled context
+// *HostKeyMismatchError, refused host certificates *HostCertError, unreadable known_hosts
+// files *KnownHostsError; a cancelled context
 // gives an error wrapping context.Canceled (not the transport error cancelling caused).
 func Dial(ctx context.Context, cfg Config) (*Client, error) {
 	if cfg.ConnectTimeout <= 0 {
@@ -77,6 +82,17 @@ func Dial(ctx context.Context, cfg Config) (*Client, error) {
 		cfg.MaxSessions = DefaultMaxSessions
 	}
 	addr := cfg.addr()
+	if ctx.Err() != nil {
+		return nil, &ConnectError{Host: cfg.Host, Address: addr, Step: StepConnect, Err: cancelled(ctx)}
+	}
+	// The key files first, before the deadline starts: a passphrase may be typed on a terminal.
+	keys, _, err := keySigners(ctx, cfg, time.Now())
+	if err != nil {
+		if ctx.Err() != nil {
+			err = cancelled(ctx)
+		}
+		return nil, &ConnectError{Host: cfg.Host, Address: addr, Step: StepAuth, Err: err}
+	}
 	dctx, cancel := context.WithTimeout(ctx, cfg.ConnectTimeout)
 	defer cancel()
 	deadline, _ := dctx.Deadline()
@@ -89,7 +105,7 @@ func Dial(ctx context.Context, cfg Config) (*Client, error) {
 	if ctx.Err() != nil {
 		return fail(StepConnect, nil)
 	}
-	auths, ag, err := authMethods(dctx, cfg, deadline)
+	auths, ag, err := authMethods(dctx, cfg, keys, deadline)
 	if err != nil {
 		if ag != nil && (ag.timedOut.Load() || errors.Is(err, context.DeadlineExceeded)) {
 			return fail(StepAgent, ag.timeoutError(cfg.ConnectTimeout))
@@ -136,9 +152,16 @@ func Dial(ctx context.Context, cfg Config) (*Client, error) {
 	}
 
 	var conn net.Conn
-	if cfg.Via != nil {
+	var pc *proxyConn
+	switch {
+	case cfg.ProxyCommand != "":
+		pc, err = startProxyCommand(cfg.ProxyCommand)
+		if pc != nil {
+			conn = pc
+		}
+	case cfg.Via != nil:
 		conn, err = cfg.Via.conn.DialContext(dctx, "tcp", addr)
-	} else {
+	default:
 		conn, err = (&net.Dialer{}).DialContext(dctx, "tcp", addr)
 	}
 	if err != nil {
@@ -173,8 +196,12 @@ func Dial(ctx context.Context, cfg Config) (*Client, error) {
 			return fail(StepHostKey, mm)
 		case errors.As(err, &khe):
 			return fail(StepHostKey, khe)
+		case errors.As(err, new(*HostCertError)):
+			return fail(StepHostKey, err)
+		case pc != nil && at == StepHandshake && pc.exitError() != nil:
+			return fail(StepConnect, pc.exitError())
 		case strings.Contains(err.Error(), "unable to authenticate"):
-			return fail(StepAuth, fmt.Errorf("%w (user %q; check ssh.user, ssh.keyPath or the ssh-agent)", err, cfg.User))
+			return fail(StepAuth, fmt.Errorf("%w (user %q; check ssh.user, ssh.keyPath or the ssh-agent%s)", err, cfg.User, certHint(keys, cfg.User)))
 		case expired && at == StepAuth:
 			return fail(StepAuth, fmt.Errorf("authentication did not finish within %s: %w", cfg.ConnectTimeout, err))
 		case expired && at == StepHostKey:
@@ -197,29 +224,13 @@ func Dial(ctx context.Context, cfg Config) (*Client, error) {
 	return cl, nil
 }
 
-// authMethods returns the ways to log in: the key file when there is one, else the keys of
-// the ssh-agent (connected within ctx; every request on its socket ends at deadline). An
-// encrypted key file is left to the agent when it is on, else refused with how to load it.
-// x/crypto/ssh tries one "publickey" method per connection, so the agent is consulted only
-// without a usable key file.
-func authMethods(ctx context.Context, cfg Config, deadline time.Time) ([]ssh.AuthMethod, *agentConn, error) {
-	if cfg.KeyPath != "" {
-		pem, err := ReadRegularFile(cfg.KeyPath)
-		if err != nil {
-			return nil, nil, fmt.Errorf("reading private key: %w", err)
-		}
-		s, err := ssh.ParsePrivateKey(pem)
-		var ppe *ssh.PassphraseMissingError
-		switch {
-		case err == nil:
-			return []ssh.AuthMethod{ssh.PublicKeys(s)}, nil, nil
-		case errors.As(err, &ppe) && cfg.UseAgent && os.Getenv("SSH_AUTH_SOCK") != "":
-			// An encrypted key is the agent's to use: go on with the agent.
-		case errors.As(err, &ppe):
-			return nil, nil, fmt.Errorf("private key %s is encrypted: load it into ssh-agent (ssh-add %s) and set ssh.agent: true", cfg.KeyPath, cfg.KeyPath)
-		default:
-			return nil, nil, fmt.Errorf("parsing private key %s: %w", cfg.KeyPath, err)
-		}
+// authMethods returns the ways to log in: one "publickey" method (x/crypto/ssh tries one per
+// connection) offering the key files' signers — each certificate before its key, every key in
+// order (keys are the signers keySigners loaded) — and, when no key file is usable, the keys
+// of the ssh-agent (connected within ctx; every request on its socket ends at deadline).
+func authMethods(ctx context.Context, cfg Config, keys []ssh.Signer, deadline time.Time) ([]ssh.AuthMethod, *agentConn, error) {
+	if len(keys) > 0 {
+		return []ssh.AuthMethod{ssh.PublicKeys(keys...)}, nil, nil
 	}
 	if !cfg.UseAgent {
 		return nil, nil, errors.New("no key: set ssh.keyPath or ssh.agent")
@@ -303,4 +314,20 @@ func (a *agentConn) note(err error) {
 func (a *agentConn) timeoutError(d time.Duration) error {
 	return fmt.Errorf("ssh-agent did not answer within %s (socket %s: an agent waiting for a confirmation, or one forwarded over a session that died; check `ssh-add -l`): %w",
 		d, a.sock, os.ErrDeadlineExceeded)
+}
+
+// certHint describes the user certificates offered, for an authentication failure: the CA
+// that signed each and its principals, which the host's TrustedUserCAKeys and the login user
+// must match (sshd_config(5)); "" when no certificate was offered.
+func certHint(keys []ssh.Signer, user string) string {
+	var out []string
+	for _, k := range keys {
+		if c, ok := k.PublicKey().(*ssh.Certificate); ok {
+			out = append(out, fmt.Sprintf("certificate %q signed by CA %s for principals %v", c.KeyId, ssh.FingerprintSHA256(c.SignatureKey), c.ValidPrincipals))
+		}
+	}
+	if len(out) == 0 {
+		return ""
+	}
+	return fmt.Sprintf("; offered %s: the host must trust that CA (TrustedUserCAKeys) and a principal must be %q", strings.Join(out, ", "), user)
 }

@@ -338,7 +338,7 @@ func TestCommandTimeoutDefaults(t *testing.T) {
 }
 
 // TestDialEncryptedKeyUsesAgent: an encrypted key file with the agent on logs in through the
-// agent; with the agent off it is refused with how to load it.
+// agent; with the agent off (and no passphrase source) it is refused with the ways to unlock it.
 func TestDialEncryptedKeyUsesAgent(t *testing.T) {
 	s := newTestServer(t)
 	hangingAgent(t, "ok")
@@ -358,7 +358,7 @@ func TestDialEncryptedKeyUsesAgent(t *testing.T) {
 	}
 	cfg.UseAgent = false
 	err, _ = dialWithin(t, context.Background(), cfg, 3*time.Second)
-	if err == nil || !strings.Contains(err.Error(), "is encrypted: load it into ssh-agent") || strings.Contains(err.Error(), "secret") {
+	if err == nil || !strings.Contains(err.Error(), "is encrypted: give its passphrase with ssh.keyPassphraseEnv") || strings.Contains(err.Error(), "secret") {
 		t.Fatalf("encrypted key without the agent: %v", err)
 	}
 }

@@ -1,12 +1,14 @@
 package remote
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -91,8 +93,12 @@ func (k *KnownHosts) db() (*knownhosts.HostKeyDB, error) {
 	return db, nil
 }
 
-// HostKeyAlgorithms returns the key algorithms recorded for address (host:port), so that the
-// server is asked for the key type we already know; nil when the host is unknown.
+// HostKeyAlgorithms returns the host key algorithms to ask address (host:port) for: when an
+// @cert-authority line covers the host, every certificate algorithm first (the certificate's
+// type is the host key's, not the CA's), then the plain ones; else the algorithms of the keys
+// recorded for it; for a host the file does not know, the plain (non-certificate) algorithms,
+// so that a host presenting a certificate from a CA nobody trusts is recorded by its plain
+// key, as OpenSSH falls back to it.
 func (k *KnownHosts) HostKeyAlgorithms(address string) []string {
 	k.mu.Lock()
 	defer k.mu.Unlock()
@@ -100,8 +106,71 @@ func (k *KnownHosts) HostKeyAlgorithms(address string) []string {
 	if err != nil {
 		return nil
 	}
-	return db.HostKeyAlgorithms(address)
+	recorded := db.HostKeyAlgorithms(address)
+	if len(caKeys(db, address)) > 0 {
+		return append(slices.Clone(certHostKeyAlgorithms), plainHostKeyAlgorithms...)
+	}
+	if len(recorded) > 0 {
+		return recorded
+	}
+	return plainHostKeyAlgorithms
 }
+
+// caKeys returns the CA keys of the @cert-authority lines of db that cover address.
+func caKeys(db *knownhosts.HostKeyDB, address string) []ssh.PublicKey {
+	var out []ssh.PublicKey
+	for _, key := range db.HostKeys(address) {
+		if key.Cert {
+			out = append(out, key.PublicKey)
+		}
+	}
+	return out
+}
+
+func isCAKey(cas []ssh.PublicKey, key ssh.PublicKey) bool {
+	for _, c := range cas {
+		if bytes.Equal(c.Marshal(), key.Marshal()) {
+			return true
+		}
+	}
+	return false
+}
+
+// plainHostKeyAlgorithms are x/crypto/ssh's host key algorithms without the certificate ones,
+// in its order of preference; certHostKeyAlgorithms the certificate ones.
+var (
+	plainHostKeyAlgorithms = []string{
+		ssh.KeyAlgoED25519, ssh.KeyAlgoECDSA256, ssh.KeyAlgoECDSA384, ssh.KeyAlgoECDSA521,
+		ssh.KeyAlgoRSASHA512, ssh.KeyAlgoRSASHA256, ssh.KeyAlgoRSA,
+	}
+	certHostKeyAlgorithms = []string{
+		ssh.CertAlgoED25519v01, ssh.CertAlgoECDSA256v01, ssh.CertAlgoECDSA384v01, ssh.CertAlgoECDSA521v01,
+		ssh.CertAlgoRSASHA512v01, ssh.CertAlgoRSASHA256v01, ssh.CertAlgoRSAv01,
+	}
+)
+
+// HostCertError is a host that presented a host certificate the known_hosts file does not
+// accept: signed by a CA no @cert-authority line trusts for the host, expired, or for other
+// names (principals). Trust on first use never applies to a certificate.
+type HostCertError struct {
+	Address string
+	// CA is the SHA256 fingerprint of the key that signed the certificate.
+	CA   string
+	Path string
+	Err  error
+}
+
+func (e *HostCertError) Error() string {
+	if e.CA == "" {
+		return fmt.Sprintf("%s presented a plain host key although %s trusts a CA for it (@cert-authority): %v "+
+			"(give the host a HostCertificate signed by that CA, or record its key with ssh-keyscan if it really has none)", e.Address, e.Path, e.Err)
+	}
+	return fmt.Sprintf("%s presented a host certificate signed by the CA %s that %s does not accept: %v "+
+		"(add the right CA as `@cert-authority <host pattern> <CA public key>` to %s, or fix the host's certificate)",
+		e.Address, e.CA, e.Path, e.Err, e.Path)
+}
+
+func (e *HostCertError) Unwrap() error { return e.Err }
 
 // Callback returns the ssh.HostKeyCallback implementing verify-or-record, waiting for the
 // file's lock (another k3strap process recording a key) as long as it takes; Dial uses
@@ -126,10 +195,22 @@ func (k *KnownHosts) CallbackContext(ctx context.Context) ssh.HostKeyCallback {
 			var ke *xknownhosts.KeyError
 			errors.As(err, &ke)
 			m := &HostKeyMismatchError{Address: hostname, Offered: ssh.FingerprintSHA256(key), Path: k.Path}
+			cas := caKeys(db, hostname)
 			for _, w := range ke.Want {
+				if isCAKey(cas, w.Key) {
+					continue // an @cert-authority line: not a recorded key of the host
+				}
 				m.Known = append(m.Known, fmt.Sprintf("%s:%d (%s %s)", w.Filename, w.Line, w.Key.Type(), ssh.FingerprintSHA256(w.Key)))
 			}
+			if len(m.Known) == 0 {
+				// Only a CA covers the host, and it offered a plain key: no trust on first use.
+				return &HostCertError{Address: hostname, Path: k.Path, Err: fmt.Errorf("no certificate, a %s key %s", key.Type(), ssh.FingerprintSHA256(key))}
+			}
 			return m
+		case isCert(key):
+			// A certificate is trusted through its CA (@cert-authority) or not at all.
+			cert := key.(*ssh.Certificate)
+			return &HostCertError{Address: hostname, CA: ssh.FingerprintSHA256(cert.SignatureKey), Path: k.Path, Err: err}
 		case knownhosts.IsHostUnknown(err):
 			return k.record(ctx, hostname, key)
 		default:
@@ -160,4 +241,9 @@ func (k *KnownHosts) record(ctx context.Context, hostname string, key ssh.Public
 		k.OnRecord(hostname, ssh.FingerprintSHA256(key))
 	}
 	return nil
+}
+
+func isCert(key ssh.PublicKey) bool {
+	_, ok := key.(*ssh.Certificate)
+	return ok
 }
