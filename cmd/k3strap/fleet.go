@@ -75,7 +75,7 @@ func (a *app) fleetAware(cmd *cobra.Command) {
 	cmd.RunE = func(c *cobra.Command, args []string) error {
 		// The input is read once (a FIFO or stdin cannot be read twice); a fleet file runs
 		// the fleet, anything else goes to the command, which loads the same bytes.
-		if a.inputPath() != "" {
+		if p, _ := a.inputPath(); p != "" {
 			in, err := a.readInput()
 			if err != nil {
 				return err
@@ -327,7 +327,7 @@ func (a *app) fleetStatusCmd() *cobra.Command {
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			var f *fleet.Fleet
-			if a.inputPath() != "" {
+			if p, _ := a.inputPath(); p != "" {
 				in, err := a.readInput()
 				if err != nil {
 					return err

@@ -115,6 +115,10 @@ func (a *app) rootCmd() *cobra.Command {
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
 	root.PersistentPreRunE = func(cmd *cobra.Command, _ []string) error {
 		a.command = strings.TrimPrefix(cmd.CommandPath(), root.Name()+" ")
+		warnEnv(a.stderr, os.Environ())                    // env.go: deprecated and unknown K3STRAP_* names
+		if err := checkOutput(cmd, a.output); err != nil { // output.go
+			return err
+		}
 		return checkFlagRanges(cmd) // flags.go
 	}
 	pf := root.PersistentFlags()
