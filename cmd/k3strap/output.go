@@ -37,6 +37,7 @@ var outputFormats = map[string][]string{
 	"completion fish":       {"plain"},
 	"completion powershell": {"plain"},
 	"help":                  {"plain"},
+	"gen-man":               {"plain"},
 }
 
 // eventFormats are the formats of a command that runs steps and prints events.

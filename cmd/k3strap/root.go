@@ -138,11 +138,34 @@ func (a *app) rootCmd() *cobra.Command {
 	// One file per command: validate.go, preflight.go, render.go, apply.go, upgrade.go, ...
 	root.AddCommand(a.validateCmd(), a.preflightCmd(), a.renderCmd(), a.applyCmd(), a.upgradeCmd(), a.resetCmd(), a.kubeconfigCmd(), a.checkCmd(), a.doctorCmd(), a.versionCmd(), a.initCmd(), a.stepsCmd(),
 		a.backupCmd(), a.restoreCmd(), a.removeNodeCmd(), a.rotateCmd(), a.bundleCmd())
-	root.AddCommand(a.schemaCmd())
+	root.AddCommand(a.schemaCmd(), a.manCmd())
 	a.fleetCommands(root) // fleet.go: fleet files, `k3strap fleet`
+	// cobra adds help and completion when it runs; added now, they get examples, man pages,
+	// and -o checking like every command.
+	root.InitDefaultHelpCmd()
+	root.InitDefaultCompletionCmd()
+	groupsRun(root)
 	usageArgs(root)
 	describeSteps(root)
+	setExamples(root)           // examples.go
+	a.registerCompletions(root) // completion.go
 	return root
+}
+
+// groupsRun makes each command under c that only groups others (k3strap, rotate, fleet,
+// completion) runnable: it prints its help, after the root's checks (so `k3strap rotate -o
+// bogus` is refused with exit 2 like every command), and refuses arguments that name no
+// subcommand.
+func groupsRun(c *cobra.Command) {
+	if !c.Runnable() && c.HasSubCommands() {
+		c.RunE = func(cmd *cobra.Command, _ []string) error { return cmd.Help() }
+		if c.Args == nil {
+			c.Args = cobra.NoArgs
+		}
+	}
+	for _, sub := range c.Commands() {
+		groupsRun(sub)
+	}
 }
 
 // usageArgs makes a wrong number of arguments, on every command under c, a usage error (exit
