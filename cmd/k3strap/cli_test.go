@@ -11,6 +11,8 @@ import (
 
 	"github.com/spf13/cobra"
 	"go.yaml.in/yaml/v3"
+
+	"github.com/k3strap/k3strap/installer"
 )
 
 // The tests of issue 31's CLI conventions: the default inventory, environment names, -o on
@@ -279,4 +281,25 @@ func TestCompletion(t *testing.T) {
 	check(got, "apply", "upgrade", "reset")
 	got, _ = complete(t, "apply", "-f", fleetFile, "--site", "")
 	check(got, "store-eu-berlin", "store-eu-lyon", "store-us-austin")
+}
+
+// --detailed-exitcode: only with --dry-run (exit 2 otherwise); its code is the table's
+// "changes pending", free of every other meaning.
+func TestDetailedExitCode(t *testing.T) {
+	inv := writeFile(t, t.TempDir(), "c.yaml", minimalDoc, 0o644)
+	code, _, stderr := runCLI("apply", "-f", inv, "--detailed-exitcode")
+	if code != exitInvalid || !strings.Contains(stderr, "add --dry-run") {
+		t.Errorf("--detailed-exitcode without --dry-run: exit %d, %s", code, stderr)
+	}
+	e := exitOf(&installer.Failure{Kind: installer.KindChangesPending})
+	if e.code != exitChanges || e.meaning != "changes pending" {
+		t.Errorf("changes pending maps to %+v", e)
+	}
+	seen := map[int]bool{}
+	for _, r := range exitTable {
+		if seen[r.code] {
+			t.Errorf("exit code %d used twice", r.code)
+		}
+		seen[r.code] = true
+	}
 }

@@ -275,6 +275,7 @@ func isTerminal(w io.Writer) bool {
 // runFlags are the flags of commands that connect to hosts.
 type runFlags struct {
 	dryRun            bool
+	detailedExitCode  bool
 	concurrentUploads int
 	keepalive         time.Duration
 	noDrain           bool
@@ -309,6 +310,7 @@ func (rf *runFlags) register(cmd *cobra.Command, apply bool) {
 		f.DurationVar(&rf.timeout, "timeout", 10*time.Minute, "bring-up timeout of a server or agent")
 		f.DurationVar(&rf.pollInterval, "poll-interval", 400*time.Millisecond, "how often the bring-up supervisor looks")
 		f.BoolVar(&rf.dryRun, "dry-run", false, "connect, gather facts, run preflight and show what would change (diffs included); change nothing")
+		f.BoolVar(&rf.detailedExitCode, "detailed-exitcode", false, "with --dry-run: exit 9 when changes are pending, 0 when there is nothing to do (terraform's -detailed-exitcode)")
 		f.IntVar(&rf.concurrentUploads, "concurrent-uploads", 5, "large uploads (binary, images) in flight at once across hosts")
 		f.BoolVar(&rf.noDrain, "no-drain", false, "do not drain nodes before upgrading them")
 		f.BoolVar(&rf.force, "force", false, "allow a K3s downgrade (turns the ExistingInstall check's downgrade error into a warning)")
@@ -351,6 +353,9 @@ func (a *app) installerOptions(c *inventory.Cluster, rf *runFlags) (installer.Op
 	if err != nil {
 		return installer.Options{}, usageError{fmt.Errorf("--ignore-preflight-errors: %w", err)}
 	}
+	if rf.detailedExitCode && !rf.dryRun {
+		return installer.Options{}, usageError{errors.New("--detailed-exitcode reports a dry-run's pending changes — fix: add --dry-run")}
+	}
 	pw, err := a.sudoPassword(c, rf.askSudo)
 	if err != nil {
 		return installer.Options{}, err
@@ -368,6 +373,7 @@ func (a *app) installerOptions(c *inventory.Cluster, rf *runFlags) (installer.Op
 		SudoPassword:          pw,
 		Hosts:                 rf.hosts,
 		DryRun:                rf.dryRun,
+		DetailedExitCode:      rf.detailedExitCode,
 		ConcurrentUploads:     rf.concurrentUploads,
 		KeepaliveInterval:     rf.keepalive,
 		NoDrain:               rf.noDrain,
@@ -423,6 +429,7 @@ func registerDay2(cmd *cobra.Command, rf *runFlags, watches bool) {
 	rf.register(cmd, false)
 	f := cmd.Flags()
 	f.BoolVar(&rf.dryRun, "dry-run", false, "connect and show what would be done; change nothing")
+	f.BoolVar(&rf.detailedExitCode, "detailed-exitcode", false, "with --dry-run: exit 9 when changes are pending, 0 when there is nothing to do")
 	if watches {
 		f.DurationVar(&rf.timeout, "timeout", 10*time.Minute, "how long a node may take to be Ready again")
 		f.DurationVar(&rf.stallGrace, "stall-grace", k3s.StallGrace, "how long the uninitialized taint may stay before the stall is diagnosed")
