@@ -259,6 +259,9 @@ func TestCompletion(t *testing.T) {
 	}
 	wd, _ := os.Getwd()
 	fleetFile := filepath.Join(wd, "..", "..", "examples", "fleet", "fleet.yaml")
+	if got, _ := complete(t, "remove-node", "-f", inv, "w1", ""); slices.Contains(got, "w1") || !slices.Contains(got, "cp1") {
+		t.Errorf("remove-node arguments complete %v", got)
+	}
 	// The default inventory when -f is not given.
 	t.Chdir(dir)
 	writeFile(t, dir, "cluster.yaml", minimalDoc, 0o644)
@@ -290,6 +293,12 @@ func TestDetailedExitCode(t *testing.T) {
 	code, _, stderr := runCLI("apply", "-f", inv, "--detailed-exitcode")
 	if code != exitInvalid || !strings.Contains(stderr, "add --dry-run") {
 		t.Errorf("--detailed-exitcode without --dry-run: exit %d, %s", code, stderr)
+	}
+	// A fleet would count a site with changes pending as failed: refused.
+	wd, _ := os.Getwd()
+	fleetFile := filepath.Join(wd, "..", "..", "examples", "fleet", "fleet.yaml")
+	if code, _, stderr := runCLI("apply", "-f", fleetFile, "--dry-run", "--detailed-exitcode"); code != exitInvalid || !strings.Contains(stderr, "--detailed-exitcode does not go with a fleet file") {
+		t.Errorf("fleet --detailed-exitcode: exit %d, %s", code, stderr)
 	}
 	e := exitOf(&installer.Failure{Kind: installer.KindChangesPending})
 	if e.code != exitChanges || e.meaning != "changes pending" {

@@ -15,7 +15,8 @@ import (
 // scripts call): the domain's names complete where a flag takes one.
 //   - -f/--file: YAML files;
 //   - -o/--output: the formats the command prints (outputFormats);
-//   - --host: the host names of the inventory given by -f (or the default, inputPath);
+//   - --host, and remove-node's arguments: the host names of the inventory given by -f (or
+//     the default, inputPath);
 //   - --site: the site names of the fleet file given by -f;
 //   - --ignore-preflight-errors: the preflight check IDs (package checkid through
 //     preflight.Checks) and "all";
@@ -40,6 +41,9 @@ func (a *app) registerCompletions(root *cobra.Command) {
 		}
 		if fl.Lookup("site") != nil {
 			_ = c.RegisterFlagCompletionFunc("site", a.completeSites)
+		}
+		if c.Name() == "remove-node" && c.ValidArgsFunction == nil {
+			c.ValidArgsFunction = a.completeHostArgs
 		}
 		if fl.Lookup("ignore-preflight-errors") != nil {
 			_ = c.RegisterFlagCompletionFunc("ignore-preflight-errors", completeCheckIDs)
@@ -69,9 +73,21 @@ func (a *app) completionInput() []byte {
 	return b
 }
 
-// completeHosts offers the host names (spec.hosts[].name) of the inventory, those already on
-// the command line left out.
+// completeHosts offers the host names (spec.hosts[].name) of the inventory, those already
+// given with --host left out.
 func (a *app) completeHosts(cmd *cobra.Command, _ []string, _ string) ([]string, cobra.ShellCompDirective) {
+	given, _ := cmd.Flags().GetStringSlice("host")
+	return a.hostNames(given), cobra.ShellCompDirectiveNoFileComp
+}
+
+// completeHostArgs offers the host names as arguments (remove-node NAME...), those already
+// given left out.
+func (a *app) completeHostArgs(_ *cobra.Command, args []string, _ string) ([]string, cobra.ShellCompDirective) {
+	return a.hostNames(args), cobra.ShellCompDirectiveNoFileComp
+}
+
+// hostNames returns "name\trole" for each host of the inventory not in given.
+func (a *app) hostNames(given []string) []string {
 	var doc struct {
 		Spec struct {
 			Hosts []struct {
@@ -81,16 +97,15 @@ func (a *app) completeHosts(cmd *cobra.Command, _ []string, _ string) ([]string,
 		} `yaml:"spec"`
 	}
 	if err := yaml.Unmarshal(a.completionInput(), &doc); err != nil {
-		return nil, cobra.ShellCompDirectiveNoFileComp
+		return nil
 	}
-	given, _ := cmd.Flags().GetStringSlice("host")
 	var out []string
 	for _, h := range doc.Spec.Hosts {
 		if h.Name != "" && !containsFold(given, h.Name) {
 			out = append(out, h.Name+"\t"+h.Role)
 		}
 	}
-	return out, cobra.ShellCompDirectiveNoFileComp
+	return out
 }
 
 // completeSites offers the site names of the fleet file (loaded: a site's name is its

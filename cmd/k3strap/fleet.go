@@ -112,6 +112,8 @@ func perClusterOnly() map[string]string {
 		"fix":               "repairs are per cluster: run `k3strap doctor --fix -f SITE.yaml` on the site",
 		"bundle":            "support bundles are per cluster: run `k3strap doctor --bundle FILE -f SITE.yaml` on the site",
 		"watch":             "--watch follows one cluster's upgrade: run it with the site's inventory",
+		// A site with changes pending would count as a failed site (and could stop the rollout).
+		"detailed-exitcode": "pending changes are per cluster: run `k3strap apply --dry-run --detailed-exitcode -f SITE.yaml` on each site",
 	}
 }
 
