@@ -62,16 +62,19 @@ release-check:
 # SIMULATOR and its images archive, or with K3S_BINARY (a K3s release's k3s, e.g.
 # `make demo K3S_BINARY=/path/to/k3s`) that real K3s with the stand-in images archive of the
 # real-K3s tests (labelled stand-ins: docs/testing-stand-ins.md).
+# ARTIFACTS_DIR: where (default .artifacts, what the examples name); the examples test builds
+# them into a copy of the tree.
+ARTIFACTS_DIR ?= .artifacts
 artifacts:
-	@mkdir -p .artifacts
+	@mkdir -p $(ARTIFACTS_DIR)
 	@if [ -n "$(K3S_BINARY)" ]; then \
-	  set -x; cp "$(K3S_BINARY)" .artifacts/k3s && chmod 0755 .artifacts/k3s && \
-	  CGO_ENABLED=0 $(GO) run ./e2e/cmd/standin-images archive .artifacts/k3s-airgap-images-amd64.tar.zst; \
+	  set -x; cp "$(K3S_BINARY)" $(ARTIFACTS_DIR)/k3s && chmod 0755 $(ARTIFACTS_DIR)/k3s && \
+	  CGO_ENABLED=0 $(GO) run ./e2e/cmd/standin-images archive $(ARTIFACTS_DIR)/k3s-airgap-images-amd64.tar.zst; \
 	else \
-	  set -x; CGO_ENABLED=0 $(GO) build -ldflags "-X main.version=$(K3S_SIM_VERSION)" -o .artifacts/k3s ./e2e/k3ssim && \
-	  $(GO) run ./e2e/cmd/mkimages .artifacts/k3s-airgap-images-amd64.tar.zst; \
+	  set -x; CGO_ENABLED=0 $(GO) build -ldflags "-X main.version=$(K3S_SIM_VERSION)" -o $(ARTIFACTS_DIR)/k3s ./e2e/k3ssim && \
+	  $(GO) run ./e2e/cmd/mkimages $(ARTIFACTS_DIR)/k3s-airgap-images-amd64.tar.zst; \
 	fi
-	cd .artifacts && sha256sum k3s k3s-airgap-images-amd64.tar.zst > sha256sum-amd64.txt
+	cd $(ARTIFACTS_DIR) && sha256sum k3s k3s-airgap-images-amd64.tar.zst > sha256sum-amd64.txt
 
 # One throw-away host (systemd + OpenSSH in its own network namespace), then the real command.
 # The throw-away host gets new SSH host keys whenever the harness recreates it (and the tests
