@@ -140,6 +140,9 @@ func TestOutputJSON(t *testing.T) {
 		if err := json.Unmarshal([]byte(stdout), &v); err != nil {
 			t.Fatalf("%v: not one JSON document: %v\n%s", args, err, stdout)
 		}
+		if args[0] != "version" && strings.Count(strings.TrimSpace(stdout), "\n") != 0 {
+			t.Errorf("%v: the document spans lines (a reader of JSON lines would stumble):\n%s", args, stdout)
+		}
 		return v
 	}
 	r := decode("render", "-f", inv, "-o", "json").([]any)

@@ -73,14 +73,13 @@ func isFormatName(s string) bool {
 	return slices.Contains([]string{"auto", "plain", "json", "yaml"}, s)
 }
 
-// writeDocument prints v as the -o format asks: JSON (indented) or YAML; ok is false for
-// plain (the caller prints lines).
+// writeDocument prints v as the -o format asks: JSON (one line, as the JSON lines of the
+// event commands, so a reader of lines sees one document per line; `jq .` indents it) or
+// YAML; ok is false for plain (the caller prints lines).
 func writeDocument(w io.Writer, output string, v any) (ok bool, err error) {
 	switch output {
 	case "json":
-		enc := json.NewEncoder(w)
-		enc.SetIndent("", "  ")
-		return true, enc.Encode(v)
+		return true, json.NewEncoder(w).Encode(v)
 	case "yaml":
 		b, err := yaml.Marshal(v)
 		if err != nil {
