@@ -315,3 +315,19 @@ func TestDetailedExitCode(t *testing.T) {
 		seen[r.code] = true
 	}
 }
+
+// A mistyped command is refused with exit 2 and the commands close to it.
+func TestUnknownCommand(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"aply"}, `unknown command "aply" for "k3strap" — did you mean apply?`},
+		{[]string{"rotate", "tokn"}, `unknown command "tokn" for "k3strap rotate" — did you mean token?`},
+	} {
+		code, _, stderr := runCLI(tc.args...)
+		if code != exitInvalid || !strings.Contains(stderr, tc.want) {
+			t.Errorf("%v: exit %d, %s", tc.args, code, stderr)
+		}
+	}
+}

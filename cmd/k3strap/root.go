@@ -159,13 +159,27 @@ func (a *app) rootCmd() *cobra.Command {
 func groupsRun(c *cobra.Command) {
 	if !c.Runnable() && c.HasSubCommands() {
 		c.RunE = func(cmd *cobra.Command, _ []string) error { return cmd.Help() }
-		if c.Args == nil {
-			c.Args = cobra.NoArgs
+		c.Args = unknownSubcommand // cobra.NoArgs with the names close to a mistyped one
+		if c.SuggestionsMinimumDistance <= 0 {
+			c.SuggestionsMinimumDistance = 2 // cobra's own default for its suggestions
 		}
 	}
 	for _, sub := range c.Commands() {
 		groupsRun(sub)
 	}
+}
+
+// unknownSubcommand refuses the arguments of a command that only groups others, as cobra does
+// for one that cannot run: the unknown name and the subcommands close to it.
+func unknownSubcommand(cmd *cobra.Command, args []string) error {
+	if len(args) == 0 {
+		return nil
+	}
+	msg := fmt.Sprintf("unknown command %q for %q", args[0], cmd.CommandPath())
+	if near := cmd.SuggestionsFor(args[0]); len(near) > 0 {
+		msg += " — did you mean " + strings.Join(near, " or ") + "?"
+	}
+	return errors.New(msg)
 }
 
 // usageArgs makes a wrong number of arguments, on every command under c, a usage error (exit
