@@ -297,6 +297,12 @@ func TestDetailedExitCode(t *testing.T) {
 	if code != exitInvalid || !strings.Contains(stderr, "add --dry-run") {
 		t.Errorf("--detailed-exitcode without --dry-run: exit %d, %s", code, stderr)
 	}
+	if code, _, stderr := runCLI("upgrade", "-f", inv, "--via", "suc", "--dry-run", "--detailed-exitcode"); code != exitInvalid || !strings.Contains(stderr, "does not go with --via suc") {
+		t.Errorf("upgrade --via suc --detailed-exitcode: exit %d, %s", code, stderr)
+	}
+	if code, _, stderr := runCLI("backup", "-f", inv, "--dry-run", "--detailed-exitcode"); code != exitInvalid || !strings.Contains(stderr, "unknown flag") {
+		t.Errorf("backup --detailed-exitcode (its preview records no changes): exit %d, %s", code, stderr)
+	}
 	// A fleet would count a site with changes pending as failed: refused.
 	wd, _ := os.Getwd()
 	fleetFile := filepath.Join(wd, "..", "..", "examples", "fleet", "fleet.yaml")

@@ -443,7 +443,6 @@ func registerDay2(cmd *cobra.Command, rf *runFlags, watches bool) {
 	rf.register(cmd, false)
 	f := cmd.Flags()
 	f.BoolVar(&rf.dryRun, "dry-run", false, "connect and show what would be done; change nothing")
-	f.BoolVar(&rf.detailedExitCode, "detailed-exitcode", false, "with --dry-run: exit 9 when changes are pending, 0 when there is nothing to do")
 	if watches {
 		f.DurationVar(&rf.timeout, "timeout", 10*time.Minute, "how long a node may take to be Ready again")
 		f.DurationVar(&rf.stallGrace, "stall-grace", k3s.StallGrace, "how long the uninitialized taint may stay before the stall is diagnosed")
