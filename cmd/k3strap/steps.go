@@ -95,10 +95,10 @@ type stepsDoc struct {
 	Steps   []stepDoc `json:"steps"`
 }
 
-// stepDoc is one step: its number from 1, phase (the events' phase), summary, and whether
+// stepDoc is one step: its number (from 1), phase (the events' phase), summary, and whether
 // --dry-run previews it instead of running it.
 type stepDoc struct {
-	N       int    `json:"n"`
+	N       int    `json:"number"`
 	Phase   string `json:"phase"`
 	Summary string `json:"summary"`
 	Changes bool   `json:"changes"`
