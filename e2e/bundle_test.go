@@ -73,7 +73,7 @@ func TestBundleApply(t *testing.T) {
 		t.Fatal(err)
 	}
 	out := filepath.Join(c.dir, "site", "site.tar")
-	r := c.k3strap(time.Minute, "bundle", "-f", filepath.Join(c.dir, "bundle.yaml"), "-o", out)
+	r := c.k3strap(time.Minute, "bundle", "-f", filepath.Join(c.dir, "bundle.yaml"), "-O", out, "--output", "plain")
 	defer r.dump(t)
 	if r.code != 0 {
 		t.Fatalf("bundle exited %d", r.code)

@@ -72,6 +72,9 @@ type Event struct {
 	// Diff is a unified diff (apply --dry-run: a file on the host against what k3strap would
 	// write; secrets masked).
 	Diff string `json:"diff,omitempty"`
+	// Change is one change a dry-run found pending, in machine-readable form (phase dry-run
+	// and reconcile-nodes under --dry-run); the summary lists each host's (HostResult.Changes).
+	Change *Change `json:"change,omitempty"`
 
 	Upload    *Upload          `json:"upload,omitempty"`
 	Finding   *PreflightResult `json:"finding,omitempty"`
@@ -149,6 +152,40 @@ type HostResult struct {
 	// channels; files written or read) — what costs time on slow edge links.
 	SSHCommands   int64 `json:"sshCommands"`
 	FileTransfers int64 `json:"fileTransfers"`
+	// Changes are what a dry-run would change on the host (or its node), in order: the plan of
+	// `apply --dry-run -o json`.
+	Changes []Change `json:"changes,omitempty"`
+}
+
+// Change kinds (Change.Kind).
+const (
+	ChangeFile    = "file"    // a file written (Path, Mode, Size, checksums)
+	ChangeInstall = "install" // the install script run (Path: the script)
+	ChangeService = "service" // the unit started, restarted or enabled (Unit)
+	ChangeNode    = "node"    // the node's taints or labels (Detail)
+)
+
+// Change is one change a dry-run would make. Checksums are sha256 hex; a secret file has
+// neither checksum nor size (a digest of a secret lets anyone test guesses at it).
+type Change struct {
+	// Kind is ChangeFile, ChangeInstall, ChangeService or ChangeNode.
+	Kind string `json:"kind"`
+	// Action is what would be done: upload (a new file), replace, run, start, restart,
+	// enable, repair or report (node drift; report when --reconcile-taints is not given).
+	Action string `json:"action"`
+	Path   string `json:"path,omitempty"`
+	// Mode is the file's permission bits in octal ("0600").
+	Mode string `json:"mode,omitempty"`
+	Size int64  `json:"size,omitempty"`
+	// OldSHA256 is the file on the host ("" when it is missing), NewSHA256 what k3strap writes.
+	OldSHA256 string `json:"oldSha256,omitempty"`
+	NewSHA256 string `json:"newSha256,omitempty"`
+	Secret    bool   `json:"secret,omitempty"`
+	// Restart is true for a file whose change needs the service restarted.
+	Restart bool   `json:"restart,omitempty"`
+	Unit    string `json:"unit,omitempty"`
+	// Detail says the rest in words (node drift, the install script's source).
+	Detail string `json:"detail,omitempty"`
 }
 
 // SummaryInfo closes a run.
@@ -172,6 +209,8 @@ type SummaryInfo struct {
 	// RancherPasswordNew is true when this run wrote that file: a terminal front-end shows the
 	// password once (read from the file, frontend.RancherPasswordLines); others name the file.
 	RancherPasswordNew bool `json:"rancherPasswordNew,omitempty"`
+	// Changes counts the changes a dry-run found pending (0 outside a dry-run).
+	Changes int `json:"changes,omitempty"`
 	// Next are suggested next commands.
 	Next []string `json:"next,omitempty"`
 	// Sites are a fleet run's sites in wave order, each with its outcome (pending when the run

@@ -238,7 +238,12 @@ func (s *session) dryRun(ctx context.Context, hs *hostState, ch changes) error {
 			// No digest, no size: a digest of a secret lets anyone test guesses at it.
 			msg = fmt.Sprintf("would %s %s (mode %04o): the secret changed, not shown", verb, f.Path, f.Mode)
 		}
-		e := events.Event{Type: events.Info, Host: name, Message: msg}
+		chg := events.Change{Kind: events.ChangeFile, Action: verb, Path: f.Path, Mode: fmt.Sprintf("%04o", f.Mode), Secret: f.Secret, Restart: f.Restart}
+		if !f.Secret {
+			chg.Size, chg.OldSHA256, chg.NewSHA256 = f.Size, hs.facts.K3s.Files[f.Path], f.SHA256
+		}
+		hs.addChange(chg)
+		e := events.Event{Type: events.Info, Host: name, Message: msg, Change: &chg}
 		switch {
 		case f.Secret && f.Shown != nil:
 			// Secrets masked on both sides (registries.yaml): the diff shows mirrors and users.
@@ -266,15 +271,20 @@ func (s *session) dryRun(ctx context.Context, hs *hostState, ch changes) error {
 		em.Emit(e)
 		summary = append(summary, verb+" "+f.Path)
 	}
+	change := func(c events.Change, msg string) {
+		hs.addChange(c)
+		em.Emit(events.Event{Type: events.Info, Host: name, Message: msg, Change: &c})
+	}
 	if ch.install {
-		em.Info(name, fmt.Sprintf("would run %s (%s) with %s", k3s.PathInstallScript, hs.plan.ScriptSource, strings.Join(hs.plan.InstallEnv, " ")))
+		change(events.Change{Kind: events.ChangeInstall, Action: "run", Path: k3s.PathInstallScript, Unit: hs.plan.Service, Detail: hs.plan.ScriptSource},
+			fmt.Sprintf("would run %s (%s) with %s", k3s.PathInstallScript, hs.plan.ScriptSource, strings.Join(hs.plan.InstallEnv, " ")))
 		summary = append(summary, "run the install script")
 	}
 	if ch.verb != "" {
-		em.Info(name, fmt.Sprintf("would %s %s", ch.verb, hs.plan.Service))
+		change(events.Change{Kind: events.ChangeService, Action: ch.verb, Unit: hs.plan.Service}, fmt.Sprintf("would %s %s", ch.verb, hs.plan.Service))
 		summary = append(summary, ch.verb+" "+hs.plan.Service)
 	} else if ch.enable && !ch.install {
-		em.Info(name, fmt.Sprintf("would enable %s", hs.plan.Service))
+		change(events.Change{Kind: events.ChangeService, Action: "enable", Unit: hs.plan.Service}, fmt.Sprintf("would enable %s", hs.plan.Service))
 		summary = append(summary, "enable "+hs.plan.Service)
 	}
 	hs.setResult(events.StatusChanged, "would "+strings.Join(summary, ", "))

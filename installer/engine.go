@@ -41,6 +41,7 @@ func (in *Installer) runCommand(ctx context.Context, name string, configure func
 	defer s.close()
 	err := s.runSteps(ctx, cmd.steps)
 	err = s.finish(ctx, err)
+	err = s.changesPending(err) // summary.go: --detailed-exitcode
 	s.summary(start, err)
 	return err
 }

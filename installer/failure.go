@@ -34,6 +34,9 @@ const (
 	KindFindingsWarning
 	// KindFindingsError: doctor found errors.
 	KindFindingsError
+	// KindChangesPending: a dry-run with Options.DetailedExitCode found changes to make
+	// (terraform plan's -detailed-exitcode); the run itself succeeded.
+	KindChangesPending
 )
 
 // Failure is an error with the kind of outcome it is and the explanation shown to the user.

@@ -43,6 +43,8 @@ type hostState struct {
 	mu      sync.Mutex
 	status  events.Status
 	message string
+	// changes are what a dry-run found pending on the host (addChange), in order.
+	changes []events.Change
 }
 
 // c returns the host's current connection.
@@ -79,6 +81,14 @@ func (hs *hostState) setResultIfUnset(st events.Status, msg string) {
 	if hs.status == "" {
 		hs.status, hs.message = st, msg
 	}
+}
+
+// addChange records one change a dry-run found pending for the host (the summary's
+// HostResult.Changes).
+func (hs *hostState) addChange(c events.Change) {
+	hs.mu.Lock()
+	defer hs.mu.Unlock()
+	hs.changes = append(hs.changes, c)
 }
 
 // appendNote adds a note to the host's summary message, keeping its status.

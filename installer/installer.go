@@ -49,6 +49,10 @@ type Options struct {
 	// DryRun gathers facts and runs preflight, then reports what apply would upload, write
 	// (diffed), run and restart, and changes nothing.
 	DryRun bool
+	// DetailedExitCode makes a successful dry-run that found changes end with a Failure of
+	// KindChangesPending (terraform's -detailed-exitcode), so that scripts tell "nothing to do"
+	// from "changes pending" by the exit code; without DryRun it does nothing.
+	DetailedExitCode bool
 	// ConcurrentUploads bounds large artifact uploads in flight across hosts (default 5).
 	ConcurrentUploads int
 	// KeepaliveInterval is the SSH keepalive period; a link is declared dead after 3 missed

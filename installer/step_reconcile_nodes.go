@@ -72,14 +72,18 @@ func (reconcileNodesStep) Preview(ctx context.Context, s *session) error {
 		default:
 			rest := withoutCNILabel(nd)
 			if nd.CNIExcluded != "" {
-				em.Info(hs.host.Name, "would "+nd.CNIExcluded+" label "+cni.ExcludedLabel)
+				c := events.Change{Kind: events.ChangeNode, Action: nd.CNIExcluded, Detail: nd.CNIExcluded + " label " + cni.ExcludedLabel}
+				hs.addChange(c)
+				em.Emit(events.Event{Type: events.Info, Host: hs.host.Name, Message: "would " + c.Detail, Change: &c})
 			}
 			if rest.Drifted() {
-				verb := "would report (repair needs --reconcile-taints)"
+				verb, action := "would report (repair needs --reconcile-taints)", "report"
 				if s.in.opts.ReconcileTaints {
-					verb = "would repair"
+					verb, action = "would repair", "repair"
 				}
-				em.Info(hs.host.Name, verb+": "+strings.Join(rest.Describe(), "; "))
+				c := events.Change{Kind: events.ChangeNode, Action: action, Detail: strings.Join(rest.Describe(), "; ")}
+				hs.addChange(c)
+				em.Emit(events.Event{Type: events.Info, Host: hs.host.Name, Message: verb + ": " + c.Detail, Change: &c})
 			}
 		}
 	}

@@ -194,7 +194,7 @@ func (c *Cluster) applyBundle(opts LoadOptions) ErrorList {
 			"set install: airgap (or leave install out), or remove airgapBundle")
 		return v.errs
 	}
-	fix := "correct the path (relative paths are relative to the inventory file's directory), or write the bundle with `k3strap bundle -f FILE -o " + filepath.Base(k.AirgapBundle) + "` where the artifacts are"
+	fix := "correct the path (relative paths are relative to the inventory file's directory), or write the bundle with `k3strap bundle -f FILE -O " + filepath.Base(k.AirgapBundle) + "` where the artifacts are"
 	cache, err := airgapbundle.DefaultCacheDir()
 	if err != nil {
 		v.add(path, atValue, "", err.Error(), "set $"+airgapbundle.CacheDirEnv+" to a writable directory")

@@ -19,18 +19,24 @@ import (
 
 // bundleCmd writes the airgap bundle of an inventory (docs/airgap-site.md): every
 // local artifact it names, verified (checksums files, the binaries' K3s release), in one tar
-// with a manifest. Its -o/--output is the bundle file: it shadows the global --output (the
-// command prints plain lines). Exit 2 when the inventory or an artifact is not right (missing
+// with a manifest. The bundle file is --output-file/-O (wget's -O); -o is the output format
+// as on every command. The old `bundle -o FILE` still works for one release with a warning
+// when FILE cannot be taken for a format (it is not auto, plain, json or yaml). Exit 2 when the inventory or an artifact is not right (missing
 // file, checksum or release mismatch, a secret among the files), 1 when writing fails.
 func (a *app) bundleCmd() *cobra.Command {
 	var out string
 	cmd := &cobra.Command{
-		Use:   "bundle -f FILE -o site.tar",
+		Use:   "bundle -f FILE -O site.tar",
 		Short: "Write one verified airgap bundle (binaries, images, checksums, install.sh, SELinux RPMs, charts) for spec.k3s.airgapBundle",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if out == "" && !isFormatName(a.output) {
+				// The pre-v0.4 `bundle -o FILE`: checkOutput let it through as it names no format.
+				fmt.Fprintf(a.stderr, "warning: `bundle -o FILE` is deprecated (-o is the output format on every command) — use -O %s\n", a.output)
+				out = a.output
+			}
 			if out == "" {
-				return usageError{errors.New("give the bundle file to write with -o FILE (e.g. -o site.tar)")}
+				return usageError{errors.New("give the bundle file to write with -O FILE (e.g. -O site.tar)")}
 			}
 			c, err := a.load()
 			if err != nil {
@@ -39,7 +45,7 @@ func (a *app) bundleCmd() *cobra.Command {
 			return a.writeBundle(c, out)
 		},
 	}
-	cmd.Flags().StringVarP(&out, "output", "o", "", "the bundle file to write (a tar; replaced atomically)")
+	cmd.Flags().StringVarP(&out, "output-file", "O", "", "the bundle file to write (a tar; replaced atomically)")
 	return cmd
 }
 
@@ -51,7 +57,7 @@ func (a *app) writeBundle(c *inventory.Cluster, out string) error {
 	absOut, _ := filepath.Abs(out)
 	for _, s := range srcs {
 		if sameFile(s.Local, absOut) || (c.Source != "" && sameFile(c.Source, absOut)) {
-			return usageError{fmt.Errorf("-o %s would replace %s: write the bundle elsewhere", out, s.Local)}
+			return usageError{fmt.Errorf("-O %s would replace %s: write the bundle elsewhere", out, s.Local)}
 		}
 	}
 	// The binary is what K3s runs: it must be the release the inventory (and the bundle's

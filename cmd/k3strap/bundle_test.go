@@ -56,15 +56,18 @@ func runArgs(args ...string) (int, string, string) {
 	return code, out.String(), errb.String()
 }
 
-// TestBundleCommand: bundle writes a 0644 tar (its -o is the bundle file, not the output
+// TestBundleCommand: bundle writes a 0644 tar (its -O is the bundle file; -o the output
 // mode), and an inventory naming only that bundle validates.
 func TestBundleCommand(t *testing.T) {
 	dir, inv := bundleDir(t, "v1.36.3+k3s1", "")
 	out := filepath.Join(dir, "out", "site.tar")
 	_ = os.Mkdir(filepath.Dir(out), 0o755)
-	code, stdout, stderr := runArgs("bundle", "-f", inv, "-o", out)
+	code, stdout, stderr := runArgs("bundle", "-f", inv, "-O", out)
 	if code != 0 {
 		t.Fatalf("exit %d\n%s\n%s", code, stdout, stderr)
+	}
+	if strings.Contains(stderr, "deprecated") {
+		t.Errorf("-O warned: %s", stderr)
 	}
 	if !strings.Contains(stdout, "wrote "+out+": cluster edge, K3s v1.36.3+k3s1, amd64, 3 files") || !strings.Contains(stdout, "sha256 ") {
 		t.Errorf("stdout:\n%s", stdout)
@@ -82,14 +85,14 @@ func TestBundleCommand(t *testing.T) {
 func TestBundleCommandRefuses(t *testing.T) {
 	t.Run("no -o", func(t *testing.T) {
 		_, inv := bundleDir(t, "v1.36.3+k3s1", "")
-		if code, _, stderr := runArgs("bundle", "-f", inv); code != exitInvalid || !strings.Contains(stderr, "-o FILE") {
+		if code, _, stderr := runArgs("bundle", "-f", inv); code != exitInvalid || !strings.Contains(stderr, "-O FILE") {
 			t.Fatalf("exit %d: %s", code, stderr)
 		}
 	})
 	t.Run("another release", func(t *testing.T) {
 		dir, inv := bundleDir(t, "v1.35.0+k3s1", "")
 		out := filepath.Join(dir, "site.tar")
-		code, _, stderr := runArgs("bundle", "-f", inv, "-o", out)
+		code, _, stderr := runArgs("bundle", "-f", inv, "-O", out)
 		if code != exitInvalid || !strings.Contains(stderr, "is K3s v1.35.0+k3s1 but spec.k3s.version is v1.36.3+k3s1") {
 			t.Fatalf("exit %d: %s", code, stderr)
 		}
@@ -101,7 +104,7 @@ func TestBundleCommandRefuses(t *testing.T) {
 		dir, inv := bundleDir(t, "v1.36.3+k3s1", "")
 		_ = os.WriteFile(filepath.Join(dir, "k3s-airgap-images-amd64.tar.zst"), []byte("other"), 0o644)
 		out := filepath.Join(dir, "site.tar")
-		code, _, stderr := runArgs("bundle", "-f", inv, "-o", out)
+		code, _, stderr := runArgs("bundle", "-f", inv, "-O", out)
 		if code != exitInvalid || !strings.Contains(stderr, "checksum mismatch") {
 			t.Fatalf("exit %d: %s", code, stderr)
 		}
@@ -112,9 +115,26 @@ func TestBundleCommandRefuses(t *testing.T) {
 	t.Run("secret", func(t *testing.T) {
 		dir, inv := bundleDir(t, "v1.36.3+k3s1", "    airgapInstallScript: id_ed25519\n  ssh: {keyPath: id_ed25519}\n")
 		_ = os.WriteFile(filepath.Join(dir, "id_ed25519"), []byte("PRIVATE KEY"), 0o600)
-		code, _, stderr := runArgs("bundle", "-f", inv, "-o", filepath.Join(dir, "site.tar"))
+		code, _, stderr := runArgs("bundle", "-f", inv, "-O", filepath.Join(dir, "site.tar"))
 		if code != exitInvalid || !strings.Contains(stderr, "never holds secrets") {
 			t.Fatalf("exit %d: %s", code, stderr)
 		}
 	})
+}
+
+// The pre-v0.4 `bundle -o FILE` still writes FILE with a deprecation warning; `-o json` (a
+// format name) is the output format and bundle prints only plain: refused, exit 2.
+func TestBundleOldOutputFlag(t *testing.T) {
+	dir, inv := bundleDir(t, "v1.36.3+k3s1", "")
+	out := filepath.Join(dir, "old.tar")
+	code, stdout, stderr := runArgs("bundle", "-f", inv, "-o", out)
+	if code != 0 || !strings.Contains(stderr, "deprecated") || !strings.Contains(stderr, "-O "+out) {
+		t.Fatalf("bundle -o FILE: exit %d\n%s\n%s", code, stdout, stderr)
+	}
+	if _, err := os.Stat(out); err != nil {
+		t.Errorf("bundle -o FILE wrote nothing: %v", err)
+	}
+	if code, _, stderr := runArgs("bundle", "-f", inv, "-o", "json"); code != exitInvalid || !strings.Contains(stderr, `--output "json"`) {
+		t.Errorf("bundle -o json: exit %d, %s", code, stderr)
+	}
 }

@@ -30,6 +30,7 @@ var exitTable = []exitMeaning{
 	{exitDrift, installer.KindDrift, "drift found"},
 	{exitWarnings, installer.KindFindingsWarning, "doctor found warnings"},
 	{exitFindings, installer.KindFindingsError, "doctor found errors"},
+	{exitChanges, installer.KindChangesPending, "changes pending"},
 	{exitCancelled, installer.KindCancelled, "cancelled"},
 }
 
@@ -44,6 +45,7 @@ const (
 	exitDrift     = 6   // check: node taints or labels differ from the inventory
 	exitWarnings  = 7   // doctor: warnings found, no error
 	exitFindings  = 8   // doctor: errors found
+	exitChanges   = 9   // --dry-run --detailed-exitcode: the run succeeded and found changes to make
 	exitCancelled = 130 // cancelled (Ctrl-C)
 )
 

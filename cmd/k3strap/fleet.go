@@ -75,7 +75,7 @@ func (a *app) fleetAware(cmd *cobra.Command) {
 	cmd.RunE = func(c *cobra.Command, args []string) error {
 		// The input is read once (a FIFO or stdin cannot be read twice); a fleet file runs
 		// the fleet, anything else goes to the command, which loads the same bytes.
-		if a.inputPath() != "" {
+		if p, _ := a.inputPath(); p != "" {
 			in, err := a.readInput()
 			if err != nil {
 				return err
@@ -112,6 +112,8 @@ func perClusterOnly() map[string]string {
 		"fix":               "repairs are per cluster: run `k3strap doctor --fix -f SITE.yaml` on the site",
 		"bundle":            "support bundles are per cluster: run `k3strap doctor --bundle FILE -f SITE.yaml` on the site",
 		"watch":             "--watch follows one cluster's upgrade: run it with the site's inventory",
+		// A site with changes pending would count as a failed site (and could stop the rollout).
+		"detailed-exitcode": "pending changes are per cluster: run `k3strap apply --dry-run --detailed-exitcode -f SITE.yaml` on each site",
 	}
 }
 
@@ -327,7 +329,7 @@ func (a *app) fleetStatusCmd() *cobra.Command {
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			var f *fleet.Fleet
-			if a.inputPath() != "" {
+			if p, _ := a.inputPath(); p != "" {
 				in, err := a.readInput()
 				if err != nil {
 					return err

@@ -3,10 +3,13 @@ package main
 import (
 	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
 
 	"github.com/spf13/cobra"
 
 	"github.com/k3strap/k3strap/frontend/tui"
+	"github.com/k3strap/k3strap/schema"
 )
 
 // initCmd is `k3strap init`: the terminal wizard that builds an inventory, writes it
@@ -26,7 +29,7 @@ func (a *app) initCmd() *cobra.Command {
 			}
 			path := a.file
 			if path == "" {
-				path = "cluster.yaml"
+				path = defaultInventory // input.go: what commands read without -f
 			}
 			res, err := tui.RunWizard(a.terminal(), tui.WizardOptions{Path: path, Context: cmd.Context()})
 			if err != nil {
@@ -37,6 +40,10 @@ func (a *app) initCmd() *cobra.Command {
 				return nil
 			}
 			fmt.Fprintf(a.stdout, "wrote %s\n", res.Path)
+			// Its first line is the yaml-language-server modeline naming the schema file.
+			if _, err := os.Stat(filepath.Join(filepath.Dir(res.Path), schema.FileName)); err != nil {
+				fmt.Fprintf(a.stdout, "editor checking: k3strap schema > %s (the file's first line names it)\n", filepath.Join(filepath.Dir(res.Path), schema.FileName))
+			}
 			if res.Next == tui.NextNothing {
 				if len(res.Problems) > 0 {
 					fmt.Fprintf(a.stdout, "it has %d problems: fix them, then run k3strap validate -f %s\n", len(res.Problems), res.Path)

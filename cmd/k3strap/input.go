@@ -8,7 +8,7 @@ import (
 	"os"
 )
 
-// The -f input: named by -f or $K3STRAP_FILE, "-" for stdin. It is read once per run — a FIFO,
+// The -f input: named by -f, $K3STRAP_FILE or the default ./cluster.yaml, "-" for stdin. It is read once per run — a FIFO,
 // /dev/stdin or a pipe cannot be read twice — and the bytes are handed to whichever loader the
 // content needs (a fleet file or an inventory). The read yields to Ctrl-C: opening a FIFO that
 // has no writer blocks in the kernel, so the open and the read run apart from the command,
@@ -36,12 +36,27 @@ type input struct {
 	err          error
 }
 
-// inputPath returns the -f value, else $K3STRAP_FILE, else "".
-func (a *app) inputPath() string {
+// defaultInventory is the inventory read when neither -f nor $K3STRAP_FILE names one: the
+// file `k3strap init` writes (k0sctl's k0sctl.yaml habit).
+const defaultInventory = "cluster.yaml"
+
+// envFile is the environment variable naming the inventory when -f is not given.
+const envFile = EnvPrefix + "_FILE"
+
+// inputPath returns the inventory to read and where its name came from. Precedence (k0sctl's):
+// an explicit -f, then $K3STRAP_FILE, then ./cluster.yaml when it exists; "" when none.
+// from is "" for -f, else the words a notice uses ("$K3STRAP_FILE", "the default").
+func (a *app) inputPath() (path, from string) {
 	if a.file != "" {
-		return a.file
+		return a.file, ""
 	}
-	return os.Getenv("K3STRAP_FILE")
+	if p := os.Getenv(envFile); p != "" {
+		return p, "$" + envFile
+	}
+	if st, err := os.Stat(defaultInventory); err == nil && !st.IsDir() {
+		return "./" + defaultInventory, "the default; no -f given"
+	}
+	return "", ""
 }
 
 // readInput reads the -f input once and returns it (later calls return the same bytes).
@@ -51,11 +66,15 @@ func (a *app) readInput() (*input, error) {
 	if a.in != nil {
 		return a.in, a.in.err
 	}
-	path := a.inputPath()
+	path, from := a.inputPath()
 	in := &input{path: path, source: path}
+	if from != "" {
+		// On stderr: stdout may be a JSON document or a rendered file.
+		fmt.Fprintf(a.stderr, "using %s (%s)\n", path, from)
+	}
 	switch {
 	case path == "":
-		in.err = usageError{errors.New("no inventory: give -f FILE (or set K3STRAP_FILE), or -f - to read it from stdin")}
+		in.err = usageError{errors.New("no inventory: give -f FILE (or set K3STRAP_FILE, or write ./cluster.yaml with `k3strap init`), or -f - to read it from stdin")}
 	case path == stdinPath:
 		in.source = stdinSource
 		in.data, in.err = readAll(a.ctx, "stdin", func() (io.ReadCloser, error) { return io.NopCloser(a.stdin), nil })

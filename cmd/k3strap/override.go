@@ -16,7 +16,8 @@ import (
 )
 
 // EnvPrefix is the prefix of the environment variables that override inventory values:
-// K3STRAP_ + the override key upper-cased with '.' turned into '_' (K3STRAP_SSH_PORT).
+// K3STRAP_ + the flag name (flagName) upper-cased with '-' turned into '_', so a flag and its
+// variable are spelled alike (--ssh-key-path ↔ K3STRAP_SSH_KEY_PATH).
 const EnvPrefix = "K3STRAP"
 
 // Override keys: the viper keys (case-insensitive, as viper lowercases them) of the inventory
@@ -41,8 +42,11 @@ const (
 type OverrideKey struct {
 	// Key is the viper key, e.g. "ssh.port".
 	Key string
-	// Env is the environment variable bound to Key by NewViper, e.g. "K3STRAP_SSH_PORT".
+	// Env is the environment variable bound to Key by NewViper, e.g. "K3STRAP_SSH_KEY_PATH".
 	Env string
+	// OldEnv is the name Env had before v0.4 (the key upper-cased, "K3STRAP_SSH_KEYPATH"),
+	// still read after Env with a deprecation warning (env.go); "" when it is Env.
+	OldEnv string
 	// Field is the inventory field path the value replaces, e.g. "spec.ssh.port".
 	Field string
 	// Usage is a one-line description suitable for a flag's help text.
@@ -77,12 +81,22 @@ func OverrideKeys() []OverrideKey {
 	}
 	for i := range keys {
 		keys[i].Env = envName(keys[i].Key)
+		if old := oldEnvName(keys[i].Key); old != keys[i].Env {
+			keys[i].OldEnv = old
+		}
 	}
 	return keys
 }
 
-// envName returns the environment variable of an override key.
+// envName returns the environment variable of an override key: its flag's name upper-cased
+// (ssh.keyPath → --ssh-key-path → K3STRAP_SSH_KEY_PATH).
 func envName(key string) string {
+	return EnvPrefix + "_" + strings.ToUpper(strings.ReplaceAll(flagName(key), "-", "_"))
+}
+
+// oldEnvName is the environment variable of an override key before v0.4: the key
+// upper-cased with '.' turned into '_' (K3STRAP_SSH_KEYPATH). Read for one more release.
+func oldEnvName(key string) string {
 	return EnvPrefix + "_" + strings.ToUpper(strings.ReplaceAll(key, ".", "_"))
 }
 
@@ -94,8 +108,13 @@ func NewViper() *viper.Viper {
 	v := viper.New()
 	v.SetEnvPrefix(EnvPrefix)
 	for _, k := range OverrideKeys() {
-		// BindEnv fails only when called without a key.
-		_ = v.BindEnv(k.Key, k.Env)
+		// BindEnv fails only when called without a key. With several names viper takes the
+		// first one set: the current name wins over the deprecated one.
+		if k.OldEnv != "" {
+			_ = v.BindEnv(k.Key, k.Env, k.OldEnv)
+		} else {
+			_ = v.BindEnv(k.Key, k.Env)
+		}
 	}
 	return v
 }

@@ -133,8 +133,8 @@ func TestOverridePrecedence(t *testing.T) {
 func TestOverrideEveryKeyFromEnv(t *testing.T) {
 	t.Setenv("HOME", "/home/tester")
 	env := map[string]string{
-		"K3STRAP_SSH_USER": "u", "K3STRAP_SSH_PORT": "2022", "K3STRAP_SSH_KEYPATH": "~/k", "K3STRAP_SSH_KNOWNHOSTS": "/kh",
-		"K3STRAP_SSH_AGENT": "false", "K3STRAP_SSH_CONNECTTIMEOUT": "1m", "K3STRAP_K3S_CHANNEL": "latest",
+		"K3STRAP_SSH_USER": "u", "K3STRAP_SSH_PORT": "2022", "K3STRAP_SSH_KEY_PATH": "~/k", "K3STRAP_SSH_KNOWN_HOSTS": "/kh",
+		"K3STRAP_SSH_AGENT": "false", "K3STRAP_SSH_CONNECT_TIMEOUT": "1m", "K3STRAP_K3S_CHANNEL": "latest",
 		"K3STRAP_K3S_TOKEN": "tok", "K3STRAP_K3S_INSTALL": "online",
 		"K3STRAP_SSH_CERTIFICATEPATH": "~/k-cert.pub", "K3STRAP_SSH_PROXYCOMMAND": "nc %h %p",
 	}
@@ -168,11 +168,11 @@ func TestOverrideErrors(t *testing.T) {
 		env  map[string]string
 		want []string
 	}{
-		{map[string]string{"K3STRAP_SSH_PORT": "abc", "K3STRAP_SSH_AGENT": "perhaps", "K3STRAP_SSH_CONNECTTIMEOUT": "5"},
+		{map[string]string{"K3STRAP_SSH_PORT": "abc", "K3STRAP_SSH_AGENT": "perhaps", "K3STRAP_SSH_CONNECT_TIMEOUT": "5"},
 			[]string{
 				`spec.ssh.port from override ssh.port (a command-line flag or $K3STRAP_SSH_PORT) must be a whole number, not "abc" — fix: give a TCP port between 1 and 65535`,
 				`spec.ssh.agent from override ssh.agent (a command-line flag or $K3STRAP_SSH_AGENT) must be true or false, not "perhaps"`,
-				`spec.ssh.connectTimeout from override ssh.connectTimeout (a command-line flag or $K3STRAP_SSH_CONNECTTIMEOUT) must be a duration, not "5"`,
+				`spec.ssh.connectTimeout from override ssh.connectTimeout (a command-line flag or $K3STRAP_SSH_CONNECT_TIMEOUT) must be a duration, not "5"`,
 			}},
 		{map[string]string{"K3STRAP_SSH_PORT": "70000"},
 			[]string{"SSH port 70000 is out of range (set by override ssh.port (a command-line flag or $K3STRAP_SSH_PORT)) — fix: use a TCP port between 1 and 65535"}},
@@ -242,7 +242,35 @@ func TestOverrideKeysDocumented(t *testing.T) {
 			t.Errorf("%s: Secret = %v", k.Key, k.Secret)
 		}
 	}
-	if got := OverrideKeys()[2]; got.Key != OverrideSSHKeyPath || got.Env != "K3STRAP_SSH_KEYPATH" {
+	if got := OverrideKeys()[2]; got.Key != OverrideSSHKeyPath || got.Env != "K3STRAP_SSH_KEY_PATH" || got.OldEnv != "K3STRAP_SSH_KEYPATH" {
 		t.Errorf("keyPath override = %+v", got)
+	}
+	// Every variable is its flag's name: --ssh-key-path ↔ K3STRAP_SSH_KEY_PATH.
+	for _, k := range OverrideKeys() {
+		if want := "K3STRAP_" + strings.ToUpper(strings.ReplaceAll(flagName(k.Key), "-", "_")); k.Env != want {
+			t.Errorf("%s: env %s, want %s (from --%s)", k.Key, k.Env, want, flagName(k.Key))
+		}
+	}
+}
+
+// The pre-v0.4 names (K3STRAP_SSH_KEYPATH) are still read, the new name winning when both are
+// set.
+func TestOverrideOldEnvNames(t *testing.T) {
+	t.Setenv("K3STRAP_SSH_KEYPATH", "/old/key")
+	t.Setenv("K3STRAP_SSH_CONNECTTIMEOUT", "42s")
+	c, err := inventory.Parse("", []byte(overrideInventory), inventory.LoadOptions{Override: overrideLayer(NewViper())})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Spec.SSH.KeyPath != "/old/key" || c.Spec.SSH.ConnectTimeout.D() != 42*time.Second {
+		t.Errorf("old names not read: keyPath %q connectTimeout %v", c.Spec.SSH.KeyPath, c.Spec.SSH.ConnectTimeout.D())
+	}
+	t.Setenv("K3STRAP_SSH_KEY_PATH", "/new/key")
+	c, err = inventory.Parse("", []byte(overrideInventory), inventory.LoadOptions{Override: overrideLayer(NewViper())})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Spec.SSH.KeyPath != "/new/key" {
+		t.Errorf("with both set keyPath = %q, want the new name's /new/key", c.Spec.SSH.KeyPath)
 	}
 }

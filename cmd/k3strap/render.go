@@ -33,6 +33,22 @@ func (a *app) renderCmd() *cobra.Command {
 			}
 			c.APIAddress = apiAddress
 			pl := &plan.Planner{Cluster: c, MaskedOnly: true}
+			if a.output == "json" || a.output == "yaml" {
+				docs := []renderDoc{}
+				for i := range c.Spec.Hosts {
+					h := &c.Spec.Hosts[i]
+					if len(sel) > 0 && !sel[h.Name] {
+						continue
+					}
+					d, err := renderDocument(pl, c, h)
+					if err != nil {
+						return err
+					}
+					docs = append(docs, d)
+				}
+				_, err := writeDocument(a.stdout, a.output, docs)
+				return err
+			}
 			for i := range c.Spec.Hosts {
 				h := &c.Spec.Hosts[i]
 				if len(sel) > 0 && !sel[h.Name] {
@@ -111,3 +127,87 @@ func (a *app) renderHost(pl *plan.Planner, c *inventory.Cluster, h *inventory.Ho
 }
 
 func sizeOf(n int64) string { return fmt.Sprintf("%d bytes", n) }
+
+// renderDoc is one host as `render -o json|yaml` prints it: the same facts as the plain
+// output, secrets masked the same way (a secret file has no content and no checksum).
+type renderDoc struct {
+	Host    string `json:"host"`
+	Address string `json:"address"`
+	Role    string `json:"role"`
+	// First is true for the server that initialises the cluster.
+	First bool `json:"first"`
+	// Config is config.yaml with its secrets masked.
+	Config  string `json:"config"`
+	Service string `json:"service"`
+	// Install is the install script's environment (masked) and which script runs.
+	Install renderInstall `json:"install"`
+	// Files per architecture ("" when the plan does not depend on it: online installs).
+	Files []renderFile `json:"files"`
+}
+
+type renderInstall struct {
+	Env    []string `json:"env"`
+	Script string   `json:"script"`
+	Source string   `json:"source"`
+}
+
+// renderFile is one planned file: mode as an octal string ("0600"), size in bytes, the
+// sha256 of its content ("" for a secret), where it comes from (k3strap or a local path), and
+// the content for small non-secret files (add-on manifests) or the masked one of a secret
+// file that has one.
+type renderFile struct {
+	Arch    string `json:"arch,omitempty"`
+	Path    string `json:"path"`
+	Mode    string `json:"mode"`
+	Size    int64  `json:"size"`
+	SHA256  string `json:"sha256,omitempty"`
+	Secret  bool   `json:"secret,omitempty"`
+	Source  string `json:"source"`
+	Content string `json:"content,omitempty"`
+}
+
+// renderDocument builds one host's renderDoc (the plan for each architecture the inventory
+// provides, as renderHost shows it).
+func renderDocument(pl *plan.Planner, c *inventory.Cluster, h *inventory.Host) (renderDoc, error) {
+	arches := []string{""}
+	if c.Spec.K3s.Install == inventory.Airgap {
+		arches = arches[:0]
+		for arch := range c.Spec.K3s.Airgap {
+			arches = append(arches, arch)
+		}
+		sort.Strings(arches)
+	}
+	d := renderDoc{Host: h.Name, Address: h.Address, Role: string(h.Role), Files: []renderFile{}}
+	for i, arch := range arches {
+		p, err := pl.Plan(h, arch)
+		if err != nil {
+			return d, err
+		}
+		if i == 0 {
+			d.First, d.Service = p.First, p.Service
+			d.Config = k3s.Mask(string(p.ConfigYAML))
+			d.Install = renderInstall{Env: k3s.MaskEnv(p.InstallEnv), Script: k3s.PathInstallScript, Source: p.ScriptSource}
+		}
+		for _, f := range p.Files {
+			rf := renderFile{Arch: arch, Path: f.Path, Mode: fmt.Sprintf("%04o", f.Mode), Size: f.Size, Secret: f.Secret, Source: "k3strap"}
+			if f.LocalPath != "" {
+				rf.Source = f.LocalPath
+			}
+			switch {
+			case f.Path == k3s.PathConfig:
+				rf.Content = d.Config
+			case f.Secret:
+				if f.Shown != nil {
+					rf.Content = string(f.Shown)
+				}
+			default:
+				rf.SHA256 = f.SHA256
+				if f.Content != nil && f.Size <= 64<<10 {
+					rf.Content = string(f.Content)
+				}
+			}
+			d.Files = append(d.Files, rf)
+		}
+	}
+	return d, nil
+}

@@ -115,6 +115,10 @@ func (a *app) rootCmd() *cobra.Command {
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
 	root.PersistentPreRunE = func(cmd *cobra.Command, _ []string) error {
 		a.command = strings.TrimPrefix(cmd.CommandPath(), root.Name()+" ")
+		warnEnv(a.stderr, os.Environ())                    // env.go: deprecated and unknown K3STRAP_* names
+		if err := checkOutput(cmd, a.output); err != nil { // output.go
+			return err
+		}
 		return checkFlagRanges(cmd) // flags.go
 	}
 	pf := root.PersistentFlags()
@@ -134,11 +138,48 @@ func (a *app) rootCmd() *cobra.Command {
 	// One file per command: validate.go, preflight.go, render.go, apply.go, upgrade.go, ...
 	root.AddCommand(a.validateCmd(), a.preflightCmd(), a.renderCmd(), a.applyCmd(), a.upgradeCmd(), a.resetCmd(), a.kubeconfigCmd(), a.checkCmd(), a.doctorCmd(), a.versionCmd(), a.initCmd(), a.stepsCmd(),
 		a.backupCmd(), a.restoreCmd(), a.removeNodeCmd(), a.rotateCmd(), a.bundleCmd())
-	root.AddCommand(a.schemaCmd())
+	root.AddCommand(a.schemaCmd(), a.manCmd())
 	a.fleetCommands(root) // fleet.go: fleet files, `k3strap fleet`
+	// cobra adds help and completion when it runs; added now, they get examples, man pages,
+	// and -o checking like every command.
+	root.InitDefaultHelpCmd()
+	root.InitDefaultCompletionCmd()
+	groupsRun(root)
 	usageArgs(root)
 	describeSteps(root)
+	setExamples(root)           // examples.go
+	a.registerCompletions(root) // completion.go
 	return root
+}
+
+// groupsRun makes each command under c that only groups others (k3strap, rotate, fleet,
+// completion) runnable: it prints its help, after the root's checks (so `k3strap rotate -o
+// bogus` is refused with exit 2 like every command), and refuses arguments that name no
+// subcommand.
+func groupsRun(c *cobra.Command) {
+	if !c.Runnable() && c.HasSubCommands() {
+		c.RunE = func(cmd *cobra.Command, _ []string) error { return cmd.Help() }
+		c.Args = unknownSubcommand // cobra.NoArgs with the names close to a mistyped one
+		if c.SuggestionsMinimumDistance <= 0 {
+			c.SuggestionsMinimumDistance = 2 // cobra's own default for its suggestions
+		}
+	}
+	for _, sub := range c.Commands() {
+		groupsRun(sub)
+	}
+}
+
+// unknownSubcommand refuses the arguments of a command that only groups others, as cobra does
+// for one that cannot run: the unknown name and the subcommands close to it.
+func unknownSubcommand(cmd *cobra.Command, args []string) error {
+	if len(args) == 0 {
+		return nil
+	}
+	msg := fmt.Sprintf("unknown command %q for %q", args[0], cmd.CommandPath())
+	if near := cmd.SuggestionsFor(args[0]); len(near) > 0 {
+		msg += " — did you mean " + strings.Join(near, " or ") + "?"
+	}
+	return errors.New(msg)
 }
 
 // usageArgs makes a wrong number of arguments, on every command under c, a usage error (exit
@@ -248,6 +289,7 @@ func isTerminal(w io.Writer) bool {
 // runFlags are the flags of commands that connect to hosts.
 type runFlags struct {
 	dryRun            bool
+	detailedExitCode  bool
 	concurrentUploads int
 	keepalive         time.Duration
 	noDrain           bool
@@ -282,6 +324,7 @@ func (rf *runFlags) register(cmd *cobra.Command, apply bool) {
 		f.DurationVar(&rf.timeout, "timeout", 10*time.Minute, "bring-up timeout of a server or agent")
 		f.DurationVar(&rf.pollInterval, "poll-interval", 400*time.Millisecond, "how often the bring-up supervisor looks")
 		f.BoolVar(&rf.dryRun, "dry-run", false, "connect, gather facts, run preflight and show what would change (diffs included); change nothing")
+		f.BoolVar(&rf.detailedExitCode, "detailed-exitcode", false, "with --dry-run: exit 9 when changes are pending, 0 when there is nothing to do (terraform's -detailed-exitcode)")
 		f.IntVar(&rf.concurrentUploads, "concurrent-uploads", 5, "large uploads (binary, images) in flight at once across hosts")
 		f.BoolVar(&rf.noDrain, "no-drain", false, "do not drain nodes before upgrading them")
 		f.BoolVar(&rf.force, "force", false, "allow a K3s downgrade (turns the ExistingInstall check's downgrade error into a warning)")
@@ -324,6 +367,9 @@ func (a *app) installerOptions(c *inventory.Cluster, rf *runFlags) (installer.Op
 	if err != nil {
 		return installer.Options{}, usageError{fmt.Errorf("--ignore-preflight-errors: %w", err)}
 	}
+	if rf.detailedExitCode && !rf.dryRun {
+		return installer.Options{}, usageError{errors.New("--detailed-exitcode reports a dry-run's pending changes — fix: add --dry-run")}
+	}
 	pw, err := a.sudoPassword(c, rf.askSudo)
 	if err != nil {
 		return installer.Options{}, err
@@ -341,6 +387,7 @@ func (a *app) installerOptions(c *inventory.Cluster, rf *runFlags) (installer.Op
 		SudoPassword:          pw,
 		Hosts:                 rf.hosts,
 		DryRun:                rf.dryRun,
+		DetailedExitCode:      rf.detailedExitCode,
 		ConcurrentUploads:     rf.concurrentUploads,
 		KeepaliveInterval:     rf.keepalive,
 		NoDrain:               rf.noDrain,

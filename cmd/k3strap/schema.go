@@ -18,9 +18,6 @@ func (a *app) schemaCmd() *cobra.Command {
 		Long: "Print the JSON Schema (draft-07) of k3strap's inventory, kind Cluster. Editors that run\n" +
 			"yaml-language-server (VS Code's YAML extension, Neovim's yamlls) check and complete an\n" +
 			"inventory against it; docs/schema.md shows the modeline. -o yaml prints it as YAML.",
-		Example: "  k3strap schema > cluster.schema.json\n" +
-			"  # first line of cluster.yaml:\n" +
-			"  # yaml-language-server: $schema=./cluster.schema.json",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			b := schema.Cluster()

@@ -24,6 +24,9 @@ func (a *app) stepsCmd() *cobra.Command {
 				}
 				names = installer.Variants(args[0]) // upgrade: also upgrade --via suc and --watch
 			}
+			if ok, err := writeDocument(a.stdout, a.output, stepsDocument(names)); ok {
+				return err
+			}
 			for i, n := range names {
 				if i > 0 {
 					fmt.Fprintln(a.stdout)
@@ -84,4 +87,31 @@ func withSteps(cmd *cobra.Command, name string) *cobra.Command {
 	}
 	cmd.Long = long + "\n\nSteps, in order (* = changes something or watches a change; --dry-run previews it instead):\n" + stepList(name)
 	return cmd
+}
+
+// stepsDoc is one command's steps as `steps -o json|yaml` prints them.
+type stepsDoc struct {
+	Command string    `json:"command"`
+	Steps   []stepDoc `json:"steps"`
+}
+
+// stepDoc is one step: its number (from 1), phase (the events' phase), summary, and whether
+// --dry-run previews it instead of running it.
+type stepDoc struct {
+	N       int    `json:"number"`
+	Phase   string `json:"phase"`
+	Summary string `json:"summary"`
+	Changes bool   `json:"changes"`
+}
+
+func stepsDocument(names []string) []stepsDoc {
+	out := []stepsDoc{}
+	for _, n := range names {
+		d := stepsDoc{Command: n, Steps: []stepDoc{}}
+		for i, st := range installer.Steps(n) {
+			d.Steps = append(d.Steps, stepDoc{N: i + 1, Phase: string(st.Phase), Summary: st.Summary, Changes: st.Changes})
+		}
+		out = append(out, d)
+	}
+	return out
 }

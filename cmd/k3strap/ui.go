@@ -53,7 +53,8 @@ func (a *app) autoSink() events.Sink {
 	opts := tui.DashboardOptions{Verbose: a.verbose, Cancel: a.cancel, Fallback: plain, RevealRancherPassword: true}
 	// The command loaded the inventory already (load returns it): it names the rows before the
 	// first events arrive.
-	if c, err := a.load(); err == nil {
+	// Only what it loaded: `doctor --ssh` reads no file, and must not read the default one.
+	if c := a.loaded; c != nil {
 		opts.Cluster, opts.Hosts = c.Metadata.Name, dashboardHosts(c)
 	}
 	profile := tui.DefaultProfile()

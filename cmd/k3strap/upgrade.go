@@ -42,6 +42,11 @@ func (a *app) upgradeCmd() *cobra.Command {
 			if watch && via == string(inventory.UpgradeViaSSH) && cmd.Flags().Changed("via") {
 				return usageError{fmt.Errorf("--watch follows an upgrade system-upgrade-controller runs; it does not go with --via ssh")}
 			}
+			if rf.detailedExitCode && (watch || via == string(inventory.UpgradeViaSUC)) {
+				// The SUC path's preview says in words what it would deploy; it records no
+				// changes, so "nothing pending" could not be told from "not counted".
+				return usageError{fmt.Errorf("--detailed-exitcode counts the changes of an upgrade over SSH; it does not go with --via suc or --watch")}
+			}
 			in, err := a.installerFor(c, rf, nil)
 			if err != nil {
 				return err

@@ -40,6 +40,9 @@ func (a *app) validateCmd() *cobra.Command {
 				return err
 			}
 			rep := preflight.RunStatic(&preflight.Input{Cluster: c, BinaryReleases: preflight.ReadBinaryReleases(c)}, ign)
+			if a.output == "json" {
+				return a.validateJSON(c, rep)
+			}
 			printFindings(a.stdout, rep.Findings)
 			if errs := rep.Errors(); len(errs) > 0 {
 				var ids []string
@@ -61,6 +64,39 @@ func (a *app) validateCmd() *cobra.Command {
 	}
 	cmd.Flags().StringSliceVar(&ignore, "ignore-preflight-errors", nil, "preflight checks whose errors become warnings: ID,ID,... or all")
 	return cmd
+}
+
+// validateDoc is what `validate -o json` prints: one object whether the inventory passed or
+// not (an inventory that does not load prints the errors on stderr, exit 2, as with plain).
+type validateDoc struct {
+	Source   string              `json:"source"`
+	Valid    bool                `json:"valid"`
+	Cluster  string              `json:"cluster"`
+	Hosts    []validateHost      `json:"hosts"`
+	Findings []preflight.Finding `json:"findings"`
+}
+
+type validateHost struct {
+	Name string `json:"name"`
+	Role string `json:"role"`
+}
+
+// validateJSON prints rep as a validateDoc and returns the same error (exit 2) as plain when
+// a static check found an error.
+func (a *app) validateJSON(c *inventory.Cluster, rep *preflight.Report) error {
+	errs := rep.Errors()
+	d := validateDoc{Source: c.Source, Valid: len(errs) == 0, Cluster: c.Metadata.Name, Hosts: []validateHost{}, Findings: []preflight.Finding{}}
+	for _, h := range c.Spec.Hosts {
+		d.Hosts = append(d.Hosts, validateHost{h.Name, string(h.Role)})
+	}
+	d.Findings = append(d.Findings, rep.Findings...)
+	if _, err := writeDocument(a.stdout, "json", d); err != nil {
+		return err
+	}
+	if len(errs) > 0 {
+		return usageError{fmt.Errorf("%s: %d preflight error(s) found without connecting", c.Source, len(errs))}
+	}
+	return nil
 }
 
 // printFindings writes findings as kubeadm does, each with its fix on the next line.

@@ -110,8 +110,7 @@ func (a *app) versionCmd() *cobra.Command {
 			"the commit and its time, whether the tree was dirty, the Go version and the platform.\n" +
 			"-o json prints one JSON object (version, revision, time, dirty, goVersion, platform),\n" +
 			"-o yaml the same as YAML.",
-		Example: "  k3strap version\n  k3strap version -o json | jq -r .revision",
-		Args:    cobra.NoArgs,
+		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			info := currentBuild()
 			switch a.output {

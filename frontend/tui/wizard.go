@@ -17,6 +17,7 @@ import (
 
 	"github.com/k3strap/k3strap/inventory"
 	"github.com/k3strap/k3strap/k3s"
+	"github.com/k3strap/k3strap/schema"
 )
 
 // Next is what the user chose to do after the wizard wrote the inventory.
@@ -553,9 +554,13 @@ func (w *Wizard) build() *inventory.Cluster {
 	return c
 }
 
-// header is the comment the wizard writes at the top of the file.
+// header is the comment the wizard writes at the top of the file. Its first line is the
+// yaml-language-server modeline (schema.Modeline, docs/schema.md) naming the schema that
+// `k3strap schema > cluster.schema.json` writes next to the inventory, so an editor checks and
+// completes the file.
 func (w *Wizard) header() []string {
-	return append([]string{"Written by `k3strap init`; edit freely."}, inventory.DefaultHeader()...)
+	modeline := strings.TrimPrefix(schema.Modeline("./"+schema.FileName), "# ") // Marshal adds "# "
+	return append([]string{modeline, "Written by `k3strap init`; edit freely."}, inventory.DefaultHeader()...)
 }
 
 // enterReview renders and validates the inventory for the review screen.

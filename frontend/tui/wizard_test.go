@@ -17,6 +17,7 @@ import (
 
 	"github.com/k3strap/k3strap/inventory"
 	"github.com/k3strap/k3strap/k3s"
+	"github.com/k3strap/k3strap/schema"
 )
 
 // fakeSSH answers connection tests without a network: hosts whose address ends in .99 fail.
@@ -145,6 +146,10 @@ func TestWizardWalkthrough(t *testing.T) {
 	}
 	if err := os.WriteFile(path, []byte(strings.Join(fm.yaml, "\n")+"\n"), 0o644); err != nil {
 		t.Fatal(err)
+	}
+	// The first line is the yaml-language-server modeline (editors check the file with it).
+	if want := schema.Modeline("./" + schema.FileName); len(fm.yaml) == 0 || fm.yaml[0] != want {
+		t.Errorf("first line of the written inventory = %q, want the modeline %q", fm.yaml[0], want)
 	}
 	c, err := inventory.Load(path, inventory.LoadOptions{})
 	if err != nil {
