@@ -81,7 +81,7 @@ func OverrideKeys() []OverrideKey {
 	}
 	for i := range keys {
 		keys[i].Env = envName(keys[i].Key)
-		if old := oldEnvName(keys[i].Key); old != keys[i].Env {
+		if old := oldEnvName(keys[i].Key); old != keys[i].Env && !newSinceEnvRename(keys[i].Key) {
 			keys[i].OldEnv = old
 		}
 	}
@@ -92,6 +92,16 @@ func OverrideKeys() []OverrideKey {
 // (ssh.keyPath → --ssh-key-path → K3STRAP_SSH_KEY_PATH).
 func envName(key string) string {
 	return EnvPrefix + "_" + strings.ToUpper(strings.ReplaceAll(flagName(key), "-", "_"))
+}
+
+// newSinceEnvRename reports whether an override key came after the environment names were
+// derived from the flag names: it never had an old name to keep reading.
+func newSinceEnvRename(key string) bool {
+	switch key {
+	case OverrideSSHCertificate, OverrideSSHProxyCommand:
+		return true
+	}
+	return false
 }
 
 // oldEnvName is the environment variable of an override key before v0.4: the key

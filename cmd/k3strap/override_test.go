@@ -136,7 +136,7 @@ func TestOverrideEveryKeyFromEnv(t *testing.T) {
 		"K3STRAP_SSH_USER": "u", "K3STRAP_SSH_PORT": "2022", "K3STRAP_SSH_KEY_PATH": "~/k", "K3STRAP_SSH_KNOWN_HOSTS": "/kh",
 		"K3STRAP_SSH_AGENT": "false", "K3STRAP_SSH_CONNECT_TIMEOUT": "1m", "K3STRAP_K3S_CHANNEL": "latest",
 		"K3STRAP_K3S_TOKEN": "tok", "K3STRAP_K3S_INSTALL": "online",
-		"K3STRAP_SSH_CERTIFICATEPATH": "~/k-cert.pub", "K3STRAP_SSH_PROXYCOMMAND": "nc %h %p",
+		"K3STRAP_SSH_CERTIFICATE_PATH": "~/k-cert.pub", "K3STRAP_SSH_PROXY_COMMAND": "nc %h %p",
 	}
 	for k, v := range env {
 		t.Setenv(k, v)

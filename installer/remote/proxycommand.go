@@ -8,7 +8,6 @@ import (
 	"os/exec"
 	"strings"
 	"sync"
-	"syscall"
 	"time"
 )
 
@@ -39,11 +38,11 @@ func startProxyCommand(command string) (*proxyConn, error) {
 		_ = inW.Close()
 		return nil, err
 	}
-	cmd := exec.Command("/bin/sh", "-c", "exec "+command)
+	cmd := proxyShell(command)
 	cmd.Stdin, cmd.Stdout = inR, outW
 	tail := &tailBuffer{max: 512}
 	cmd.Stderr = tail
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	ownProcessGroup(cmd)
 	cmd.WaitDelay = time.Second
 	err = cmd.Start()
 	_ = inR.Close()
@@ -70,7 +69,7 @@ func (p *proxyConn) Close() error {
 		_ = p.w.Close()
 		_ = p.r.Close()
 		if p.cmd.Process != nil {
-			_ = syscall.Kill(-p.cmd.Process.Pid, syscall.SIGKILL)
+			killProcessGroup(p.cmd)
 		}
 	})
 	return nil
