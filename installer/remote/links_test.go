@@ -35,6 +35,10 @@ type testServer struct {
 	stalled atomic.Bool
 	// refuseKeys makes the server refuse every key (set before the first connection).
 	refuseKeys bool
+	// noSFTP, set before the first connection, makes the server refuse the sftp subsystem
+	// ("refuse", OpenSSH without the Subsystem line) or accept it and end the channel at once
+	// ("exit", Dropbear whose sftp-server binary is missing).
+	noSFTP string
 	// stallAfter, when > 0, stalls the link once the server has read this many bytes.
 	stallAfter atomic.Int64
 	read       atomic.Int64
@@ -167,7 +171,15 @@ func (s *testServer) session(ch ssh.Channel, reqs <-chan *ssh.Request) {
 			_, _ = ch.SendRequest("exit-status", false, st)
 			return
 		case "subsystem":
-			if len(req.Payload) < 4 || string(req.Payload[4:]) != "sftp" {
+			if s.noSFTP == "exit" {
+				_ = req.Reply(true, nil)
+				_, _ = ch.Stderr().Write([]byte("sh: 1: /usr/lib/openssh/sftp-server: not found\n"))
+				st := make([]byte, 4)
+				binary.BigEndian.PutUint32(st, 127)
+				_, _ = ch.SendRequest("exit-status", false, st)
+				return
+			}
+			if len(req.Payload) < 4 || string(req.Payload[4:]) != "sftp" || s.noSFTP == "refuse" {
 				_ = req.Reply(false, nil)
 				continue
 			}
