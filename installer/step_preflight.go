@@ -11,9 +11,9 @@ import (
 	"github.com/k3strap/k3strap/preflight"
 )
 
-// preflightStep judges the gathered facts and the plans with every preflight check, emits
-// every finding, and keeps the report and its CNI-exclusion verdict for later steps. It fails
-// (KindPreflight) when errors remain after --ignore-preflight-errors, and then (KindInstall)
+// preflightStep says how files reach each host (reportFileMethods), judges the gathered
+// facts and the plans with every preflight check, emits every finding, and keeps the report
+// and its CNI-exclusion verdict for later steps. It fails (KindPreflight) when errors remain after --ignore-preflight-errors, and then (KindInstall)
 // when a host's plan could not be built.
 //
 // Reads: hostState.facts, plan, connErr; s.pre.binaryReleases, s.pre.paths. Writes: s.pre.report,
@@ -27,6 +27,7 @@ func (preflightStep) Summary() string {
 }
 
 func (preflightStep) Run(ctx context.Context, s *session) error {
+	s.reportFileMethods(ctx)
 	if _, err := s.preflight(); err != nil {
 		return err
 	}

@@ -1,0 +1,157 @@
+package e2e
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/k3strap/k3strap/events"
+)
+
+// dropbearPath is where the machine's Dropbear is (Debian package dropbear-bin, installed by
+// `harness.sh deps`).
+const dropbearPath = "/usr/sbin/dropbear"
+
+// TestApplyWithoutSFTP: on a host without an SFTP subsystem — OpenSSH with the `Subsystem sftp`
+// line removed (hardening), and Dropbear instead of OpenSSH (its sftp-server path,
+// /usr/lib/sftp-server, does not exist on the host) — preflight reports the session method,
+// `apply` converges with every file streamed over sessions (the binary on the host is the
+// artifact, byte for byte), and a second apply changes nothing and uploads nothing.
+func TestApplyWithoutSFTP(t *testing.T) {
+	t.Run("openssh-hardened", func(t *testing.T) {
+		c := newCluster(t, 1)
+		if got := c.exec(0, "grep", "-c", "^Subsystem[[:space:]]*sftp", "/etc/ssh/sshd_config"); got != "1" {
+			t.Fatalf("the base's sshd_config has %q Subsystem sftp lines, want 1", got)
+		}
+		c.exec(0, "sh", "-c", `sed -i '/^Subsystem[[:space:]]*sftp/d' /etc/ssh/sshd_config && systemctl restart ssh`)
+		if got := c.exec(0, "sh", "-c", "sshd -T | grep -ci '^subsystem' || true"); got != "0" {
+			t.Fatalf("sshd still has %s subsystems", got)
+		}
+		convergesOverSessions(t, c)
+	})
+	t.Run("dropbear", func(t *testing.T) {
+		if _, err := os.Stat(dropbearPath); err != nil {
+			t.Skipf("Dropbear is not installed on this machine (%v): run `harness.sh deps` (Debian package dropbear-bin)", err)
+		}
+		c := newCluster(t, 1)
+		startDropbear(t, c, 0)
+		convergesOverSessions(t, c)
+		// Still Dropbear answering, not an OpenSSH that came back.
+		if got := c.exec(0, "sh", "-c", "systemctl is-active ssh.service ssh.socket || true"); strings.Contains(got, "\nactive") || strings.HasPrefix(got, "active") {
+			t.Fatalf("OpenSSH is running again: %q", got)
+		}
+	})
+}
+
+// startDropbear replaces host i's OpenSSH by the machine's Dropbear on port 22: the binary and
+// the libraries it links (but the C library, the host's own) are copied into /opt/dropbear,
+// sshd is stopped, and Dropbear runs as a transient unit with keys generated on demand (the
+// test's known_hosts is fresh: trust on first use). The host has no /usr/lib/sftp-server, so
+// Dropbear accepts the sftp subsystem and ends the channel at once.
+func startDropbear(t *testing.T, c *testCluster, i int) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	put := func(src, dst string) {
+		b, err := os.ReadFile(src)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := c.h.WriteFile(ctx, c.hosts[i].Index, dst, b, 0o755); err != nil {
+			t.Fatalf("copying %s into host %d: %v", src, i, err)
+		}
+	}
+	put(dropbearPath, "/opt/dropbear/dropbear")
+	out, err := exec.CommandContext(ctx, "ldd", dropbearPath).Output()
+	if err != nil {
+		t.Fatalf("ldd %s: %v", dropbearPath, err)
+	}
+	libs := 0
+	for _, l := range strings.Split(string(out), "\n") {
+		f := strings.Fields(l)
+		if len(f) < 3 || f[1] != "=>" || strings.HasPrefix(f[0], "libc.so") {
+			continue
+		}
+		put(f[2], "/opt/dropbear/lib/"+filepath.Base(f[2]))
+		libs++
+	}
+	if libs == 0 {
+		t.Fatalf("ldd %s names no library: %s", dropbearPath, out)
+	}
+	if got := c.exec(i, "sh", "-c", "test -e /usr/lib/sftp-server && echo present || echo absent"); got != "absent" {
+		t.Fatalf("/usr/lib/sftp-server is %s in the host: Dropbear would serve SFTP", got)
+	}
+	c.exec(i, "bash", "-c", `set -e
+systemctl stop ssh.socket ssh.service 2>/dev/null || systemctl stop ssh.service
+mkdir -p /etc/dropbear
+systemd-run --unit=k3strap-e2e-dropbear --setenv=LD_LIBRARY_PATH=/opt/dropbear/lib /opt/dropbear/dropbear -F -E -R -p 22
+for n in $(seq 50); do
+  if (exec 3<>/dev/tcp/127.0.0.1/22) 2>/dev/null; then exit 0; fi
+  sleep 0.1
+done
+journalctl -u k3strap-e2e-dropbear --no-pager | tail -5 >&2
+exit 1`)
+}
+
+// convergesOverSessions runs preflight and apply twice on the one-host cluster c whose host
+// offers no SFTP: the method reported is "session", the binary lands byte for byte, and the
+// second apply is unchanged without uploads.
+func convergesOverSessions(t *testing.T, c *testCluster) {
+	t.Helper()
+	c.writeInventory(singleServer, nil)
+	method := func(r run) string {
+		for _, e := range r.ofType(events.Info) {
+			if e.Host == "cp1" && strings.HasPrefix(e.Message, "file transfer: ") {
+				return strings.TrimPrefix(e.Message, "file transfer: ")
+			}
+		}
+		return ""
+	}
+	r := c.k3strap(3*time.Minute, "apply", "--kubeconfig-out", c.dir+"/k.yaml")
+	defer r.dump(t)
+	if r.code != 0 {
+		t.Fatalf("apply exited %d", r.code)
+	}
+	if m := method(r); !strings.HasPrefix(m, "session") {
+		t.Fatalf("file transfer method %q, want session", m)
+	}
+	if len(r.ofType(events.UploadProgress)) == 0 {
+		t.Fatal("apply reported no upload")
+	}
+	b, err := os.ReadFile(filepath.Join(c.bin.artifacts, "k3s"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	sum := sha256.Sum256(b)
+	if got := c.exec(0, "sh", "-c", "sha256sum /usr/local/bin/k3s | cut -c1-64"); got != hex.EncodeToString(sum[:]) {
+		t.Fatalf("k3s on the host has sha256 %s, the artifact %x", got, sum)
+	}
+	if got := c.exec(0, "stat", "-c", "%a", "/etc/rancher/k3s/config.yaml"); got != "600" {
+		t.Errorf("config.yaml mode %s", got)
+	}
+	if left := c.exec(0, "sh", "-c", "find / -xdev -name '*.k3strap-*' 2>/dev/null | head -5"); left != "" {
+		t.Errorf("left on the host: %s", left)
+	}
+	r2 := c.k3strap(2*time.Minute, "apply", "--kubeconfig-out", c.dir+"/k.yaml")
+	defer r2.dump(t)
+	if r2.code != 0 {
+		t.Fatalf("second apply exited %d", r2.code)
+	}
+	if m := method(r2); !strings.HasPrefix(m, "session") {
+		t.Fatalf("second apply: file transfer method %q, want session", m)
+	}
+	if ups := r2.ofType(events.UploadProgress); len(ups) > 0 {
+		t.Errorf("second apply uploaded %s", ups[0].Upload.File)
+	}
+	for _, h := range r2.summary(t).Hosts {
+		if h.Status != events.StatusUnchanged {
+			t.Errorf("host %s: %s (%s), want unchanged", h.Host, h.Status, h.Message)
+		}
+	}
+}
