@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -52,8 +53,8 @@ func TestApplyWithoutSFTP(t *testing.T) {
 // startDropbear replaces host i's OpenSSH by the machine's Dropbear on port 22: the binary and
 // the libraries it links (but the C library, the host's own) are copied into /opt/dropbear,
 // sshd is stopped, and Dropbear runs as a transient unit with keys generated on demand (the
-// test's known_hosts is fresh: trust on first use). The host has no /usr/lib/sftp-server, so
-// Dropbear accepts the sftp subsystem and ends the channel at once.
+// test's known_hosts is fresh: trust on first use). The host's sftp-server is removed, so
+// Dropbear accepts the sftp subsystem and ends the channel at once (exit 127).
 func startDropbear(t *testing.T, c *testCluster, i int) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
@@ -84,8 +85,11 @@ func startDropbear(t *testing.T, c *testCluster, i int) {
 	if libs == 0 {
 		t.Fatalf("ldd %s names no library: %s", dropbearPath, out)
 	}
-	if got := c.exec(i, "sh", "-c", "test -e /usr/lib/sftp-server && echo present || echo absent"); got != "absent" {
-		t.Fatalf("/usr/lib/sftp-server is %s in the host: Dropbear would serve SFTP", got)
+	// Dropbear serves SFTP only through /usr/lib/sftp-server (package openssh-sftp-server,
+	// in the base as OpenSSH's dependency): an edge image with Dropbear has none.
+	c.exec(i, "rm", "-f", "/usr/lib/sftp-server", "/usr/lib/openssh/sftp-server")
+	if bin, _ := os.ReadFile(dropbearPath); !bytes.Contains(bin, []byte("/usr/lib/sftp-server")) {
+		t.Fatalf("%s does not name /usr/lib/sftp-server as its SFTP server", dropbearPath)
 	}
 	c.exec(i, "bash", "-c", `set -e
 systemctl stop ssh.socket ssh.service 2>/dev/null || systemctl stop ssh.service

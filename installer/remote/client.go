@@ -461,6 +461,10 @@ func (c *Client) Stream(ctx context.Context, cmd Cmd, onLine func(string)) error
 const cancelGrace = 2 * time.Second
 
 func (c *Client) run(parent context.Context, cmd Cmd, stream bool, stdout, stderr io.Writer) (int, error) {
+	cmd, ferr := c.fitCommand(parent, cmd)
+	if ferr != nil {
+		return 0, ferr
+	}
 	ctx := parent
 	timeout := commandTimeout(parent, cmd, stream)
 	if timeout > 0 {
