@@ -42,8 +42,7 @@ func TestUploadWithoutSFTP(t *testing.T) {
 	needRoot(t)
 	for _, mode := range []string{"refuse", "exit"} {
 		t.Run(mode, func(t *testing.T) {
-			s := newTestServer(t)
-			s.noSFTP = mode
+			s := newTestServerWith(t, func(s *testServer) { s.noSFTP = mode })
 			c := s.dial(t, nil)
 			ctx := context.Background()
 			m, err := c.FileMethod(ctx)
@@ -103,8 +102,7 @@ func TestUploadWithoutSFTP(t *testing.T) {
 // resume block.
 func TestSessionUploadResumesAfterCut(t *testing.T) {
 	needRoot(t)
-	s := newTestServer(t)
-	s.noSFTP = "refuse"
+	s := newTestServerWith(t, func(s *testServer) { s.noSFTP = "refuse" })
 	const size = 8 << 20
 	src, sum := bigFile(t, size)
 	content, _ := io.ReadAll(src)
@@ -166,8 +164,7 @@ func (f *flipReader) Seek(off int64, whence int) (int64, error) {
 // transient one (sent again).
 func TestSessionUploadChecksumMismatch(t *testing.T) {
 	needRoot(t)
-	s := newTestServer(t)
-	s.noSFTP = "refuse"
+	s := newTestServerWith(t, func(s *testServer) { s.noSFTP = "refuse" })
 	c := s.dial(t, nil)
 	const size = 1 << 20
 	src, sum := bigFile(t, size)
@@ -189,8 +186,7 @@ func TestSessionUploadChecksumMismatch(t *testing.T) {
 // TestSessionUploadCancel: cancelling a stream blocked on a dead link returns within the
 // cancel grace with context.Canceled.
 func TestSessionUploadCancel(t *testing.T) {
-	s := newTestServer(t)
-	s.noSFTP = "exit"
+	s := newTestServerWith(t, func(s *testServer) { s.noSFTP = "exit" })
 	c := s.dial(t, func(cfg *Config) { cfg.StallTimeout = time.Hour })
 	if m, err := c.FileMethod(context.Background()); m != FileMethodSession || err != nil {
 		t.Fatalf("method %q %v", m, err)
@@ -236,8 +232,7 @@ exec "$@"
 		t.Fatal(err)
 	}
 	t.Setenv("PATH", bin+":"+os.Getenv("PATH"))
-	s := newTestServer(t)
-	s.noSFTP = "refuse"
+	s := newTestServerWith(t, func(s *testServer) { s.noSFTP = "refuse" })
 	c := s.dial(t, func(cfg *Config) { cfg.User = "deploy"; cfg.SudoPassword = "hunter2" })
 	const size = 1<<20 + 7
 	src, sum := bigFile(t, size)
@@ -269,5 +264,41 @@ exec "$@"
 		if b, _ := os.ReadFile(e); bytes.Contains(b, []byte("hunter2")) {
 			t.Errorf("staged file %s holds the password", e)
 		}
+	}
+}
+
+// TestLongScriptOnDropbear: a server that ends the connection on an exec command over 9000
+// bytes (Dropbear) still runs a longer script — staged in a file first, its arguments and
+// standard input (the sudo password line included) passed on, the staging directory removed —
+// while an OpenSSH-like server gets it inline.
+func TestLongScriptOnDropbear(t *testing.T) {
+	long := "# " + strings.Repeat("k3strap ", 2000) + "\nIFS= read -r first; echo \"$1|$2|$first\"; cat"
+	for _, version := range []string{"SSH-2.0-dropbear_2022.83", "SSH-2.0-OpenSSH_9.2p1"} {
+		t.Run(version, func(t *testing.T) {
+			s := newTestServerWith(t, func(s *testServer) {
+				s.version = version
+				if strings.Contains(version, "dropbear") {
+					s.maxCmd = 9000
+				}
+			})
+			tmp := t.TempDir()
+			t.Setenv("TMPDIR", tmp)
+			c := s.dial(t, nil)
+			res, err := c.Check(context.Background(), Script("long", long, "a b", "c").WithStdin(strings.NewReader("line1\nrest\n")))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := string(res.Stdout); got != "a b|c|line1\nrest\n" {
+				t.Fatalf("output %q", got)
+			}
+			want := int64(1)
+			if s.maxCmd > 0 {
+				want = 2 // staging, then the run
+			}
+			if n := c.Stats().Commands; n != want {
+				t.Errorf("%d commands, want %d", n, want)
+			}
+			noLeftovers(t, tmp)
+		})
 	}
 }
