@@ -1,6 +1,7 @@
 // Package remote is k3strap's SSH transport: one connection per host (golang.org/x/crypto/ssh),
 // reused by every step; commands built with a shell-quoting library; files over SFTP
-// (github.com/pkg/sftp) written atomically with their mode; host keys verified against
+// (github.com/pkg/sftp), or streamed over sessions on hosts without it (FileMethod), written
+// atomically with their mode; host keys verified against
 // known_hosts with trust on first use; sudo for non-root users with the password, when there is
 // one, on stdin only; contexts and timeouts on everything; keepalives to notice dead links.
 package remote
@@ -89,11 +90,11 @@ func (c Config) addr() string {
 type Stats struct {
 	// Commands is the number of exec channels opened.
 	Commands int64
-	// FileTransfers is the number of files written or read over SFTP.
+	// FileTransfers is the number of files written or read (over SFTP or sessions).
 	FileTransfers int64
 	// SFTPSessions is the number of SFTP subsystem channels opened (at most one per Client).
 	SFTPSessions int64
-	// BytesUploaded is the payload sent over SFTP.
+	// BytesUploaded is the payload of file uploads (over SFTP or sessions).
 	BytesUploaded int64
 }
 
