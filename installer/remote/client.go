@@ -123,6 +123,9 @@ type Client struct {
 	// lostErr is why the link was found dead (set once, before stop is closed by dead); nil
 	// when the connection was closed on purpose.
 	lostErr atomic.Pointer[error]
+	// quietUntil (unix nanoseconds) holds back new channels after a channel k3strap closed
+	// early on a Dropbear server (dropbear.go).
+	quietUntil atomic.Int64
 }
 
 // keepalive sends keepalive@openssh.com every KeepaliveInterval and closes the connection
@@ -500,6 +503,7 @@ func (c *Client) run(parent context.Context, cmd Cmd, stream bool, stdout, stder
 	}
 	st := make(chan started, 1)
 	go func() {
+		c.waitQuiet(ctx)
 		sess, err := c.conn.NewSession()
 		if err != nil {
 			st <- started{err: err}
@@ -532,6 +536,7 @@ func (c *Client) run(parent context.Context, cmd Cmd, stream bool, stdout, stder
 			if s := <-st; s.sess != nil {
 				_ = s.sess.Signal(ssh.SIGTERM)
 				_ = s.sess.Close()
+				c.closedEarly()
 			}
 			c.release()
 		}()
@@ -559,6 +564,7 @@ func (c *Client) run(parent context.Context, cmd Cmd, stream bool, stdout, stder
 		go func() {
 			_ = sess.Signal(ssh.SIGTERM)
 			_ = sess.Close()
+			c.closedEarly()
 		}()
 		select {
 		case <-waited:

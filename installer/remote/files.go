@@ -68,9 +68,11 @@ func (c *Client) startSFTP(st *sftpStart) {
 		st.err = &TransportError{Host: c.cfg.Host, Op: "starting SFTP", Err: errClosed}
 		return
 	}
+	c.waitQuiet(context.Background())
 	sc, err := sftp.NewClient(c.conn, sftp.UseConcurrentWrites(true))
 	if err != nil {
 		c.release()
+		c.closedEarly()
 		// A refused subsystem is the host's configuration, and so is a channel the host ended
 		// without an SFTP answer while commands still run (Dropbear without sftp-server): the
 		// connection uses sessions for files from now on. Anything else (a channel open that

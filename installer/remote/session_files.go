@@ -88,6 +88,8 @@ func (c *Client) sftpServerMissing(err error) bool {
 	ok := rerr == nil && res.ExitCode == 0 && !c.closed()
 	if ok {
 		c.debug(fmt.Sprintf("sftp start failed (%v) while commands run: no SFTP server, files go over sessions", err))
+	} else {
+		c.debug(fmt.Sprintf("sftp start failed (%v), and a command too (%v): the link", err, rerr))
 	}
 	return ok
 }
