@@ -532,6 +532,7 @@ func (c *Client) run(parent context.Context, cmd Cmd, stream bool, stdout, stder
 		}
 		sess = s.sess
 	case <-ctx.Done():
+		c.closedEarly()
 		go func() {
 			if s := <-st; s.sess != nil {
 				_ = s.sess.Signal(ssh.SIGTERM)
@@ -561,6 +562,7 @@ func (c *Client) run(parent context.Context, cmd Cmd, stream bool, stdout, stder
 	case <-ctx.Done():
 		// SIGTERM and the channel close are messages to the host; on a dead link they may
 		// wait, so they are sent in the background and the wait for the end is bounded.
+		c.closedEarly() // before the next command can open a channel, and again once sent
 		go func() {
 			_ = sess.Signal(ssh.SIGTERM)
 			_ = sess.Close()
