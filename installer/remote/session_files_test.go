@@ -302,3 +302,32 @@ func TestLongScriptOnDropbear(t *testing.T) {
 		})
 	}
 }
+
+// TestDropbearQuietAfterCancel: on a Dropbear server the command after a cancelled one waits
+// dropbearQuiet before opening its channel; on another server no quiet period is set.
+func TestDropbearQuietAfterCancel(t *testing.T) {
+	for _, version := range []string{"SSH-2.0-dropbear_2022.83", "SSH-2.0-OpenSSH_9.2p1"} {
+		t.Run(version, func(t *testing.T) {
+			s := newTestServerWith(t, func(s *testServer) { s.version = version })
+			c := s.dial(t, nil)
+			ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+			err := c.Stream(ctx, Command("sh", "-c", "while :; do echo x; sleep 0.05; done"), func(string) {})
+			cancel()
+			if !errors.Is(err, context.DeadlineExceeded) {
+				t.Fatalf("stream: %v", err)
+			}
+			start := time.Now()
+			if _, err := c.Check(context.Background(), Command("true")); err != nil {
+				t.Fatal(err)
+			}
+			took := time.Since(start)
+			dropbear := strings.Contains(version, "dropbear")
+			if dropbear && took < dropbearQuiet*3/4 {
+				t.Fatalf("the next command took %s, want at least ~%s", took, dropbearQuiet)
+			}
+			if !dropbear && c.quietUntil.Load() != 0 {
+				t.Fatalf("a quiet period was set for %s", version)
+			}
+		})
+	}
+}
