@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -157,5 +158,65 @@ func convergesOverSessions(t *testing.T, c *testCluster) {
 		if h.Status != events.StatusUnchanged {
 			t.Errorf("host %s: %s (%s), want unchanged", h.Host, h.Status, h.Message)
 		}
+	}
+}
+
+// TestSessionUploadCutResumes: on a host without SFTP (OpenSSH without the Subsystem line), the
+// K3s binary streamed over a session is cut at ~58 % (the link unplugged): the run fails on the
+// dead link, and after healing the re-run resumes from the bytes the host holds — it reports
+// the resume and sends less than 60 % of the file again — and leaves no partial file.
+func TestSessionUploadCutResumes(t *testing.T) {
+	c := newCluster(t, 1)
+	c.exec(0, "sh", "-c", `sed -i '/^Subsystem[[:space:]]*sftp/d' /etc/ssh/sshd_config && systemctl restart ssh`)
+	c.writeInventory(singleServer, nil)
+	limitLink(t, c, 0, 0, 3000)
+	a := c.start(5*time.Minute, "apply", "--verbose", "--ssh-keepalive="+linkKeepalive.String(), "--kubeconfig-out", c.dir+"/k")
+	at := uploadAt(t, a, "cp1", pathK3s, 0.58)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if err := c.h.Cut(ctx, c.hosts[0].Index); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("cut cp1 at %d of %d bytes", at.Upload.Bytes, at.Upload.Total)
+	r := a.wait(t)
+	defer r.dump(t)
+	if r.code == 0 {
+		t.Fatal("apply succeeded through a cut link")
+	}
+	if err := c.h.Heal(ctx, c.hosts[0].Index); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.h.Rate(ctx, c.hosts[0].Index, 0); err != nil {
+		t.Fatal(err)
+	}
+	r = c.k3strap(4*time.Minute, "apply", "--verbose", "--kubeconfig-out", c.dir+"/k")
+	defer r.dump(t)
+	if r.code != 0 {
+		t.Fatalf("re-run after healing exited %d", r.code)
+	}
+	session, resumed := false, false
+	var sent int64
+	for _, e := range r.events {
+		if e.Host != "cp1" {
+			continue
+		}
+		session = session || e.Type == events.Info && strings.HasPrefix(e.Message, "file transfer: session")
+		if e.Type == events.Info && strings.Contains(e.Message, "resumed the upload of "+pathK3s) {
+			resumed = true
+			t.Log(e.Message)
+		}
+		if m := sentRE.FindStringSubmatch(e.Message); m != nil && m[1] == pathK3s {
+			sent, _ = strconv.ParseInt(m[2], 10, 64)
+		}
+	}
+	t.Logf("re-run sent %d of %d bytes of %s (%.0f%%)", sent, at.Upload.Total, pathK3s, 100*float64(sent)/float64(at.Upload.Total))
+	if !session {
+		t.Error("the re-run did not report the session method")
+	}
+	if !resumed || sent <= 0 || float64(sent) >= 0.6*float64(at.Upload.Total) {
+		t.Errorf("the re-run did not resume the upload (resumed %v, sent %d of %d)", resumed, sent, at.Upload.Total)
+	}
+	if left := partials(c, 0); left != "" {
+		t.Errorf("partial files left on cp1:\n%s", left)
 	}
 }
