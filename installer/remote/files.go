@@ -164,13 +164,15 @@ func (c *Client) removeQuietly(p string) {
 }
 
 // installScript moves a staged file into place as root: create the target's directory,
-// install with the mode next to the target, then rename over it (atomic on the target's
-// filesystem), and remove the staged copy.
+// copy it next to the target owned by root with the mode (cp, chown, chmod: BusyBox builds may
+// lack install(1)), then rename over it (atomic on the target's filesystem), and remove the
+// staged copy.
 const installScript = `set -e
 src=$1 dst=$2 mode=$3
 mkdir -p "$(dirname "$dst")"
 tmp="$dst.k3strap-tmp"
-install -m "$mode" -o root -g root "$src" "$tmp" || { rm -f "$tmp"; exit 1; }
+rm -f "$tmp"
+{ cp "$src" "$tmp" && chown root:root "$tmp" && chmod "$mode" "$tmp"; } || { rm -f "$tmp"; exit 1; }
 mv -f "$tmp" "$dst"
 rm -f "$src"`
 

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"io"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -329,5 +330,79 @@ func TestDropbearQuietAfterCancel(t *testing.T) {
 				t.Fatalf("a quiet period was set for %s", version)
 			}
 		})
+	}
+}
+
+// busyboxPath returns a directory holding only BusyBox's applets (symlinks to the machine's
+// busybox), for a PATH that makes a host of this machine look like a BusyBox image; the test
+// skips when busybox is not installed.
+func busyboxPath(t *testing.T) string {
+	t.Helper()
+	bb, err := exec.LookPath("busybox")
+	if err != nil {
+		t.Skip("busybox is not installed on this machine (Debian package busybox)")
+	}
+	out, err := exec.Command(bb, "--list").Output()
+	if err != nil {
+		t.Fatalf("busybox --list: %v", err)
+	}
+	dir := t.TempDir()
+	for _, a := range strings.Fields(string(out)) {
+		if err := os.Symlink(bb, filepath.Join(dir, a)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return dir
+}
+
+// TestSessionUploadOnBusyBox: with nothing but BusyBox's sh and applets on the host's PATH
+// (no coreutils, no sftp), a resumable upload that resumes past a hole (block checksums with
+// BusyBox dd, head and sha256sum), a plain write, a download, the staging of a non-root
+// upload's finishing step and a long script all work.
+func TestSessionUploadOnBusyBox(t *testing.T) {
+	needRoot(t)
+	bb := busyboxPath(t)
+	s := newTestServerWith(t, func(s *testServer) { s.noSFTP = "refuse"; s.version = "SSH-2.0-dropbear_2022.83"; s.maxCmd = 9000 })
+	t.Setenv("PATH", bb)
+	c := s.dial(t, nil)
+	if res, err := c.Check(context.Background(), Command("sh", "-c", "sha256sum --help 2>&1 | head -n 1")); err != nil || !strings.Contains(string(res.Stdout), "BusyBox") {
+		t.Fatalf("the host's sha256sum is not BusyBox's: %v %+v", err, res)
+	}
+	const size = 3 << 20
+	src, sum := bigFile(t, size)
+	content, _ := io.ReadAll(src)
+	dst := filepath.Join(t.TempDir(), "k3s")
+	part := append([]byte(nil), content[:2<<20]...)
+	clear(part[1<<20 : 1<<20+100])
+	if err := os.WriteFile(c.partialPrefix(dst)+sum[:16], part, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	tr, err := c.WriteFileResumable(context.Background(), dst, 0o755, src, size, sum, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if tr.Resumed != 1<<20 || tr.Sent != size-1<<20 {
+		t.Fatalf("resumed at %d, sent %d; want 1 MiB and the rest", tr.Resumed, tr.Sent)
+	}
+	if got, _ := os.ReadFile(dst); !bytes.Equal(got, content) {
+		t.Fatal("content differs")
+	}
+	if err := c.WriteFile(context.Background(), dst+".yaml", 0o600, strings.NewReader("x: y\n"), 5, nil); err != nil {
+		t.Fatal(err)
+	}
+	if back, err := c.Download(context.Background(), dst+".yaml"); err != nil || string(back) != "x: y\n" {
+		t.Fatalf("download %q %v", back, err)
+	}
+	noLeftovers(t, filepath.Dir(dst), "k3s", "k3s.yaml")
+	long := "# " + strings.Repeat("busybox ", 1500) + "\necho \"$1\""
+	if res, err := c.Check(context.Background(), Script("long", long, "ok")); err != nil || string(res.Stdout) != "ok\n" {
+		t.Fatalf("long script: %v %+v", err, res)
+	}
+	// The non-root finishing step (installScript, finishScript) under BusyBox, as root here.
+	if _, err := c.Check(context.Background(), Script("install file", installScript, dst+".yaml", dst+".copy", "0640")); err != nil {
+		t.Fatal(err)
+	}
+	if fi, err := os.Stat(dst + ".copy"); err != nil || fi.Mode().Perm() != 0o640 {
+		t.Fatalf("installScript under BusyBox: %v %v", fi, err)
 	}
 }
