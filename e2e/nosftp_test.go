@@ -21,8 +21,9 @@ import (
 const dropbearPath = "/usr/sbin/dropbear"
 
 // TestApplyWithoutSFTP: on a host without an SFTP subsystem — OpenSSH with the `Subsystem sftp`
-// line removed (hardening), and Dropbear instead of OpenSSH (its sftp-server path,
-// /usr/lib/sftp-server, does not exist on the host) — preflight reports the session method,
+// line removed (hardening), as root and as a sudo user (staged in /var/tmp, moved into place
+// with sudo), and Dropbear instead of OpenSSH (the host's sftp-server removed, as on an edge
+// image without openssh-sftp-server) — preflight reports the session method,
 // `apply` converges with every file streamed over sessions (the binary on the host is the
 // artifact, byte for byte), and a second apply changes nothing and uploads nothing.
 func TestApplyWithoutSFTP(t *testing.T) {
@@ -35,7 +36,15 @@ func TestApplyWithoutSFTP(t *testing.T) {
 		if got := c.exec(0, "sh", "-c", "sshd -T | grep -ci '^subsystem' || true"); got != "0" {
 			t.Fatalf("sshd still has %s subsystems", got)
 		}
-		convergesOverSessions(t, c)
+		convergesOverSessions(t, c, nil)
+	})
+	t.Run("openssh-hardened-sudo-user", func(t *testing.T) {
+		c := newCluster(t, 1)
+		c.exec(0, "sh", "-c", `sed -i '/^Subsystem[[:space:]]*sftp/d' /etc/ssh/sshd_config && systemctl restart ssh`)
+		convergesOverSessions(t, c, map[string]any{"user": "deploy"})
+		if got := c.exec(0, "stat", "-c", "%U %a", "/etc/rancher/k3s/config.yaml", "/usr/local/bin/k3s"); got != "root 600\nroot 755" {
+			t.Errorf("owner/mode of config.yaml and k3s: %q", got)
+		}
 	})
 	t.Run("dropbear", func(t *testing.T) {
 		if _, err := os.Stat(dropbearPath); err != nil {
@@ -43,7 +52,7 @@ func TestApplyWithoutSFTP(t *testing.T) {
 		}
 		c := newCluster(t, 1)
 		startDropbear(t, c, 0)
-		convergesOverSessions(t, c)
+		convergesOverSessions(t, c, nil)
 		// Still Dropbear answering, not an OpenSSH that came back.
 		if got := c.exec(0, "sh", "-c", "systemctl is-active ssh.service ssh.socket || true"); strings.Contains(got, "\nactive") || strings.HasPrefix(got, "active") {
 			t.Fatalf("OpenSSH is running again: %q", got)
@@ -104,12 +113,12 @@ journalctl -u k3strap-e2e-dropbear --no-pager | tail -5 >&2
 exit 1`)
 }
 
-// convergesOverSessions runs preflight and apply twice on the one-host cluster c whose host
-// offers no SFTP: the method reported is "session", the binary lands byte for byte, and the
+// convergesOverSessions runs apply twice (inventory singleServer with extra) on the one-host
+// cluster c whose host offers no SFTP: the method reported is "session", the binary lands byte for byte, and the
 // second apply is unchanged without uploads.
-func convergesOverSessions(t *testing.T, c *testCluster) {
+func convergesOverSessions(t *testing.T, c *testCluster, extra map[string]any) {
 	t.Helper()
-	c.writeInventory(singleServer, nil)
+	c.writeInventory(singleServer, extra)
 	method := func(r run) string {
 		for _, e := range r.ofType(events.Info) {
 			if e.Host == "cp1" && strings.HasPrefix(e.Message, "file transfer: ") {
