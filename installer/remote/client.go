@@ -1,9 +1,9 @@
 // Package remote is k3strap's SSH transport: one connection per host (golang.org/x/crypto/ssh),
 // reused by every step; commands built with a shell-quoting library; files over SFTP
 // (github.com/pkg/sftp), or streamed over sessions on hosts without it (FileMethod), written
-// atomically with their mode; host keys verified against
-// known_hosts with trust on first use; sudo for non-root users with the password, when there is
-// one, on stdin only; contexts and timeouts on everything; keepalives to notice dead links.
+// atomically with their mode; host keys verified against known_hosts with trust on first use;
+// sudo for non-root users with the password, when there is one, on stdin only; contexts and
+// timeouts on everything; keepalives to notice dead links.
 package remote
 
 import (
