@@ -75,16 +75,8 @@ func (c *Client) sftpServerMissing(err error) bool {
 	if c.closed() {
 		return false
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), sftpProbeTimeout)
-	defer cancel()
-	go func() {
-		select {
-		case <-c.stop:
-			cancel()
-		case <-ctx.Done():
-		}
-	}()
-	res, rerr := c.Run(ctx, Command("true").WithTimeout(sftpProbeTimeout))
+	// Run also ends when the connection closes.
+	res, rerr := c.Run(context.Background(), Command("true").WithTimeout(sftpProbeTimeout))
 	ok := rerr == nil && res.ExitCode == 0 && !c.closed()
 	if ok {
 		c.debug(fmt.Sprintf("sftp start failed (%v) while commands run: no SFTP server, files go over sessions", err))
