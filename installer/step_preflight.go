@@ -11,10 +11,11 @@ import (
 	"github.com/k3strap/k3strap/preflight"
 )
 
-// preflightStep reads every host's proxy environment and probes the proxy (gatherProxy), then
-// judges the gathered facts and the plans with every preflight check, emits
-// every finding, and keeps the report and its CNI-exclusion verdict for later steps. It fails
-// (KindPreflight) when errors remain after --ignore-preflight-errors, and then (KindInstall)
+// preflightStep says how files reach each host (reportFileMethods), reads every host's proxy
+// environment and probes the proxy (gatherProxy), then judges the gathered facts and the plans
+// with every preflight check, emits every finding, and keeps the report and its CNI-exclusion
+// verdict for later steps. It fails (KindPreflight) when errors remain after
+// --ignore-preflight-errors, and then (KindInstall)
 // when a host's plan could not be built.
 //
 // Reads: hostState.facts, plan, connErr; s.pre.binaryReleases, s.pre.paths. Writes: s.pre.proxy,
@@ -28,6 +29,7 @@ func (preflightStep) Summary() string {
 }
 
 func (preflightStep) Run(ctx context.Context, s *session) error {
+	s.reportFileMethods(ctx)
 	proxy, err := s.gatherProxy(ctx)
 	if err != nil {
 		return err

@@ -8,7 +8,7 @@
 #
 # Usage (as root):
 #   harness.sh deps                  apt-get install debootstrap systemd-container nftables iproute2
-#                                    openssh-client tinyproxy busybox-static when missing
+#                                    openssh-client tinyproxy busybox-static dropbear-bin when missing
 #   harness.sh base                  build $HARNESS_DIR/base once (debootstrap, ~70 s)
 #   harness.sh up N                  N hosts h1..hN, returns when all answer SSH; idempotent; an
 #                                    existing set of another size/topology is torn down first
@@ -187,6 +187,9 @@ cmd_deps() {
   # whose image has no curl or wget.
   command -v tinyproxy >/dev/null || need+=(tinyproxy)
   [ -x /bin/busybox ] || need+=(busybox-static)
+  # Dropbear for the hosts-without-SFTP test (e2e/nosftp_test.go copies it into a host; the
+  # package runs no service on the machine).
+  [ -x /usr/sbin/dropbear ] || need+=(dropbear-bin)
   [ ${#need[@]} -eq 0 ] && return 0
   log "apt-get install ${need[*]}"
   apt-get update -qq

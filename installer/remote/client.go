@@ -1,8 +1,9 @@
 // Package remote is k3strap's SSH transport: one connection per host (golang.org/x/crypto/ssh),
 // reused by every step; commands built with a shell-quoting library; files over SFTP
-// (github.com/pkg/sftp) written atomically with their mode; host keys verified against
-// known_hosts with trust on first use; sudo for non-root users with the password, when there is
-// one, on stdin only; contexts and timeouts on everything; keepalives to notice dead links.
+// (github.com/pkg/sftp), or streamed over sessions on hosts without it (FileMethod), written
+// atomically with their mode; host keys verified against known_hosts with trust on first use;
+// sudo for non-root users with the password, when there is one, on stdin only; contexts and
+// timeouts on everything; keepalives to notice dead links.
 package remote
 
 import (
@@ -105,11 +106,11 @@ func (c Config) addr() string {
 type Stats struct {
 	// Commands is the number of exec channels opened.
 	Commands int64
-	// FileTransfers is the number of files written or read over SFTP.
+	// FileTransfers is the number of files written or read (over SFTP or sessions).
 	FileTransfers int64
 	// SFTPSessions is the number of SFTP subsystem channels opened (at most one per Client).
 	SFTPSessions int64
-	// BytesUploaded is the payload sent over SFTP.
+	// BytesUploaded is the payload of file uploads (over SFTP or sessions).
 	BytesUploaded int64
 }
 
@@ -138,6 +139,9 @@ type Client struct {
 	// lostErr is why the link was found dead (set once, before stop is closed by dead); nil
 	// when the connection was closed on purpose.
 	lostErr atomic.Pointer[error]
+	// quietUntil (unix nanoseconds) holds back new channels after a channel k3strap closed
+	// early on a Dropbear server (dropbear.go).
+	quietUntil atomic.Int64
 }
 
 // keepalive sends keepalive@openssh.com every KeepaliveInterval and closes the connection
@@ -477,6 +481,10 @@ func (c *Client) Stream(ctx context.Context, cmd Cmd, onLine func(string)) error
 const cancelGrace = 2 * time.Second
 
 func (c *Client) run(parent context.Context, cmd Cmd, stream bool, stdout, stderr io.Writer) (int, error) {
+	cmd, ferr := c.fitCommand(parent, cmd)
+	if ferr != nil {
+		return 0, ferr
+	}
 	ctx := parent
 	timeout := commandTimeout(parent, cmd, stream)
 	if timeout > 0 {
@@ -511,6 +519,7 @@ func (c *Client) run(parent context.Context, cmd Cmd, stream bool, stdout, stder
 	}
 	st := make(chan started, 1)
 	go func() {
+		c.waitQuiet(ctx)
 		sess, err := c.conn.NewSession()
 		if err != nil {
 			st <- started{err: err}
@@ -539,10 +548,12 @@ func (c *Client) run(parent context.Context, cmd Cmd, stream bool, stdout, stder
 		}
 		sess = s.sess
 	case <-ctx.Done():
+		c.closedEarly()
 		go func() {
 			if s := <-st; s.sess != nil {
 				_ = s.sess.Signal(ssh.SIGTERM)
 				_ = s.sess.Close()
+				c.closedEarly()
 			}
 			c.release()
 		}()
@@ -567,9 +578,11 @@ func (c *Client) run(parent context.Context, cmd Cmd, stream bool, stdout, stder
 	case <-ctx.Done():
 		// SIGTERM and the channel close are messages to the host; on a dead link they may
 		// wait, so they are sent in the background and the wait for the end is bounded.
+		c.closedEarly() // before the next command can open a channel, and again once sent
 		go func() {
 			_ = sess.Signal(ssh.SIGTERM)
 			_ = sess.Close()
+			c.closedEarly()
 		}()
 		select {
 		case <-waited:

@@ -59,3 +59,14 @@ func commandTimeout(ctx context.Context, cmd Cmd, stream bool) time.Duration {
 func finishTimeout(size int64) time.Duration {
 	return max(DefaultCommandTimeout, time.Duration(2*size/uploadFinishRate)*time.Second+time.Minute)
 }
+
+// sessionUploadMinRate is the slowest average rate k3strap plans for when it streams a file
+// over a session (hosts without SFTP): 32 KiB/s. The stall deadline (Config.StallTimeout)
+// ends a stream that stops moving long before.
+const sessionUploadMinRate = 32 << 10
+
+// transferTimeout is the deadline of a session that streams n bytes to the host:
+// DefaultCommandTimeout, longer for a file that takes longer at sessionUploadMinRate.
+func transferTimeout(n int64) time.Duration {
+	return max(DefaultCommandTimeout, time.Duration(n/sessionUploadMinRate)*time.Second+time.Minute)
+}

@@ -8,12 +8,17 @@ import (
 	"github.com/pkg/sftp"
 )
 
-// Download returns the content of p on the host: over SFTP when the login user is root, else
-// read as root through sudo (SFTP runs as the login user, who cannot read root's 0600 files),
-// within DownloadTimeout.
+// Download returns the content of p on the host: over SFTP when the login user is root and the
+// host offers SFTP, else read as root with cat (through sudo for another login user: SFTP runs
+// as the login user, who cannot read root's 0600 files), within DownloadTimeout.
 // The content may be secret: it is never logged here.
 func (c *Client) Download(ctx context.Context, p string) ([]byte, error) {
 	if !c.isRoot {
+		return c.readFile(ctx, p, DownloadTimeout)
+	}
+	if m, err := c.FileMethod(ctx); err != nil {
+		return nil, err
+	} else if m == FileMethodSession {
 		return c.readFile(ctx, p, DownloadTimeout)
 	}
 	var buf bytes.Buffer

@@ -28,14 +28,18 @@ type sftpStart struct {
 	done chan struct{}
 	sc   *sftp.Client
 	err  error
+	// noSFTP says the host offers no SFTP server (err wraps ErrNoSFTP): remembered for the
+	// connection's lifetime, files then go over sessions (FileMethodSession).
+	noSFTP bool
 }
 
 // sftpClient returns the connection's SFTP session, starting it on first use (and again after
-// a start that failed). It waits at most until ctx is done or the connection closes.
+// a start that failed on the link; a host found without SFTP is not asked again: the error
+// wraps ErrNoSFTP). It waits at most until ctx is done or the connection closes.
 func (c *Client) sftpClient(ctx context.Context) (*sftp.Client, error) {
 	c.sftpMu.Lock()
 	st := c.sftpSt
-	if st == nil || (isClosed(st.done) && st.err != nil) {
+	if st == nil || (isClosed(st.done) && st.err != nil && !st.noSFTP) {
 		if c.closed() {
 			c.sftpMu.Unlock()
 			return nil, &TransportError{Host: c.cfg.Host, Op: "starting SFTP", Err: errClosed}
@@ -64,13 +68,19 @@ func (c *Client) startSFTP(st *sftpStart) {
 		st.err = &TransportError{Host: c.cfg.Host, Op: "starting SFTP", Err: errClosed}
 		return
 	}
+	c.waitQuiet(context.Background())
 	sc, err := sftp.NewClient(c.conn, sftp.UseConcurrentWrites(true))
 	if err != nil {
 		c.release()
-		// A refused subsystem is the host's configuration; anything else (a channel open that
-		// got no proper answer, EOF) is the link, worth a retry after reconnecting.
-		if strings.Contains(err.Error(), "subsystem request failed") && !c.closed() {
-			st.err = fmt.Errorf("%s: starting SFTP (is the sftp subsystem enabled in sshd_config?): %w", c.cfg.Host, err)
+		c.closedEarly()
+		// A refused subsystem is the host's configuration, and so is a channel the host ended
+		// without an SFTP answer while commands still run (Dropbear without sftp-server): the
+		// connection uses sessions for files from now on. Anything else (a channel open that
+		// got no proper answer, EOF on a broken link) is the link, worth a retry after
+		// reconnecting.
+		if !c.closed() && (strings.Contains(err.Error(), "subsystem request failed") || c.sftpServerMissing(err)) {
+			st.noSFTP = true
+			st.err = fmt.Errorf("%s: starting SFTP: %w (%v)", c.cfg.Host, ErrNoSFTP, err)
 		} else {
 			st.err = &TransportError{Host: c.cfg.Host, Op: "starting SFTP", Err: err}
 		}
@@ -146,24 +156,31 @@ func (c *Client) removeQuietly(p string) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), cancelGrace)
 	defer cancel()
+	if c.knownMethod() == FileMethodSession {
+		_, _ = c.Run(ctx, removeCommand(p))
+		return
+	}
 	_ = c.sftpDo(ctx, "removing "+p, func(sc *sftp.Client) error { return sc.Remove(p) })
 }
 
 // installScript moves a staged file into place as root: create the target's directory,
-// install with the mode next to the target, then rename over it (atomic on the target's
-// filesystem), and remove the staged copy.
+// copy it next to the target owned by root with the mode (cp, chown, chmod: BusyBox builds may
+// lack install(1)), then rename over it (atomic on the target's filesystem), and remove the
+// staged copy.
 const installScript = `set -e
 src=$1 dst=$2 mode=$3
 mkdir -p "$(dirname "$dst")"
 tmp="$dst.k3strap-tmp"
-install -m "$mode" -o root -g root "$src" "$tmp" || { rm -f "$tmp"; exit 1; }
+rm -f "$tmp"
+{ cp "$src" "$tmp" && chown root:root "$tmp" && chmod "$mode" "$tmp"; } || { rm -f "$tmp"; exit 1; }
 mv -f "$tmp" "$dst"
 rm -f "$src"`
 
 // WriteFile writes r (size bytes, for progress; 0 if unknown) to path on the host with mode,
 // atomically: readers see the old content or the new one, never a half-written file. Files are
-// owned by root. As root the file goes over SFTP into a temporary name next to path and is
-// renamed over it; otherwise it is staged in /var/tmp and moved into place with sudo. progress
+// owned by root. As root the file goes (over SFTP, or a session on a host without SFTP: see
+// FileMethod) into a temporary name next to path and is renamed over it; otherwise it is
+// staged in /var/tmp as the login user and moved into place with sudo. progress
 // (may be nil) is called with the bytes sent so far. The context cancels the transfer (the
 // temporary file is removed when the link still works; path is untouched). For large files
 // use WriteFileResumable.
@@ -174,22 +191,19 @@ func (c *Client) WriteFile(ctx context.Context, dst string, mode os.FileMode, r 
 	var tmp string
 	dir := path.Dir(dst)
 	if c.isRoot {
-		if err := c.sftpDo(ctx, "creating "+dir, func(sc *sftp.Client) error { return sc.MkdirAll(dir) }); err != nil {
+		if err := c.mkdirAll(ctx, dir); err != nil {
 			return c.explainWrite(ctx, writeNeed{dir: dir, need: size}, err)
 		}
 		tmp = path.Join(dir, "."+path.Base(dst)+".k3strap-"+suffix)
 	} else {
 		tmp = path.Join(StagingDir, ".k3strap-upload-"+suffix)
 	}
-	if _, err := c.send(ctx, tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0, r, progress); err != nil {
+	if _, err := c.send(ctx, tmp, true, 0, size, r, progress); err != nil {
 		c.removeQuietly(tmp)
 		return c.explainWrite(ctx, writeNeed{dir: path.Dir(tmp), need: size}, err)
 	}
 	if c.isRoot {
-		err := c.sftpDo(ctx, "chmod "+dst, func(sc *sftp.Client) error { return sc.Chmod(tmp, mode) })
-		if err == nil {
-			err = c.sftpDo(ctx, "renaming into "+dst, func(sc *sftp.Client) error { return sc.PosixRename(tmp, dst) })
-		}
+		err := c.chmodRename(ctx, tmp, dst, mode)
 		if err != nil {
 			c.removeQuietly(tmp)
 		}
@@ -204,7 +218,8 @@ func (c *Client) WriteFile(ctx context.Context, dst string, mode os.FileMode, r 
 }
 
 // StagingDir is where a login user other than root uploads a file before it is moved into
-// place as root (SFTP runs as the login user).
+// place as root (SFTP, and the session that streams a file on a host without SFTP, run as the
+// login user).
 const StagingDir = "/var/tmp"
 
 // Transfer says what one WriteFileResumable call did.
@@ -251,7 +266,7 @@ mkdir -p "$d"
 tmp="$d/.$b.k3strap-tmp"
 rm -f "$tmp"
 if ! cp "$src" "$tmp"; then rm -f "$tmp"; exit 4; fi
-if ! printf '%s  %s\n' "$sum" "$tmp" | sha256sum -c --quiet --strict - >/dev/null 2>&1; then
+if [ "$(sha256sum < "$tmp" | cut -c1-64)" != "$sum" ]; then
   rm -f "$tmp" "$src"; echo "uploaded file does not match its sha256" >&2; exit 3
 fi
 chown root:root "$tmp"; chmod "$mode" "$tmp"; mv -f "$tmp" "$dst"
@@ -296,23 +311,13 @@ func (c *Client) WriteFileResumable(ctx context.Context, dst string, mode os.Fil
 	need, what := size, ""
 	if c.isRoot {
 		need, what = 2*size, FormatBytes(size)+" uploaded, then copied into place"
-		if err := c.sftpDo(ctx, "creating "+dir, func(sc *sftp.Client) error { return sc.MkdirAll(dir) }); err != nil {
+		if err := c.mkdirAll(ctx, dir); err != nil {
 			return tr, c.explainWrite(ctx, writeNeed{dir: dir, need: need, what: what}, err)
 		}
 	}
 	// held is the size of the partial file the host holds, -1 when there is none: an empty
 	// partial file of an empty content is complete, a missing one still has to be created.
-	held := int64(-1)
-	err := c.sftpDo(ctx, "looking for a partial upload of "+dst, func(sc *sftp.Client) error {
-		fi, err := sc.Stat(part)
-		if errors.Is(err, os.ErrNotExist) {
-			return nil
-		}
-		if err == nil {
-			held = fi.Size()
-		}
-		return err
-	})
+	held, err := c.fileSize(ctx, part)
 	if err != nil {
 		return tr, err
 	}
@@ -332,7 +337,7 @@ func (c *Client) WriteFileResumable(ctx context.Context, dst string, mode os.Fil
 		if _, err := r.Seek(tr.Resumed, io.SeekStart); err != nil {
 			return tr, fmt.Errorf("%s: upload %s: %w", c.cfg.Host, dst, err)
 		}
-		tr.Sent, err = c.send(ctx, part, os.O_WRONLY|os.O_CREATE, tr.Resumed, r, pos)
+		tr.Sent, err = c.send(ctx, part, false, tr.Resumed, size, r, pos)
 		if err != nil {
 			if IsTransient(err) || ctx.Err() != nil {
 				return tr, err // the partial file stays for the next attempt
@@ -420,14 +425,26 @@ func (c *Client) verifiedPrefix(ctx context.Context, part string, held int64, r 
 // at 100 ms round trips, and at most what a link that dies mid-upload costs again on resuming.
 const sendConcurrency = 16
 
-// send writes r into the remote file p (opened with flags, mode 0600 when created) from offset
-// off (the file is truncated there first), and returns the bytes sent. It ends when r is
-// exhausted, ctx is done, the connection closes, or no byte moved for StallTimeout (the link
-// is then declared dead and the connection closed). A write blocked on a dead link is left to
-// end with the connection, never waited for.
-func (c *Client) send(ctx context.Context, p string, flags int, off int64, r io.Reader, progress func(int64)) (int64, error) {
+// send writes r (size bytes in all, from its start; for the deadline of a session stream)
+// into the remote file p (created mode 0600 — exclusively when excl —, else opened) from
+// offset off (the file is truncated there first), over SFTP or a session (FileMethod), and
+// returns the bytes sent. It ends when r is exhausted, ctx is done, the connection closes, or
+// no byte moved for StallTimeout (the link is then declared dead and the connection closed).
+// A write blocked on a dead link is left to end with the connection, never waited for.
+func (c *Client) send(ctx context.Context, p string, excl bool, off, size int64, r io.Reader, progress func(int64)) (int64, error) {
+	m, err := c.FileMethod(ctx)
+	if err != nil {
+		return 0, err
+	}
+	if m == FileMethodSession {
+		return c.sessionSend(ctx, p, excl, off, size, r, progress)
+	}
+	flags := os.O_WRONLY | os.O_CREATE
+	if excl {
+		flags |= os.O_EXCL
+	}
 	var f *sftp.File
-	err := c.sftpDo(ctx, "creating "+p, func(sc *sftp.Client) error {
+	err = c.sftpDo(ctx, "creating "+p, func(sc *sftp.Client) error {
 		var err error
 		if f, err = sc.OpenFile(p, flags); err != nil {
 			return err

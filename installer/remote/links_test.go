@@ -35,6 +35,15 @@ type testServer struct {
 	stalled atomic.Bool
 	// refuseKeys makes the server refuse every key (set before the first connection).
 	refuseKeys bool
+	// noSFTP (set in newTestServerWith's setup) makes the server refuse the sftp subsystem
+	// ("refuse", OpenSSH without the Subsystem line) or accept it and end the channel at once
+	// ("exit", Dropbear whose sftp-server binary is missing).
+	noSFTP string
+	// version (set in the setup too) is the server's version string; maxCmd > 0
+	// ends the connection on an exec command longer than maxCmd bytes (Dropbear: "String too
+	// long").
+	version string
+	maxCmd  int
 	// stallAfter, when > 0, stalls the link once the server has read this many bytes.
 	stallAfter atomic.Int64
 	read       atomic.Int64
@@ -44,6 +53,13 @@ type testServer struct {
 }
 
 func newTestServer(t *testing.T) *testServer {
+	t.Helper()
+	return newTestServerWith(t, nil)
+}
+
+// newTestServerWith is newTestServer with setup (may be nil) applied to the server before it
+// accepts connections (noSFTP, version, maxCmd).
+func newTestServerWith(t *testing.T, setup func(*testServer)) *testServer {
 	t.Helper()
 	_, hostPriv, _ := ed25519.GenerateKey(rand.Reader)
 	hostSigner, err := ssh.NewSignerFromKey(hostPriv)
@@ -72,6 +88,9 @@ func newTestServer(t *testing.T) *testServer {
 		t.Fatal(err)
 	}
 	s.ln = ln
+	if setup != nil {
+		setup(s)
+	}
 	go func() {
 		for {
 			c, err := ln.Accept()
@@ -123,6 +142,11 @@ func (c *stallConn) Write(p []byte) (int, error) {
 }
 
 func (s *testServer) serve(c net.Conn, cfg *ssh.ServerConfig) {
+	if s.version != "" {
+		v := *cfg
+		v.ServerVersion = s.version
+		cfg = &v
+	}
 	_, chans, reqs, err := ssh.NewServerConn(c, cfg)
 	if err != nil {
 		return
@@ -137,11 +161,11 @@ func (s *testServer) serve(c net.Conn, cfg *ssh.ServerConfig) {
 		if err != nil {
 			continue
 		}
-		go s.session(ch, creqs)
+		go s.session(c, ch, creqs)
 	}
 }
 
-func (s *testServer) session(ch ssh.Channel, reqs <-chan *ssh.Request) {
+func (s *testServer) session(c net.Conn, ch ssh.Channel, reqs <-chan *ssh.Request) {
 	defer ch.Close()
 	for req := range reqs {
 		switch req.Type {
@@ -151,6 +175,10 @@ func (s *testServer) session(ch ssh.Channel, reqs <-chan *ssh.Request) {
 				continue
 			}
 			line := string(req.Payload[4:])
+			if s.maxCmd > 0 && len(line) > s.maxCmd {
+				_ = c.Close()
+				return
+			}
 			_ = req.Reply(true, nil)
 			cmd := exec.Command("sh", "-c", line)
 			cmd.Stdin, cmd.Stdout, cmd.Stderr = ch, ch, ch.Stderr()
@@ -167,7 +195,15 @@ func (s *testServer) session(ch ssh.Channel, reqs <-chan *ssh.Request) {
 			_, _ = ch.SendRequest("exit-status", false, st)
 			return
 		case "subsystem":
-			if len(req.Payload) < 4 || string(req.Payload[4:]) != "sftp" {
+			if s.noSFTP == "exit" {
+				_ = req.Reply(true, nil)
+				_, _ = ch.Stderr().Write([]byte("sh: 1: /usr/lib/openssh/sftp-server: not found\n"))
+				st := make([]byte, 4)
+				binary.BigEndian.PutUint32(st, 127)
+				_, _ = ch.SendRequest("exit-status", false, st)
+				return
+			}
+			if len(req.Payload) < 4 || string(req.Payload[4:]) != "sftp" || s.noSFTP == "refuse" {
 				_ = req.Reply(false, nil)
 				continue
 			}
