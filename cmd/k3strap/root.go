@@ -135,6 +135,7 @@ func (a *app) rootCmd() *cobra.Command {
 	root.AddCommand(a.validateCmd(), a.preflightCmd(), a.renderCmd(), a.applyCmd(), a.upgradeCmd(), a.resetCmd(), a.kubeconfigCmd(), a.checkCmd(), a.doctorCmd(), a.versionCmd(), a.initCmd(), a.stepsCmd(),
 		a.backupCmd(), a.restoreCmd(), a.removeNodeCmd(), a.rotateCmd(), a.bundleCmd())
 	root.AddCommand(a.schemaCmd())
+	root.AddCommand(a.timelineCmd()) // timeline.go
 	a.fleetCommands(root) // fleet.go: fleet files, `k3strap fleet`
 	usageArgs(root)
 	describeSteps(root)
