@@ -307,6 +307,7 @@ func buildTimeline(evs []events.Event) timelinePage {
 			page.Table = append(page.Table, tlRowData{Row: r.Label, What: m.Label, Start: "+" + offset(m.Start, t0), Detail: strings.TrimSpace(m.Detail), Failed: m.Failed})
 		}
 	}
+	page.Rows = rows
 	page.Height = y + 20
 	step := tickStep(total)
 	for t := time.Duration(0); t <= total; t += step {

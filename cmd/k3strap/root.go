@@ -136,7 +136,7 @@ func (a *app) rootCmd() *cobra.Command {
 		a.backupCmd(), a.restoreCmd(), a.removeNodeCmd(), a.rotateCmd(), a.bundleCmd())
 	root.AddCommand(a.schemaCmd())
 	root.AddCommand(a.timelineCmd()) // timeline.go
-	a.fleetCommands(root) // fleet.go: fleet files, `k3strap fleet`
+	a.fleetCommands(root)            // fleet.go: fleet files, `k3strap fleet`
 	usageArgs(root)
 	describeSteps(root)
 	return root
