@@ -214,7 +214,7 @@ func TestTimelineFleet(t *testing.T) {
 
 func TestReadEventsErrors(t *testing.T) {
 	for in, want := range map[string]string{
-		"":  "run.jsonl: no events",
+		"": "run.jsonl: no events",
 		`{"v":1,"time":"2026-05-01T09:00:00Z","type":"info"}` + "\n09:00:00 cp1 connect connect: ok K3S_TOKEN=secret\n": "run.jsonl:2: not a k3strap JSON event",
 		`{"v":1}`: "run.jsonl:1: not a k3strap JSON event",
 	} {
@@ -261,4 +261,3 @@ func TestTimelineInChromium(t *testing.T) {
 		_ = os.WriteFile(d, b, 0o644)
 	}
 }
-
