@@ -79,9 +79,12 @@ type tlRow struct {
 	Y            float64
 	Bars, Marks  []tlBar
 	Heading      bool // a site's heading row
-	items        map[string]*tlItem
-	order        []string
-	marks        []tlItem
+	// H is the row's height: taller when its milestone labels need more lanes.
+	H          float64
+	site, host string
+	items      map[string]*tlItem
+	order      []string
+	marks      []tlItem
 }
 
 // tlItem is a bar (start to end) or a mark (At only) before layout.
@@ -121,6 +124,8 @@ const (
 	tlPlotW  = 960.0
 	tlRowH   = 30.0
 	tlTop    = 40.0
+	tlLaneH  = 12.0
+	tlCharW  = 6.0 // width of a character of a milestone label, about, at 10px
 )
 
 // Timeline writes the HTML page of evs (a run's events in emitted order) to w. Errors are w's.
@@ -142,7 +147,11 @@ func buildTimeline(evs []events.Event) timelinePage {
 		if r, ok := byKey[key]; ok {
 			return r
 		}
-		r := &tlRow{Label: label, Title: title, items: map[string]*tlItem{}}
+		site, host, _ := strings.Cut(key, "\x00")
+		if strings.HasPrefix(key, "\x01") {
+			site, host = "", "" // the fleet's and the cluster's rows (key "\x01name")
+		}
+		r := &tlRow{Label: label, Title: title, items: map[string]*tlItem{}, site: site, host: host}
 		byKey[key] = r
 		rows = append(rows, r)
 		return r
@@ -183,7 +192,7 @@ func buildTimeline(evs []events.Event) timelinePage {
 		}
 	}
 	if fleet {
-		row("\x00fleet", "fleet waves", "the fleet's waves")
+		row("\x01fleet", "fleet waves", "the fleet's waves")
 	}
 	for _, e := range evs {
 		if e.Type == events.Debug {
@@ -196,7 +205,7 @@ func buildTimeline(evs []events.Event) timelinePage {
 			}
 			continue
 		case e.Type == events.WaveType && e.Wave != nil:
-			r := row("\x00fleet", "fleet waves", "the fleet's waves")
+			r := row("\x01fleet", "fleet waves", "the fleet's waves")
 			label := fmt.Sprintf("wave %d", e.Wave.Number)
 			if e.Wave.Canary {
 				label += " (canary)"
@@ -220,11 +229,11 @@ func buildTimeline(evs []events.Event) timelinePage {
 		var r *tlRow
 		if e.Host == "" {
 			if e.Site == "" && fleet {
-				r = row("\x00fleet", "fleet waves", "the fleet's waves")
+				r = row("\x01fleet", "fleet waves", "the fleet's waves")
 			} else if e.Site != "" {
 				r = siteRow(row, e.Site, siteWave)
 			} else {
-				r = row("\x00cluster", "cluster", "cluster-wide steps")
+				r = row("\x01cluster", "cluster", "cluster-wide steps")
 			}
 		} else {
 			if e.Site != "" {
@@ -279,10 +288,40 @@ func buildTimeline(evs []events.Event) timelinePage {
 		}
 		page.Subtitle += " — " + verdict
 	}
+	// Rows grouped by site in order of appearance, each group's own rows first, then its hosts
+	// in the summary's (the inventory's) order.
+	rank, siteAt := map[string]int{}, map[string]int{}
+	if summary != nil {
+		for i, h := range summary.Hosts {
+			rank[h.Host] = i + 1
+		}
+	}
+	for i, r := range rows {
+		if _, ok := siteAt[r.site]; !ok {
+			siteAt[r.site] = i
+		}
+	}
+	key := func(r *tlRow) [3]int {
+		if r.host == "" {
+			return [3]int{siteAt[r.site], 0, 0}
+		}
+		return [3]int{siteAt[r.site], 1, rank[r.host]}
+	}
+	slices.SortStableFunc(rows, func(a, b *tlRow) int {
+		ka, kb := key(a), key(b)
+		for i := range ka {
+			if ka[i] != kb[i] {
+				return ka[i] - kb[i]
+			}
+		}
+		return 0
+	})
 	y := tlTop
 	for _, r := range rows {
 		r.Y = y
-		y += tlRowH
+		lanes := markLanes(r.marks, x)
+		r.H = tlRowH + float64(max(0, slices.Max(append(lanes, 0))-1))*tlLaneH
+		y += r.H
 		for _, l := range r.order {
 			it := r.items[l]
 			w := math.Max(x(it.End)-x(it.Start), 3)
@@ -303,7 +342,7 @@ func buildTimeline(evs []events.Event) timelinePage {
 				title += " — " + strings.TrimSpace(m.Detail)
 			}
 			// Labels alternate above and below the row's middle so that close milestones stay legible.
-			r.Marks = append(r.Marks, tlBar{Label: m.Label, Title: title, X: x(m.Start), Y: r.Y + 4 + float64(i%2)*20, Failed: m.Failed})
+			r.Marks = append(r.Marks, tlBar{Label: m.Label, Title: title, X: x(m.Start), Y: r.Y + 2 + float64(lanes[i])*tlLaneH, Failed: m.Failed})
 			page.Table = append(page.Table, tlRowData{Row: r.Label, What: m.Label, Start: "+" + offset(m.Start, t0), Detail: strings.TrimSpace(m.Detail), Failed: m.Failed})
 		}
 	}
@@ -317,6 +356,31 @@ func buildTimeline(evs []events.Event) timelinePage {
 		page.Legend = append(page.Legend, tlBar{Label: s, Class: stageClass(s)})
 	}
 	return page
+}
+
+// markLanes puts each mark's label in the first lane (0, 1, ...) where it does not overlap
+// the previous label, so that milestones seconds apart stay legible.
+func markLanes(marks []tlItem, x func(time.Time) float64) []int {
+	lanes := make([]int, len(marks))
+	var ends []float64 // per lane, where its last label ends
+	for i, m := range marks {
+		start := x(m.Start) - 6
+		lane := 0
+		for lane < len(ends) && ends[lane] > start {
+			lane++
+		}
+		end := x(m.Start) + 8 + float64(len(m.Label))*tlCharW
+		if lane == len(ends) {
+			ends = append(ends, end)
+		} else {
+			ends[lane] = end
+		}
+		lanes[i] = lane + 1
+	}
+	for i := range lanes {
+		lanes[i]-- // 0-based
+	}
+	return lanes
 }
 
 // siteRow returns a fleet site's row (its cluster-wide phases and its result), labelled with
@@ -386,7 +450,7 @@ tr.failed td{color:#d00000;font-weight:600}
 <span><svg width="12" height="12"><path class="okmark" d="M6 0 L12 6 L6 12 L0 6 Z"/></svg> milestone</span>
 <span><svg width="12" height="12"><path class="failmark" d="M6 0 L12 6 L6 12 L0 6 Z"/></svg> failure</span></p>
 <svg xmlns="http://www.w3.org/2000/svg" width="{{.Width}}" height="{{.Height}}" viewBox="0 0 {{.Width}} {{.Height}}" role="img" aria-label="{{.Title}} timeline">
-{{range .Rows}}{{if .Heading}}<rect class="heading" x="0" y="{{.Y}}" width="{{$.Width}}" height="30"/>{{end}}{{end}}
+{{range .Rows}}{{if .Heading}}<rect class="heading" x="0" y="{{.Y}}" width="{{$.Width}}" height="{{.H}}"/>{{end}}{{end}}
 {{range .Ticks}}<line class="grid" x1="{{.X}}" x2="{{.X}}" y1="{{$.AxisY}}" y2="{{$.Height}}"/><text class="axis" x="{{.X}}" y="{{$.AxisY}}" text-anchor="middle">{{.Label}}</text>
 {{end}}
 {{range .Rows}}<g class="row" data-row="{{.Label}}"><title>{{.Title}}</title>

@@ -147,6 +147,15 @@ func TestTimelineRecordedRun(t *testing.T) {
 	if !strings.Contains(html.UnescapeString(page), "<title>cp1 api-ready at +") {
 		t.Error("milestones have no hover title")
 	}
+	// Hosts in the inventory's order (the summary's), the cluster row first.
+	last := strings.Index(page, `data-row="cluster"`)
+	for _, h := range []string{"cp1", "cp2", "cp3", "a1", "a2"} {
+		i := strings.Index(page, `data-row="`+h+`"`)
+		if i < last {
+			t.Errorf("row %s out of the inventory's order", h)
+		}
+		last = i
+	}
 	if n := strings.Count(page, `class="axis"`); n < 3 {
 		t.Errorf("time axis has %d ticks", n)
 	}
