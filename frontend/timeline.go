@@ -251,7 +251,7 @@ func buildTimeline(evs []events.Event) timelinePage {
 				continue
 			}
 			r.marks = append(r.marks, tlItem{Label: e.Milestone.Name, Start: e.Time, Mark: true,
-				Detail: fmt.Sprintf("+%.1fs after the start %s", e.Milestone.Seconds, e.Milestone.Detail)})
+				Detail: fmt.Sprintf("+%.1fs after the start%s", e.Milestone.Seconds, suffix(Sanitize(e.Milestone.Detail)))})
 			if e.Milestone.Name == "node-ready" {
 				r.marks = append(r.marks, tlItem{Label: "Ready", Start: e.Time, Mark: true, Detail: "node Ready"})
 			}

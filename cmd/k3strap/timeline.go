@@ -2,6 +2,8 @@ package main
 
 import (
 	"bytes"
+	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -31,17 +33,19 @@ func (a *app) timelineCmd() *cobra.Command {
 			if a.file == "" {
 				return usageError{fmt.Errorf("timeline needs the run's events: -f events.jsonl (from `k3strap apply -o json > events.jsonl`), or -f - for stdin")}
 			}
-			var in io.Reader = cmd.InOrStdin()
-			name := "stdin"
-			if a.file != "-" {
-				f, err := os.Open(a.file)
-				if err != nil {
-					return usageError{fmt.Errorf("-f: %w", err)}
-				}
-				defer f.Close()
-				in, name = f, a.file
+			// The read yields to Ctrl-C (readAll, input.go): stdin without an end must not hang.
+			name, open := a.file, func() (io.ReadCloser, error) { return os.Open(a.file) }
+			if a.file == stdinPath {
+				name, open = stdinSource, func() (io.ReadCloser, error) { return io.NopCloser(cmd.InOrStdin()), nil }
 			}
-			evs, err := frontend.ReadEvents(in, name)
+			data, err := readAll(a.ctx, name, open)
+			if err != nil {
+				if errors.Is(err, context.Canceled) || errors.As(err, new(usageError)) {
+					return err
+				}
+				return usageError{fmt.Errorf("-f %s: %w", a.file, err)}
+			}
+			evs, err := frontend.ReadEvents(bytes.NewReader(data), name)
 			if err != nil {
 				return usageError{err}
 			}
