@@ -206,12 +206,12 @@ func buildTimeline(evs []events.Event) timelinePage {
 			continue
 		case e.Type == events.WaveType && e.Wave != nil:
 			r := row("\x01fleet", "fleet waves", "the fleet's waves")
-			label := fmt.Sprintf("wave %d", e.Wave.Number)
-			if e.Wave.Canary {
-				label += " (canary)"
+			it := span(r, fmt.Sprintf("wave %d", e.Wave.Number), e)
+			if e.Wave.Canary || strings.HasPrefix(it.Detail, "canary") {
+				it.Detail = "canary: " + strings.Join(e.Wave.Sites, ", ")
+			} else {
+				it.Detail = strings.Join(e.Wave.Sites, ", ")
 			}
-			it := span(r, label, e)
-			it.Detail = strings.Join(e.Wave.Sites, ", ")
 			continue
 		case e.Type == events.SiteResultType && e.SiteResult != nil:
 			r := siteRow(row, e.SiteResult.Site, siteWave)
@@ -221,7 +221,7 @@ func buildTimeline(evs []events.Event) timelinePage {
 					r.items["site"] = it
 					r.order = append(r.order, "site")
 				}
-				it.Detail = string(e.SiteResult.Status) + ": " + e.SiteResult.Message
+				it.Detail = strings.TrimSuffix(string(e.SiteResult.Status)+": "+Sanitize(e.SiteResult.Message), ": ")
 				it.Failed = e.SiteResult.Status == events.SiteFailed || e.SiteResult.Status == events.SiteCancelled
 			}
 			continue

@@ -212,9 +212,15 @@ func TestTimelineFleet(t *testing.T) {
 		t.Fatal(err)
 	}
 	page := buf.String()
+	if d := os.Getenv("K3STRAP_TIMELINE_FLEET"); d != "" { // to look at it
+		_ = os.WriteFile(d, buf.Bytes(), 0o644)
+	}
 	assertPage(t, rec.Events(), page)
 	bars, _ := pageRows(page)
-	for row, stage := range map[string]string{"fleet waves": "wave 1 (canary)", "wave 2 · site store-3": "site", "wave 1 · site store-1": "site"} {
+	if !strings.Contains(page, "fleet waves wave 1: &#43;0s, took 23s — canary: store-1") {
+		t.Error("wave 1 is not one bar from its start to its end, marked canary")
+	}
+	for row, stage := range map[string]string{"fleet waves": "wave 1", "wave 2 · site store-3": "site", "wave 1 · site store-1": "site"} {
 		if !bars[row][stage] {
 			t.Errorf("row %q lacks %q (rows: %v)", row, stage, bars)
 		}
