@@ -22,6 +22,8 @@ all: build
 setup:
 	$(SUDO) bash $(HARNESS) deps
 	@command -v tmux >/dev/null && command -v shellcheck >/dev/null || { $(SUDO) apt-get update -qq && $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq tmux shellcheck >/dev/null; }
+	@# Headless Chromium renders `k3strap timeline` pages in frontend's tests (~2 min to install).
+	@command -v chromium >/dev/null || { $(SUDO) apt-get update -qq && $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; }
 	$(GO) mod download
 	$(SUDO) bash $(HARNESS) base
 

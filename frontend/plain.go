@@ -30,6 +30,10 @@ type Plain struct {
 	Terminal bool
 
 	mu sync.Mutex
+	// uploads tracks each running upload (key: site, host and file) for its progress lines;
+	// hostLine is when a progress line was last printed per site and host.
+	uploads  map[string]*uploadTrack
+	hostLine map[string]time.Time
 }
 
 // Emit writes e.
@@ -39,10 +43,15 @@ func (p *Plain) Emit(e events.Event) {
 	if !Keep(e, p.Verbose, p.Quiet) {
 		return
 	}
-	if e.Type == events.UploadProgress && e.Upload != nil && !(e.Upload.Done || p.Verbose) {
-		return
+	lines := PlainLines(e)
+	if e.Type == events.UploadProgress && e.Upload != nil && len(lines) > 0 {
+		show, tail := p.uploadLine(e)
+		if !show && !p.Verbose {
+			return
+		}
+		lines[0] += tail
 	}
-	for _, l := range PlainLines(e) {
+	for _, l := range lines {
 		fmt.Fprintln(p.W, l)
 	}
 	if e.Type == events.Summary {

@@ -55,6 +55,9 @@ var commandExamples = map[string]string{
   K3STRAP_K3S_TOKEN="$(cat new-token)" k3strap rotate token -f cluster.yaml`,
 	"bundle": `  k3strap bundle -f site.yaml -O site.tar
   sha256sum site.tar`,
+	"timeline": `  k3strap apply -o json > events.jsonl
+  k3strap timeline -f events.jsonl -O run.html
+  k3strap apply -f fleet.yaml -o json | k3strap timeline -f - -O fleet.html`,
 	"schema": `  k3strap schema > cluster.schema.json
   # first line of cluster.yaml:
   # yaml-language-server: $schema=./cluster.schema.json`,

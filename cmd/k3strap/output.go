@@ -30,6 +30,7 @@ var outputFormats = map[string][]string{
 	"version":               {"plain", "json", "yaml"},
 	"schema":                {"json", "yaml", "plain"}, // plain: the JSON document as it is
 	"bundle":                {"plain"},
+	"timeline":              {"plain"}, // an HTML page, to -O or stdout
 	"fleet status":          {"plain", "json"},
 	"completion":            {"plain"},
 	"completion bash":       {"plain"},
