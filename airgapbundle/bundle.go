@@ -1,3 +1,6 @@
+// Copyright The k3strap Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 // Package airgapbundle is the format of an airgap bundle: one tar that carries, for an airgap
 // site, every local artifact an inventory names (K3s binaries, images archives and checksums
 // per architecture, install.sh, k3s-selinux RPMs, CNI/cloud-controller manifests and charts,

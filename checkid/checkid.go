@@ -1,3 +1,6 @@
+// Copyright The k3strap Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 // Package checkid is the one vocabulary of the IDs k3strap's judgements carry: preflight check
 // IDs (kubeadm's contract: stable, matched case-insensitively by --ignore-preflight-errors;
 // docs/preflight.md), doctor finding IDs (docs/doctor.md) and the bring-up supervisor's

@@ -1,3 +1,6 @@
+// Copyright The k3strap Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 // Package diagnose explains why a K3s node did not come up; the bring-up supervisor of
 // `k3strap apply` uses it. It is pure: callers gather the Evidence (the Node object, pods, K3s
 // journal lines, whether subnet.env exists) and get back a Diagnosis naming cause, evidence and

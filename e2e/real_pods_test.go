@@ -1,3 +1,6 @@
+// Copyright The k3strap Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 package e2e
 
 // Pods on the real K3s: the real-lane inventory uploads the stand-in images archive

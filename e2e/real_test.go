@@ -1,3 +1,6 @@
+// Copyright The k3strap Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 package e2e
 
 // The real-K3s lane: tests that run the real K3s binary on the throw-away hosts instead of the

@@ -1,3 +1,6 @@
+// Copyright The k3strap Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 // End-to-end tests: the real k3strap binary against throw-away Linux hosts (systemd-nspawn with
 // systemd as PID 1 and real OpenSSH, each in its own network namespace — e2e/harness), with the
 // K3s SIMULATOR (e2e/k3ssim) installed through the airgap path as /usr/local/bin/k3s, because

@@ -1,3 +1,6 @@
+// Copyright The k3strap Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 // Package events defines what the installer tells its front-ends: typed events (phase started
 // and finished, per-host steps, upload progress, preflight findings, bring-up milestones,
 // warnings, errors with a fix, the final summary). The installer only emits; front-ends (the

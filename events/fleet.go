@@ -1,3 +1,6 @@
+// Copyright The k3strap Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 package events
 
 // Fleet rollouts (docs/fleet.md): every event of a site's run carries the site (Event.Site);

@@ -1,3 +1,6 @@
+// Copyright The k3strap Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 package events
 
 // Phase names a stage of a k3strap command in events: a step of a command's step list (see

@@ -1,3 +1,6 @@
+// Copyright The k3strap Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 package events
 
 import _ "embed" // the JSON Schema of the events

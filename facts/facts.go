@@ -1,3 +1,6 @@
+// Copyright The k3strap Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 // Package facts is what k3strap knows about one host: the structured document that one remote
 // command prints (Script), and its parsed form (Host). The installer runs the script over SSH
 // and preflight judges the parsed facts. Nothing here opens a connection.

@@ -1,3 +1,6 @@
+// Copyright The k3strap Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 // Package firewall reads a host's packet filter — nftables (`nft -j list ruleset`), the
 // iptables-nft and iptables-legacy rules (`iptables-save` text) — into one model, and answers
 // one question about it: what happens to a given packet (Evaluate). k3strap asks it whether

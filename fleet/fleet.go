@@ -1,3 +1,6 @@
+// Copyright The k3strap Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 // Package fleet rolls the per-cluster engine out over many sites: a fleet file (kind Fleet)
 // lists the sites' inventories, the defaults they share and a rollout policy — a canary, then
 // waves by count or percent, ordered or grouped by a site label, so many sites at once, a

@@ -1,3 +1,6 @@
+// Copyright The k3strap Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 // Package frontend renders installer events for people and programs: plain log lines
 // (`HH:MM:SS host phase message`, stable for grepping) and JSON lines (one object per event,
 // schema in events/schema.json). The terminal UI lives in frontend/tui. Front-ends only consume

@@ -1,3 +1,6 @@
+// Copyright The k3strap Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 // Package installer runs k3strap's commands against the hosts of an inventory over SSH. Each
 // command is an ordered list of named steps (commands.go; `k3strap steps` prints them), each
 // step in its own file step_<phase>.go; the engine (engine.go) runs them on a session

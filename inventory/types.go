@@ -1,3 +1,6 @@
+// Copyright The k3strap Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 // Package inventory is the user's model of a cluster: the hosts, their roles, SSH settings,
 // taints, labels, K3s settings, CNI and Rancher options, loaded from one YAML file (with
 // overrides that the command layer applies through LoadOptions.Override) and

@@ -1,3 +1,6 @@
+// Copyright The k3strap Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 // Package k3s holds the facts and rules of K3s as data: the paths on a K3s host and the units
 // (paths.go; ShellVars hands them to remote scripts), node-role labels, taints and the
 // helm-controller's job tolerations (nodes.go), the node-taint syntax (ParseTaint), the

@@ -1,3 +1,6 @@
+// Copyright The k3strap Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 package k3s
 
 // The flag table: the checked-in list of flag names a real K3s accepts, per role, with the kind

@@ -1,3 +1,6 @@
+// Copyright The k3strap Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 package k3s
 
 // Fragments of the log lines K3s v1.36.3 prints that a diagnosis reads, as they appear in the

@@ -1,3 +1,6 @@
+// Copyright The k3strap Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 package k3s
 
 // Milestone is one step of a K3s server's bring-up that the supervisor watches for. The

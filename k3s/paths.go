@@ -1,3 +1,6 @@
+// Copyright The k3strap Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 package k3s
 
 // Paths on a K3s host, as K3s and its install script lay them out (docs/k3s.md "Files",

@@ -1,3 +1,6 @@
+// Copyright The k3strap Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 // Package netcheck judges the hosts' networks the way K3s will use them — the failures of
 // docs/failure-modes.md "Host networks": paths between nodes on the ports K3s needs, host
 // firewalls, NetworkManager and nm-cloud-setup, the node address on multi-homed hosts, path

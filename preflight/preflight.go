@@ -1,3 +1,6 @@
+// Copyright The k3strap Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 // Package preflight judges gathered host facts against the inventory before anything is
 // installed, with kubeadm's contract (docs/preflight.md, kubeadm cmd/kubeadm/app/preflight/checks.go):
 // every check has a stable ID (Port-6443, Swap, CloudController, ...), returns errors and

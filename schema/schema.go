@@ -1,3 +1,6 @@
+// Copyright The k3strap Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 // Package schema holds the JSON Schema of k3strap's inventory (kind Cluster), generated from
 // the Go types of package inventory by `go generate ./schema/` (schema/internal/generator) and
 // checked against them by this package's tests, so it cannot drift. `k3strap schema` prints it;

@@ -1,3 +1,6 @@
+// Copyright The k3strap Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 // Package templates renders every file k3strap puts on a host: K3s's config.yaml, the install
 // script, and (issues 4 and 5) the CNI and Rancher manifests. Files live in an embed.FS; render
 // functions are typed and pure, so golden tests pin their output. Nothing here knows about SSH.

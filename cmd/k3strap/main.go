@@ -1,3 +1,6 @@
+// Copyright The k3strap Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 // Command k3strap bootstraps K3s clusters — and Rancher on them — over SSH from one inventory
 // file: `k3strap apply -f cluster.yaml`.
 package main

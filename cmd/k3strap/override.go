@@ -1,3 +1,6 @@
+// Copyright The k3strap Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 package main
 
 // The override layer: K3STRAP_* environment variables and command-line flags layered over the

@@ -1,3 +1,6 @@
+// Copyright The k3strap Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 // Package harness gives end-to-end tests throw-away Linux hosts on this machine: systemd-nspawn
 // --boot containers over a shared debootstrap'ed Debian 12, each with its own network namespace,
 // address, hostname, machine-id, SSH host keys and a real OpenSSH sshd (see harness.sh in this

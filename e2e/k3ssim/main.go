@@ -1,3 +1,6 @@
+// Copyright The k3strap Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 // Command k3s is the k3strap K3s SIMULATOR — not K3s. It is built into a static binary that
 // the end-to-end tests install on throw-away hosts exactly like an airgap K3s binary
 // (/usr/local/bin/k3s, started by k3s.service / k3s-agent.service) and that behaves like

@@ -1,3 +1,6 @@
+// Copyright The k3strap Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 // Package tui is k3strap's terminal UI (charm.land/bubbletea/v2): the live dashboard of
 // `apply` and `preflight` — one row per host with its phase and a spinner, upload progress
 // bars with their rate, the preflight table coloured by severity with the fix of each

@@ -1,3 +1,6 @@
+// Copyright The k3strap Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 // Package drift compares a node's taints and labels with what the inventory declares and
 // repairs the difference by read-modify-write (docs/failure-modes.md F5): `apply` (the
 // reconcile-nodes step), `check` and `doctor --fix` share it. It talks to the cluster only

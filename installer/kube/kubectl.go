@@ -1,3 +1,6 @@
+// Copyright The k3strap Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 // Package kube reads and writes the cluster through a server's own `k3s kubectl` over SSH
 // (by design: no port but SSH has to be reachable from the workstation) and decodes what it
 // prints into k8s.io/api types.

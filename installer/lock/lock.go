@@ -1,3 +1,6 @@
+// Copyright The k3strap Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 // Package lock is the cluster's run lock on the first server (k3s.PathLock): while it is held
 // and fresh, no other k3strap run changes the cluster. Taking it is one atomic step on the host
 // (lock.sh under flock); a lock not refreshed for TTL, or whose holder provably died on this

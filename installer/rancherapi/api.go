@@ -1,3 +1,6 @@
+// Copyright The k3strap Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 // Package rancherapi talks to an existing Rancher for `apply` with spec.rancher.register
 // (docs/rancher.md): the part of Rancher's v3 API that creates an imported cluster with the agent
 // tolerations a tainted first server needs (F3), the import manifest and what it tolerates.

@@ -1,3 +1,6 @@
+// Copyright The k3strap Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 // Package remote is k3strap's SSH transport: one connection per host (golang.org/x/crypto/ssh),
 // reused by every step; commands built with a shell-quoting library; files over SFTP
 // (github.com/pkg/sftp), or streamed over sessions on hosts without it (FileMethod), written

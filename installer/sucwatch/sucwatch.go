@@ -1,3 +1,6 @@
+// Copyright The k3strap Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 // Package sucwatch follows an upgrade system-upgrade-controller runs (`k3strap upgrade --via
 // suc`, docs/day2.md): what a look at the cluster says about each node's progress through its
 // SUC Plan (Tracker), and why a stalled node is stuck (DiagnoseNode, DiagnoseDrain). The

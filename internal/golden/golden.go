@@ -1,3 +1,6 @@
+// Copyright The k3strap Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 // Package golden compares test output with files under testdata/ (golden files); run the tests
 // with -update to rewrite them after an intended change, then review the diff.
 package golden

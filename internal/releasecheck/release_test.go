@@ -1,3 +1,6 @@
+// Copyright The k3strap Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 // Package releasecheck checks what `make release` (a GoReleaser snapshot, .goreleaser.yaml)
 // made in dist/: every platform's archive and binary, the checksums, the SBOMs, and that the
 // linux/amd64 binary runs. `make release-check` runs it; without K3STRAP_RELEASE_DIST it skips.

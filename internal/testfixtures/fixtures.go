@@ -1,3 +1,6 @@
+// Copyright The k3strap Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 // Package testfixtures finds the real K3s v1.36.3 captures in testdata/real-k3s-v1.36.3 at the
 // repository root, for tests that check parsers and the simulator against them.
 package testfixtures

@@ -1,3 +1,6 @@
+// Copyright The k3strap Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 // Package cni renders the pod network manifests k3strap places in the first server's
 // manifests folder, where K3s's deploy controller applies them (docs/failure-modes.md F2, F3, F4
 // and §3): the standalone flannel DaemonSet, and for Calico the tigera operator (a HelmChart

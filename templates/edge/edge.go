@@ -1,3 +1,6 @@
+// Copyright The k3strap Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 // Package edge renders the files of edge and enterprise hosts: K3s's
 // registries.yaml (with a masked twin for `render` and dry-run) and the example kube-vip
 // manifest. Pure functions over the inventory; secrets come in through a resolver.

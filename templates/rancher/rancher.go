@@ -1,3 +1,6 @@
+// Copyright The k3strap Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 // Package rancher renders the manifests k3strap places in the first server's manifests folder
 // to install Rancher without a local helm (docs/rancher.md): helm.cattle.io/v1 HelmChart
 // objects for cert-manager and rancher (release rancher, namespace cattle-system), applied by

@@ -1,3 +1,6 @@
+// Copyright The k3strap Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 // Package suc renders what `k3strap upgrade --via suc` applies to a cluster: the
 // system-upgrade-controller (SUC) itself from its embedded, unmodified v0.20.1 manifests
 // (manifests/, see SOURCE.md) and the two Plans K3s documents for automated upgrades

@@ -1,3 +1,6 @@
+// Copyright The k3strap Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 // Command mkimages writes a stand-in K3s airgap images archive for the simulator: a real
 // zstd-compressed tar (like k3s-airgap-images-<arch>.tar.zst) holding one file that says it is
 // not a real image bundle. Usage: mkimages OUT.tar.zst

@@ -1,3 +1,6 @@
+// Copyright The k3strap Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 package main
 
 // standinImage is one image of the archive: the exact reference a real K3s v1.36.3+k3s1 uses,

@@ -1,3 +1,6 @@
+// Copyright The k3strap Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 // Command standin-images is a TEST STAND-IN, not part of k3strap and not the real components:
 // the e2e hosts cannot pull container images, so this one static program is every container
 // image a real K3s v1.36.3 cluster needs on them, and it writes those images into a K3s airgap

@@ -1,3 +1,6 @@
+// Copyright The k3strap Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 // Command standin is a TEST STAND-IN, not part of k3strap: the throw-away hosts of the e2e
 // harness have no internet, no curl and no web server, so one binary plays both sides of an
 // online install:

@@ -1,3 +1,6 @@
+// Copyright The k3strap Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 // Command ociimage writes k3strap's OCI image from a release's Linux binaries, offline: no
 // Docker daemon, no base image pulled. `make release` runs it after GoReleaser (whose kos and
 // dockers pipes need a registry or a daemon); it reads dist/artifacts.json and writes

@@ -1,3 +1,6 @@
+// Copyright The k3strap Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 // Command gen writes the inventory's JSON Schema (schema/cluster.schema.json) from the Go types
 // of package inventory; `go generate ./schema/` runs it. Usage: gen -src DIR -o FILE.
 package main

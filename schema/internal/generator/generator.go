@@ -1,3 +1,6 @@
+// Copyright The k3strap Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 // Package generator writes the JSON Schema of the inventory (kind Cluster) from the Go types of
 // package inventory, so that the schema cannot drift from what k3strap decodes: the structure
 // and field names come from reflection over the yaml tags, descriptions from the fields' and

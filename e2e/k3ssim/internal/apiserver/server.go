@@ -1,3 +1,6 @@
+// Copyright The k3strap Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 // Package apiserver serves the simulated server's HTTPS endpoints: the Kubernetes REST paths
 // (/api/v1/..., /apis/GROUP/VERSION/..., discovery, watch, /version, /readyz, /livez) backed by
 // the store with real metav1.Status errors, so client-go or a real kubectl with the written

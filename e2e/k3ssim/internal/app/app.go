@@ -1,3 +1,6 @@
+// Copyright The k3strap Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 // Package app is the simulator's entry point: it dispatches `k3s server`, `k3s agent`,
 // `k3s kubectl` (also when called as kubectl), --version and --help, and runs the
 // simulated server, agent or joining server with its timeline.

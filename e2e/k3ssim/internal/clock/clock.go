@@ -1,3 +1,6 @@
+// Copyright The k3strap Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 // Package clock turns the real K3s timings measured in
 // testdata/real-k3s-v1.36.3 (seconds after process start) into scaled wall-clock
 // waits, so a test can run the whole bring-up in a fraction of the time (knob timeScale).

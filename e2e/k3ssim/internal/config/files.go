@@ -1,3 +1,6 @@
+// Copyright The k3strap Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 // Package config reproduces how K3s v1.36.3 turns its config file, drop-ins, environment and
 // command line into flags (k3s-io/k3s pkg/configfilearg/parser.go, docs/k3s.md "Config
 // file"), and resolves the settings the simulator acts on.

@@ -1,3 +1,6 @@
+// Copyright The k3strap Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 // Package controllers simulates the control-plane loops of a K3s server that the installer
 // observes: the embedded cloud controller (removes node.cloudprovider.kubernetes.io/uninitialized,
 // sets providerID), kube-controller-manager's node IPAM (PodCIDR) and node lifecycle

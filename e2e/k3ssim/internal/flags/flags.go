@@ -1,3 +1,6 @@
+// Copyright The k3strap Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 // Package flags is the simulator's own copy of the K3s v1.36.3 flag table: the flag names a
 // real K3s accepts per role, with the kind of value each takes, read off `k3s server --help`
 // and `k3s agent --help`. It is deliberately independent of k3strap's package k3s, so that

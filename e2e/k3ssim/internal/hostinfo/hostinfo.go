@@ -1,3 +1,6 @@
+// Copyright The k3strap Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 // Package hostinfo reads what a kubelet reports about its host: the node IP (the address of
 // the default route's interface, as K3s picks it when node-ip is not set), hostname, OS image,
 // kernel, CPU, memory and disk capacity. Nothing here needs root.

@@ -1,3 +1,6 @@
+// Copyright The k3strap Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 // Package join is the simulator's version of K3s's supervisor join protocol: a joining
 // agent or server fetches the cluster CA from /cacerts (unauthenticated), checks a K10
 // token's CA hash against it, then authenticates with the token password (HTTP basic auth,

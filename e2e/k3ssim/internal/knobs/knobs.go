@@ -1,3 +1,6 @@
+// Copyright The k3strap Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 // Package knobs reads the simulator's test-only knobs (e2e/k3ssim/README.md, "Knobs"): the YAML file
 // /etc/k3ssim/sim.yaml and, overriding it key by key, the environment variables
 // K3SSIM_<UPPER_SNAKE> (so /etc/default/k3s can set them). Knobs are never read from the

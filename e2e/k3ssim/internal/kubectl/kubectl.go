@@ -1,3 +1,6 @@
+// Copyright The k3strap Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 // Package kubectl is the simulator's `k3s kubectl`: a small kubectl that speaks real
 // Kubernetes REST over HTTPS to the API named in the kubeconfig (KUBECONFIG, --kubeconfig,
 // default /etc/rancher/k3s/k3s.yaml) with its client certificate, printing output and

@@ -1,3 +1,6 @@
+// Copyright The k3strap Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 // Package nodeagent simulates the node side of a K3s process — kubelet, embedded flannel and
 // the embedded network policy controller — for a server's own node (through the store) or an
 // agent's / joined server's node (through the API). Timings are the real K3s v1.36.3 ones of

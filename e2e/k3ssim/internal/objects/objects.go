@@ -1,3 +1,6 @@
+// Copyright The k3strap Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 // Package objects holds helpers shared by the simulator's kubectl and its manifest deployer:
 // splitting multi-document YAML/JSON into objects, and the create-or-update merge that
 // `kubectl apply` performs.

@@ -1,3 +1,6 @@
+// Copyright The k3strap Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 // Package paths maps the absolute host paths the K3s simulator reads and writes to a directory
 // prefix, so tests can run the simulator without root and several instances side by side.
 //

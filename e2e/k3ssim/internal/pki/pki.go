@@ -1,3 +1,6 @@
+// Copyright The k3strap Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 // Package pki creates and loads the certificates, keys, token and kubeconfig a K3s server
 // keeps under <data-dir>/server (docs/k3s.md#files, fixtures token-format.txt and
 // k3s.yaml.redacted). Keys are real ECDSA P-256 keys, as K3s uses.

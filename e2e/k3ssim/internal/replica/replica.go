@@ -1,3 +1,6 @@
+// Copyright The k3strap Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 // Package replica keeps a joined server's copy of the first server's store (SIMULATOR
 // behaviour standing in for the embedded etcd member every K3s server runs; see
 // e2e/k3ssim/README.md "HA"). A Follower reads the first server's replication stream

@@ -1,3 +1,6 @@
+// Copyright The k3strap Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 // Package sched decides where a pod can run the way kube-scheduler's filters and the
 // DaemonSet controller do for the cases the installer cares about: taints and tolerations
 // (NoSchedule/NoExecute, k8s.io/api Toleration.ToleratesTaint), nodeSelector, required node

@@ -1,3 +1,6 @@
+// Copyright The k3strap Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 // Package simlog writes log lines in the two formats a real K3s v1.36.3 writes to stderr
 // (and journald captures): logrus text lines
 //

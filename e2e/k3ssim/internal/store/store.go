@@ -1,3 +1,6 @@
+// Copyright The k3strap Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 // Package store is the simulator's object store: every Kubernetes object the simulated
 // server holds, a global resourceVersion bumped by every write (as etcd/kine do), watch
 // events with a short history, and atomic persistence under <data-dir>/server/db/ so a
