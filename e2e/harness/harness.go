@@ -440,8 +440,8 @@ func (h *Harness) Uplink(ctx context.Context, i int) error { return h.hostCmd(ct
 func (h *Harness) UplinkNet() string { return fmt.Sprintf("10.%d.0", 143+h.inst) }
 
 // IPv6 gives host i an IPv6 address as well (opt-in): IPv6Addr(i) on eth0, the public bridge
-// fd00:123:<instance>::1/64 and a default IPv6 route via it. It stays across Reset and Start;
-// Down removes it with the bridge. The bridge guard (an inet table) keeps IPv6 on the bridge.
+// fd00:123:<instance>::1/64 and a default IPv6 route via it. It stays across Stop and Start;
+// Reset takes it away (the host is back at its first boot), Down too. The bridge guard (an inet table) keeps IPv6 on the bridge.
 func (h *Harness) IPv6(ctx context.Context, i int) error { return h.hostCmd(ctx, "ipv6", i) }
 
 // IPv6Addr is host i's IPv6 address once IPv6 ran: fd00:123:<instance>::<10+i in hex>.

@@ -37,7 +37,7 @@
 #   harness.sh ipv6 i                host i gets an IPv6 address too (opt-in, off by default):
 #                                    PUB6::(10+i)/64 on eth0 (PUB6 = fd00:123:<instance>, a ULA),
 #                                    the bridge PUB6::1/64 and a default IPv6 route via it; kept
-#                                    across reset/start; gone with down (the bridge is deleted)
+#                                    across stop/start; reset takes it away (first boot), down too
 #   harness.sh uplink i              a second cable for host i: wan0 on the uplink bridge
 #                                    (<prefix>br2, 10.(143+k).0.0/24, k = HARNESS_INSTANCE), and host
 #                                    i's default route moved to it (a multi-homed edge host: the
@@ -611,6 +611,7 @@ net_reset() {   # host i gets a fresh network namespace: the kernel state a kill
   # ip netns add is not safe in parallel (resets of several hosts run at once): serialise.
   exec 6>"$SD/.net.lock"; flock 6
   ip netns del "$(hns "$i")" 2>/dev/null || true
+  rm -f "$SD/state/ipv6.h$i"    # IPv6 is opt-in per test: a reset host is back to IPv4 only
   ip link del "$(pubveth "$i")" 2>/dev/null || true
   if [ "$(topology)" = bastion ]; then ip -n "$PRIVNS" link del "$(privveth "$i")" 2>/dev/null || true; fi
   host_net "$i"
