@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"context"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -15,7 +16,8 @@ const ipv6OnlyConfig = "      cluster-cidr: fd00:42::/56\n      service-cidr: fd
 // addresses; SSH, known_hosts and facts go over IPv6) and an IPv6-only cluster: preflight's
 // path check probes over IPv6 and passes. A rule dropping TCP 6443 for IPv6 only (an ip6
 // table: IPv4 still passes) on cp1 is then named — which it can only be if the probe went
-// over IPv6. Simulator lane: nothing is installed.
+// over IPv6. With the hosts then addressed by IPv4, the IPv6-only cluster's probes still go to
+// the IPv6 addresses K3s would give the nodes. Simulator lane: nothing is installed.
 func TestIPv6PathCheck(t *testing.T) {
 	c := newCluster(t, 2)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
@@ -62,5 +64,21 @@ func TestIPv6PathCheck(t *testing.T) {
 		}
 	}
 	t.Logf("finding:\n%s", text)
+	c.probesGone(t)
+
+	// The same IPv6-only cluster with the hosts reached over IPv4: K3s would still give the
+	// nodes their IPv6 addresses (the cluster's family), so that is what the path check probes
+	// and the ip6-only rule is still found.
+	v6cp1 := c.hosts[0].Address
+	for i := range c.hosts {
+		c.hosts[i].Address = c.h.PublicNet() + "." + strconv.Itoa(10+c.hosts[i].Index)
+	}
+	c.writeInventory(netInv, map[string]any{"config": ipv6OnlyConfig})
+	r4 := c.k3strap(2*time.Minute, "preflight")
+	defer r4.dump(t)
+	np = r4.findingsOf("NodePaths")
+	if r4.code != 3 || len(np) != 1 || !strings.Contains(findingText(np[0]), "a1 → cp1 ("+v6cp1+") TCP 6443") {
+		t.Fatalf("IPv4 inventory addresses, IPv6-only cluster: exit %d, NodePaths %v", r4.code, np)
+	}
 	c.probesGone(t)
 }
