@@ -93,10 +93,16 @@ func checkIPFamilies(in *Input) []Finding {
 	}
 	where := configPath(c)
 	var out []Finding
-	if !pods.sameSet(svcs) || pods[0] != svcs[0] {
-		out = append(out, errorf(fs.Name,
-			fmt.Sprintf("give %s and %s the same families in the same order, e.g. cluster-cidr: 10.42.0.0/16,fd00:42::/56 and service-cidr: 10.43.0.0/16,fd00:43::/112 (dual-stack) — decide before the first start: K3s cannot turn an IPv4-only cluster into a dual-stack one", where(fs.Name, "cluster-cidr"), where(fs.Name, "service-cidr")),
+	fix := fmt.Sprintf("give %s and %s the same families in the same order, e.g. cluster-cidr: 10.42.0.0/16,fd00:42::/56 and service-cidr: 10.43.0.0/16,fd00:43::/112 (dual-stack) — decide before the first start: K3s cannot turn an IPv4-only cluster into a dual-stack one", where(fs.Name, "cluster-cidr"), where(fs.Name, "service-cidr"))
+	switch {
+	case !pods.sameSet(svcs):
+		out = append(out, errorf(fs.Name, fix,
 			"cluster-cidr uses %s but service-cidr uses %s: K3s refuses to start with ranges of different IP families", pods, svcs))
+	case pods[0] != svcs[0]:
+		// Kubernetes takes each list's first family as its primary one; different primaries
+		// start, but pods get an address of one family first and Services of the other.
+		out = append(out, warnf(fs.Name, fix,
+			"cluster-cidr lists %s first but service-cidr %s: pods and Services would have different primary IP families", pods[0], svcs[0]))
 	}
 	for i := range c.Spec.Hosts {
 		h := &c.Spec.Hosts[i]

@@ -39,7 +39,7 @@ func TestIPFamilies(t *testing.T) {
 			errW("cp1", "cluster-cidr uses IPv6 but service-cidr uses IPv4"),
 		}},
 		{"primary family differs", input(cidrs("10.42.0.0/16,fd00:42::/56", "fd00:43::/112,10.43.0.0/16"), dualAddrs), []want{
-			errW("cp1", "cluster-cidr uses IPv4 + IPv6 but service-cidr uses IPv6 + IPv4"),
+			warnW("cp1", "cluster-cidr lists IPv4 first but service-cidr IPv6", "different primary IP families"),
 		}},
 		{"node-ip lacks ipv6", input(nodeIP(dual(), "w1", "10.0.0.11"), dualAddrs), []want{
 			errW("w1", "node-ip uses IPv4 but the cluster's cluster-cidr uses IPv4 + IPv6", "must share the same IP version").withFix("spec.hosts[1].k3s.config.node-ip", "IPv4 + IPv6"),
