@@ -100,3 +100,40 @@ func nodeDualStack(t *testing.T, n *corev1.Node, want [2]string, report bool) bo
 	}
 	return ok
 }
+
+// TestRealDualStackAutoNodeIP (real K3s): the same dual-stack cluster without node-ip: K3s
+// picks an address of each family from the default routes' interface itself, which is why
+// preflight IPFamilies only asks such hosts for an address of each family.
+func TestRealDualStackAutoNodeIP(t *testing.T) {
+	c := newRealCluster(t, 2)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	names := []string{"cp1", "a1"}
+	want := map[string][2]string{}
+	for i, h := range c.hosts {
+		if err := c.h.IPv6(ctx, h.Index); err != nil {
+			t.Fatal(err)
+		}
+		want[names[i]] = [2]string{h.Address, c.h.IPv6Addr(h.Index)}
+	}
+	c.writeInventory(netInv, map[string]any{"config": dualStackConfig})
+	r := c.k3strap(10*time.Minute, "apply")
+	defer r.dump(t)
+	if r.code != 0 {
+		t.Fatalf("apply exited %d", r.code)
+	}
+	deadline := time.Now().Add(3 * time.Minute)
+	for _, name := range names {
+		for {
+			var n corev1.Node
+			err := json.Unmarshal([]byte(c.exec(0, "k3s", "kubectl", "get", "node", name, "-o", "json")), &n)
+			if err == nil && nodeDualStack(t, &n, want[name], time.Now().After(deadline)) {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("%s: not Ready with both families by the deadline (%v)", name, err)
+			}
+			time.Sleep(2 * time.Second)
+		}
+	}
+}
