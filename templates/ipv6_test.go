@@ -35,6 +35,22 @@ spec:
 			"cp1": {"tls-san": "fd00:123::10", "cluster-cidr": "fd00:42::/56", "service-cidr": "fd00:43::/112", "flannel-ipv6-masq": "true"},
 			"w1":  {"server": "https://[fd00:123::10]:6443"},
 		}},
+		{"ipv6 api endpoint", `apiVersion: k3strap.io/v1alpha1
+kind: Cluster
+metadata: {name: v6ep}
+spec:
+  k3s:
+    apiEndpoint: {address: "[fd00:123::100]"}
+    config:
+      cluster-cidr: fd00:42::/56
+      service-cidr: fd00:43::/112
+  hosts:
+    - {name: cp1, address: "fd00:123::10", role: server}
+    - {name: w1, address: "fd00:123::11", role: agent}
+`, map[string]map[string]string{
+			"cp1": {"tls-san": "fd00:123::10,fd00:123::100"},
+			"w1":  {"server": "https://[fd00:123::100]:6443"},
+		}},
 		{"dual-stack", `apiVersion: k3strap.io/v1alpha1
 kind: Cluster
 metadata: {name: dual}
