@@ -31,6 +31,7 @@ const (
 	MachineID               = "MachineID"
 	ClockSkew               = "ClockSkew"
 	DefaultRoute            = "DefaultRoute"
+	IPFamilies              = "IPFamilies"
 	SELinux                 = "SELinux"
 	ExistingInstall         = "ExistingInstall"
 	ServerCount             = "ServerCount"

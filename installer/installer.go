@@ -133,6 +133,9 @@ type Installer struct {
 // New returns an Installer for c emitting to sink.
 func New(c *inventory.Cluster, opts Options, sink events.Sink) *Installer {
 	opts.defaults()
+	// --api-address "[fd00::1]" is the same address as "fd00::1": kept bare, as the
+	// inventory's (tls-san needs it bare; the kubeconfig URL adds the brackets once).
+	opts.APIAddress = inventory.NormalizeAddress(opts.APIAddress)
 	if opts.APIAddress != "" && c.APIAddress != opts.APIAddress {
 		cc := *c // the caller's inventory stays as it was
 		cc.APIAddress = opts.APIAddress

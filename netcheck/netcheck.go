@@ -94,8 +94,21 @@ type Node struct {
 	NodeIP         []string
 	FlannelIface   string
 	ResolvConfFlag string
+	// Family is the cluster's primary IP family, 4 or 6: the first cluster-cidr's (K3s picks
+	// the node's address of that family when node-ip is unset; docs/ipv6.md). 0 when unknown:
+	// the inventory address's family is taken.
+	Family int
 	// Running is what a running K3s shows (doctor): nil before install.
 	Running *Running
+}
+
+// primaryV6 reports whether K3s gives the node an IPv6 address first: the cluster's primary
+// family, else the inventory address's.
+func (n *Node) primaryV6() bool {
+	if n.Family != 0 {
+		return n.Family == 6
+	}
+	return n.Address.IsValid() && family(n.Address) == 6
 }
 
 // Running is what K3s did on a node that runs.
@@ -181,7 +194,7 @@ func (n *Node) NodeAddr() (netip.Addr, string) {
 		}
 	}
 	if n.Net != nil {
-		v6 := n.Address.IsValid() && family(n.Address) == 6
+		v6 := n.primaryV6()
 		if r := n.Net.DefaultRoute(familyOf(v6)); r != nil {
 			if a, ok := k3s.DefaultNodeIP(hostInterfaces(n.Net), r.Dev, v6); ok {
 				return a, fmt.Sprintf("the first address of %s, the default route's interface (node-ip unset)", r.Dev)
@@ -216,7 +229,7 @@ func (n *Node) FlannelAddr() (netip.Addr, string, string) {
 		a, _ := n.NodeAddr()
 		return a, "", "the node address"
 	}
-	v6 := n.Address.IsValid() && family(n.Address) == 6
+	v6 := n.primaryV6()
 	def := ""
 	if r := n.Net.DefaultRoute(familyOf(v6)); r != nil {
 		def = r.Dev

@@ -144,6 +144,10 @@ func NetCluster(in *Input) *netcheck.Cluster {
 			nc.ServiceCIDRs = append(nc.ServiceCIDRs, p.Masked())
 		}
 	}
+	family := 4 // K3s's default cluster-cidr is IPv4
+	if len(nc.ClusterCIDRs) > 0 && nc.ClusterCIDRs[0].Addr().Is6() {
+		family = 6
+	}
 	for i := range c.Spec.Hosts {
 		h := &c.Spec.Hosts[i]
 		f := in.Facts[h.Name]
@@ -152,7 +156,7 @@ func NetCluster(in *Input) *netcheck.Cluster {
 		}
 		cfg := c.HostConfig(h)
 		n := netcheck.Node{Name: h.Name, Server: h.Role == inventory.RoleServer, Net: f.Network,
-			NodeIP: cfg.NodeIP, FlannelIface: cfg.FlannelIface, ResolvConfFlag: c.ResolvConf(h)}
+			NodeIP: cfg.NodeIP, FlannelIface: cfg.FlannelIface, ResolvConfFlag: c.ResolvConf(h), Family: family}
 		n.Address, _ = netip.ParseAddr(h.Address)
 		nc.Nodes = append(nc.Nodes, n)
 	}

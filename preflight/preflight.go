@@ -158,6 +158,7 @@ func Checks() []Check {
 		check{id: checkid.MachineID, run: checkMachineID},
 		check{id: checkid.ClockSkew, run: checkClockSkew},
 		check{id: checkid.DefaultRoute, run: checkDefaultRoute},
+		check{id: checkid.IPFamilies, run: checkIPFamilies},
 		check{id: checkid.Proxy, run: checkProxy},
 		check{id: checkid.NoProxy, run: checkNoProxy},
 	)

@@ -21,7 +21,7 @@ import (
 func TestCheckIDs(t *testing.T) {
 	want := []string{"SSH", "Sudo", "OS", "Arch", "InitSystem", "KernelConfig", "CNIKernel", "Cgroups", "Swap",
 		"Port-6443", "Port-10250", "Port-2379", "Port-2380", "Port-8472", "Port-51820", "Port-51821", "Port-179", "Port-4789", "Port-5473",
-		"Mem", "Disk", "UploadSpace", "Hostname", "MachineID", "ClockSkew", "DefaultRoute", "Proxy", "NoProxy",
+		"Mem", "Disk", "UploadSpace", "Hostname", "MachineID", "ClockSkew", "DefaultRoute", "IPFamilies", "Proxy", "NoProxy",
 		"NodePaths", "PathMTU", "NodeAddress", "HostFirewall", "IptablesBackends", "NMCloudSetup", "NetworkManager", "ResolvConf", "SELinux", "ExistingInstall", "ServerCount", "CriticalConfig", "CloudController", "FirstNodeTaints",
 		"RancherAgentTolerations", "RancherVersion", "AirgapRelease"}
 	var got []string

@@ -442,6 +442,14 @@ func (h *Harness) Uplink(ctx context.Context, i int) error { return h.hostCmd(ct
 // host i's wan0 address ends in 10+i.
 func (h *Harness) UplinkNet() string { return fmt.Sprintf("10.%d.0", 143+h.inst) }
 
+// IPv6 gives host i an IPv6 address as well (opt-in): IPv6Addr(i) on eth0, the public bridge
+// fd00:123:<instance>::1/64 and a default IPv6 route via it. It stays across Stop and Start;
+// Reset takes it away (the host is back at its first boot), Down too. The bridge guard (an inet table) keeps IPv6 on the bridge.
+func (h *Harness) IPv6(ctx context.Context, i int) error { return h.hostCmd(ctx, "ipv6", i) }
+
+// IPv6Addr is host i's IPv6 address once IPv6 ran: fd00:123:<instance>::<10+i in hex>.
+func (h *Harness) IPv6Addr(i int) string { return fmt.Sprintf("fd00:123:%d::%x", h.inst, 10+i) }
+
 // MTU sets host i's eth0 MTU: larger packets from the other hosts are dropped without an
 // ICMP, a black hole as on a link with a smaller MTU. Reset sets it back to 1500.
 func (h *Harness) MTU(ctx context.Context, i, mtu int) error {

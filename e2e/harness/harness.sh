@@ -34,6 +34,10 @@
 #   harness.sh nft i ARGS...         run `nft ARGS...` in host i's network namespace (stdin passed on:
 #                                    `nft i -f -` loads a ruleset, e.g. a table that drops a port;
 #                                    the rules are real, the host's own nft sees them)
+#   harness.sh ipv6 i                host i gets an IPv6 address too (opt-in, off by default):
+#                                    PUB6::(10+i)/64 on eth0 (PUB6 = fd00:123:<instance>, a ULA),
+#                                    the bridge PUB6::1/64 and a default IPv6 route via it; kept
+#                                    across stop/start; reset takes it away (first boot), down too
 #   harness.sh uplink i              a second cable for host i: wan0 on the uplink bridge
 #                                    (<prefix>br2, 10.(143+k).0.0/24, k = HARNESS_INSTANCE), and host
 #                                    i's default route moved to it (a multi-homed edge host: the
@@ -142,6 +146,7 @@ PRIVNS=${P}-priv              # namespace holding the private bridge
 PRIVBR=br1
 PUB=10.$((123 + 2 * INST)).0
 PRIV=10.$((124 + 2 * INST)).0
+PUB6=fd00:123:$INST:                # IPv6 public net (opt-in, cmd_ipv6): PUB6:1/64 bridge, PUB6:(10+i) host i
 KEY=$HD/id_ed25519
 SSH_OPTS=(-i "$KEY" -o StrictHostKeyChecking=no -o UserKnownHostsFile=/dev/null -o LogLevel=ERROR
           -o ConnectTimeout=1 -o BatchMode=yes)
@@ -322,6 +327,7 @@ host_net() {   # netns + cable(s) for host i
     ip -n "$n" link set eth0 up
     ip -n "$n" route add default via "$PUB.1"
   fi
+  [ -f "$SD/state/ipv6.h$i" ] && host_ipv6 "$i"
   if [ "$(topology)" = bastion ]; then
     local dev=eth0 a="$PRIV.$((10 + i))"
     [ "$i" = 0 ] && { dev=eth1; a="$PRIV.1"; }
@@ -331,6 +337,22 @@ host_net() {   # netns + cable(s) for host i
     ip -n "$n" link set "$dev" up
     [ "$i" = 0 ] || ip -n "$n" route add default via "$PRIV.1"   # K3s wants a default route
   fi
+}
+
+# host_ipv6 i: host i's IPv6 address on eth0 and its default route (nodad: usable at once; the
+# addresses are unique by construction). The bridge gets PUB6:1 the first time. The guard table
+# is inet, so its forward rules hold for IPv6 as for IPv4: nothing leaves the bridge.
+host_ipv6() {
+  local i=$1 n; n=$(hns "$i")
+  ip addr replace "${PUB6}:1/64" dev "$BR" nodad
+  ip -n "$n" addr replace "${PUB6}:$(printf %x $((10 + i)))/64" dev eth0 nodad
+  ip -n "$n" -6 route replace default via "${PUB6}:1" dev eth0
+}
+cmd_ipv6() {
+  local i=$1
+  ns_exists "$(hns "$i")" || die "h$i: no such host (up first)"
+  mkdir -p "$SD/state"; : > "$SD/state/ipv6.h$i"
+  host_ipv6 "$i"
 }
 
 etc_hosts() {   # /etc/hosts content for host i
@@ -592,6 +614,7 @@ net_reset() {   # host i gets a fresh network namespace: the kernel state a kill
   # ip netns add is not safe in parallel (resets of several hosts run at once): serialise.
   exec 6>"$SD/.net.lock"; flock 6
   ip netns del "$(hns "$i")" 2>/dev/null || true
+  rm -f "$SD/state/ipv6.h$i"    # IPv6 is opt-in per test: a reset host is back to IPv4 only
   ip link del "$(pubveth "$i")" 2>/dev/null || true
   if [ "$(topology)" = bastion ]; then ip -n "$PRIVNS" link del "$(privveth "$i")" 2>/dev/null || true; fi
   host_net "$i"
@@ -898,6 +921,7 @@ case $c in
   kernel-mask) valid_index "${1:-}"; cmd_kernel_mask "$@" ;;
   loss|rate|mtu) [ $# -eq 2 ] || die "usage: $c i VALUE"; valid_index "$1"; "cmd_$c" "$1" "$2" ;;
   uplink) [ $# -eq 1 ] || die "usage: uplink i"; valid_index "$1"; cmd_uplink "$1" ;;
+  ipv6) [ $# -eq 1 ] || die "usage: ipv6 i"; valid_index "$1"; with_lock; cmd_ipv6 "$1" ;;
   nft) [ $# -ge 2 ] || die "usage: nft i ARGS..."; valid_index "$1"; cmd_nft "$@" ;;
   *) sed -n '2,/^set -euo/p' "$0" | sed '$d'; exit 2 ;;
 esac

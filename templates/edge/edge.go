@@ -10,6 +10,7 @@ import (
 	"bytes"
 	_ "embed"
 	"fmt"
+	"net/netip"
 	"path"
 	"sort"
 	"text/template"
@@ -37,7 +38,12 @@ func KubeVIP(e *inventory.APIEndpoint) ([]byte, error) {
 		return nil, err
 	}
 	var buf bytes.Buffer
-	err = t.Execute(&buf, struct{ Address, Interface, Image string }{e.VIP(), e.KubeVIP.Interface, image})
+	// The VIP is a host address: /32 for IPv4, /128 for IPv6 (docs/ipv6.md).
+	cidr := "32"
+	if a, perr := netip.ParseAddr(e.VIP()); perr == nil && a.Unmap().Is6() {
+		cidr = "128"
+	}
+	err = t.Execute(&buf, struct{ Address, Interface, Image, CIDR string }{e.VIP(), e.KubeVIP.Interface, image, cidr})
 	return buf.Bytes(), err
 }
 
