@@ -55,7 +55,9 @@ func (c *testCluster) unitState(i int, unit string) string {
 //     not sent READY yet;
 //   - drift: the taint and label removed with kubectl → `check` exits 6 naming both →
 //     `apply --reconcile-taints` puts both back;
-//   - `reset` leaves no binary, unit, data directory or network interface of K3s behind.
+//   - `reset` leaves no binary, unit, data directory or network interface of K3s behind;
+//   - `k3strap timeline` draws the apply's JSON events as a page that headless Chromium renders
+//     with every host and every milestone reached on it.
 func TestRealApply(t *testing.T) {
 	c := newRealCluster(t, 3)
 	c.writeInventory(realServerAgents, nil)
@@ -95,6 +97,8 @@ func TestRealApply(t *testing.T) {
 			t.Errorf("%s (%.1fs) after %s (%.1fs)", rule[0], at[rule[0]], rule[1], at[rule[1]])
 		}
 	}
+
+	c.timelineInChromium(r, []string{"cp1", "a1", "a2"}, order)
 
 	// The Kubernetes API: every node Ready, a1 with its label and taint, a2 with neither.
 	nodes := c.realNodes(0)
