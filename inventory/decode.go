@@ -174,6 +174,9 @@ func (d *decoder) wholeNumber(path string, n *yaml.Node) bool {
 		return true // typeError reports the list or mapping
 	}
 	switch {
+	case n.ShortTag() == "!!float" && decimalRE.MatchString(n.Value):
+		// digits only, tagged float by the decoder: too large for a 64-bit integer
+		d.add(path, posOf(n), fmt.Sprintf("%s %s is too large for a whole number", path, n.Value), "write a smaller whole number")
 	case n.ShortTag() == "!!float":
 		d.add(path, posOf(n), fmt.Sprintf("%s must be a whole number, not a decimal number", path), "write a whole number without a decimal point")
 	case n.ShortTag() != "!!int":

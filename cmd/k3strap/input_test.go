@@ -282,6 +282,7 @@ func TestBadValuesRefused(t *testing.T) {
 		{"port 0x16", hostWith(", ssh: {port: 0x16}"), false, "spec.hosts[0].ssh.port is not written in decimal"},
 		{"port -1", hostWith(", ssh: {port: -1}"), false, "SSH port -1 is out of range"},
 		{"port 65536", hostWith(", ssh: {port: 65536}"), false, "SSH port 65536 is out of range"},
+		{"port 2^64+", hostWith(", ssh: {port: 99999999999999999999}"), false, "spec.hosts[0].ssh.port 99999999999999999999 is too large for a whole number — fix: write a smaller whole number"},
 		{"port '22'", hostWith(", ssh: {port: '22'}"), false, "spec.hosts[0].ssh.port must be a whole number, not a string"},
 		{"port 1", hostWith(", ssh: {port: 1}"), true, ""},
 		{"port 65535", hostWith(", ssh: {port: 65535}"), true, ""},
