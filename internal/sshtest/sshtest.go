@@ -2,7 +2,8 @@
 // remote.Client (the installer's steps), without root and without hosts: it accepts one
 // generated client key, answers every exec request through the test's Exec function, and
 // Stall makes every connection stop moving bytes in both directions — a dead link (a host that
-// lost power, a cut cable) as the client sees it: keepalives go unanswered.
+// lost power, a cut cable) as the client sees it: keepalives go unanswered; Drop ends every
+// connection from the server's side.
 package sshtest
 
 import (
@@ -110,6 +111,16 @@ func New(t testing.TB, exec Exec) *Server {
 
 // Stall makes every connection, open and future, stop reading and writing until the test ends.
 func (s *Server) Stall() { s.stalled.Store(true) }
+
+// Drop closes every open connection from the server's side (a host that crashed and whose
+// network went away, a reset), as the client sees it: the connection ends.
+func (s *Server) Drop() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, c := range s.conns {
+		_ = c.Close()
+	}
+}
 
 // stallConn stops moving bytes, in both directions, once its server is stalled.
 type stallConn struct {
