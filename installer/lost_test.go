@@ -22,13 +22,14 @@ import (
 // dead after remote.DefaultKeepaliveMax of them unanswered.
 const lostKeepalive = 100 * time.Millisecond
 
-// dialTest connects to srv as root for host hs and gives hs that connection.
-func dialTest(t *testing.T, srv *sshtest.Server, hs *hostState) {
+// dialTest connects to srv as root for host hs, keepalives every keepalive, and gives hs that
+// connection.
+func dialTest(t *testing.T, srv *sshtest.Server, hs *hostState, keepalive time.Duration) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	c, err := remote.Dial(ctx, remote.Config{Host: hs.host.Name, Address: "127.0.0.1", Port: srv.Port, User: "root",
-		KeyPath: srv.KeyPath, InsecureIgnoreHostKey: true, ConnectTimeout: 2 * time.Second, KeepaliveInterval: lostKeepalive})
+		KeyPath: srv.KeyPath, InsecureIgnoreHostKey: true, ConnectTimeout: 2 * time.Second, KeepaliveInterval: keepalive})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -56,14 +57,16 @@ func TestSupervisorEndsWhenTheFirstServerIsLost(t *testing.T) {
 	for _, c := range []struct {
 		name, want string
 		lose       func(*sshtest.Server)
+		keepalive  time.Duration
 	}{
-		{"silent", "keepalives in a row unanswered", (*sshtest.Server).Stall},
-		{"dropped", "the connection was closed by the host or the network", (*sshtest.Server).Drop},
+		{"silent", "keepalives in a row unanswered", (*sshtest.Server).Stall, lostKeepalive},
+		// No keepalive is due: the end of the connection alone must say it.
+		{"dropped", "the connection was closed by the host or the network", (*sshtest.Server).Drop, time.Hour},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			srv := sshtest.New(t, hang)
 			sup, _ := testSupervisor(time.Now())
-			dialTest(t, srv, sup.hs)
+			dialTest(t, srv, sup.hs, c.keepalive)
 			sup.quietAfter = time.Minute
 			sup.s.in.opts.PollInterval = time.Second
 			time.AfterFunc(300*time.Millisecond, func() { c.lose(srv) })
@@ -108,8 +111,8 @@ func TestWaitNodeEndsWhenTheHostIsLost(t *testing.T) {
 	a1 := s.state("a1")
 	a1.facts = &facts.Host{}
 	a1.plan = &plan.HostPlan{Host: a1.host, Service: "k3s-agent"}
-	dialTest(t, first, s.first)
-	dialTest(t, agent, a1)
+	dialTest(t, first, s.first, lostKeepalive)
+	dialTest(t, agent, a1, lostKeepalive)
 	time.AfterFunc(300*time.Millisecond, agent.Stall)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
