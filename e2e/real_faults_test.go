@@ -36,6 +36,11 @@ import (
 //     real K3s binary (preflight's UploadSpace ignored): exit 4 naming the host, the directory,
 //     free and needed space, nothing half-written; once the space is there a plain re-run
 //     converges.
+//
+// Cost per case, measured on a shared 2-core machine (reset included): killed 55–115 s,
+// interrupted 64–80 s, power loss 57–70 s, first server lost 50–62 s, server rebooted
+// 47–75 s (reuses the converged cluster), disk full during upload 25–34 s (resets one host);
+// the whole test 7–8 min.
 func TestRealFaults(t *testing.T) {
 	c := newRealCluster(t, 3)
 	c.writeInventory(realServerAgents, nil)
