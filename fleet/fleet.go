@@ -116,6 +116,9 @@ const (
 	DefaultBatch       = Amount("25%")
 	DefaultConcurrency = 10
 	DefaultSiteTimeout = inventory.Duration(30 * 60 * 1e9) // 30 minutes
+	// MaxConcurrency is the most sites run at once: each holds its hosts' SSH connections
+	// (--concurrency of them), so a larger number only exhausts this machine's sockets.
+	MaxConcurrency = 1000
 )
 
 // CanaryCount returns the canary's size (DefaultCanary when unset).

@@ -103,6 +103,9 @@ func (f *Fleet) validate() inventory.ErrorList {
 	if r.Concurrency < 0 {
 		p.add("spec.rollout.concurrency", false, fmt.Sprintf("rollout.concurrency %d is negative", r.Concurrency), "give how many sites run at once")
 	}
+	if r.Concurrency > MaxConcurrency {
+		p.add("spec.rollout.concurrency", false, fmt.Sprintf("rollout.concurrency %d is more than %d", r.Concurrency, MaxConcurrency), fmt.Sprintf("give how many sites run at once, at most %d", MaxConcurrency))
+	}
 	if r.SiteTimeout < 0 {
 		p.add("spec.rollout.siteTimeout", false, "rollout.siteTimeout is negative", "give a duration such as 30m")
 	}

@@ -5,6 +5,7 @@ package installer
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"maps"
 	"slices"
@@ -37,8 +38,27 @@ func joinFailure(phase events.Phase, failed []string) error {
 }
 
 // joinOne converges a joining host and waits for its node (drained before and uncordoned after
-// when its K3s version changes).
+// when its K3s version changes). A failure of the host (not a cancellation) is reported as the
+// host's error event here, whichever stage it came from (upload, install, start, drain, the
+// wait for its node): the join steps' own error only names the hosts and points here.
 func (s *session) joinOne(ctx context.Context, first, hs *hostState) error {
+	err := s.joinHost(ctx, first, hs)
+	if err == nil || ctx.Err() != nil {
+		// Cancelled (Ctrl-C, or another failure stopped the run): not this host's failure;
+		// the run's own error says why.
+		return err
+	}
+	step, info := "join", events.ErrorInfo{Message: err.Error(), Resume: "re-run `k3strap apply`"}
+	var f *Failure
+	if errors.As(err, &f) {
+		step, info = f.Step, f.Info
+	}
+	s.in.emitter(s.current).Fail(hs.host.Name, step, info)
+	return err
+}
+
+// joinHost is joinOne's work, its failure not yet reported.
+func (s *session) joinHost(ctx context.Context, first, hs *hostState) error {
 	if hs.staged != nil {
 		select {
 		case <-hs.staged:
@@ -70,7 +90,6 @@ func (s *session) joinOne(ctx context.Context, first, hs *hostState) error {
 			return err
 		}
 		hs.setResult(events.StatusFailed, err.Error())
-		s.in.emitter(s.current).Fail(hs.host.Name, "join", events.ErrorInfo{Message: err.Error(), Resume: "re-run `k3strap apply`"})
 		return err
 	}
 	if upgrade {

@@ -5,6 +5,7 @@ package installer
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 
@@ -94,7 +95,11 @@ func (s *session) connect(ctx context.Context, hosts []*hostState) {
 		c, err := s.dial(ctx, hs, cfg)
 		if err != nil {
 			hs.connErr = err
-			em.Step(hs.host.Name, "connect", events.StatusFailed, err.Error())
+			st := events.StatusFailed
+			if errors.Is(err, context.Canceled) {
+				st = events.StatusSkipped // stopped, not failed: the run's error says why
+			}
+			em.Step(hs.host.Name, "connect", st, err.Error())
 			return
 		}
 		hs.setClient(c)
@@ -107,7 +112,18 @@ func (s *session) connect(ctx context.Context, hosts []*hostState) {
 		}
 		em.Step(hs.host.Name, "connect", events.StatusOK, fmt.Sprintf("connected to %s as %s%s", c.Address(), cfg.User, via))
 	})
-	em.Finished(phaseOutcome(hosts, "connected", func(hs *hostState) bool { return hs.connErr == nil && hs.c() != nil }))
+	st, msg := phaseOutcome(hosts, "connected", func(hs *hostState) bool { return hs.connErr == nil && hs.c() != nil })
+	if ctx.Err() != nil && st == events.StatusFailed {
+		// Stopped, not failed: the run's own error says why.
+		n := 0
+		for _, hs := range hosts {
+			if hs.connErr == nil && hs.c() != nil {
+				n++
+			}
+		}
+		st, msg = events.StatusSkipped, fmt.Sprintf("stopped while connecting (%d of %d hosts connected)", n, len(hosts))
+	}
+	em.Finished(st, msg)
 }
 
 // phaseOutcome is the status and message of a phase that did something to every host of

@@ -27,7 +27,10 @@ func (evidenceStep) Run(ctx context.Context, s *session) error {
 	em := s.in.emitter(events.PhaseEvidence)
 	em.Started(fmt.Sprintf("gathering evidence from %d hosts", len(s.hosts)))
 	s.doctorEvidence(ctx, s.hosts)
-	em.Finished(events.StatusOK, "")
+	em.Finished(phaseOutcome(s.hosts, "read", func(hs *hostState) bool {
+		ne := s.doctor.nodes[hs.host.Name]
+		return ne != nil && ne.Err == ""
+	}))
 	return ctx.Err()
 }
 

@@ -46,7 +46,11 @@ func (pathsStep) Run(ctx context.Context, s *session) error {
 	nc := preflight.NetCluster(input)
 	if len(nc.Nodes) < 2 {
 		em.Started("path check")
-		em.Finished(events.StatusOK, "one host: no paths between hosts to test")
+		if len(s.hosts) > 1 {
+			em.Finished(events.StatusSkipped, fmt.Sprintf("%d of %d hosts reachable: no paths between hosts to test", len(nc.Nodes), len(s.hosts)))
+		} else {
+			em.Finished(events.StatusOK, "one host: no paths between hosts to test")
+		}
 		return ctx.Err()
 	}
 	probes := netcheck.PlanProbes(nc)

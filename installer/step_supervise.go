@@ -319,7 +319,14 @@ func (sup *supervisor) run(ctx context.Context, res convergeResult) error {
 		}
 		var lost *hostLost
 		if done, why := lostHost(sup.hs); !errors.As(err, &lost) && done != nil {
-			// The probe may end (its channel closed) before the keepalive names the cause.
+			// The probe may end (its channel closed) a moment before the connection is found
+			// dead and says why: a probe that failed waits that moment.
+			if err != nil {
+				select {
+				case <-done:
+				case <-time.After(min(time.Second, sup.quietAfter)):
+				}
+			}
 			select {
 			case <-done:
 				if l := why(); l != nil {

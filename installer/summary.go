@@ -4,6 +4,8 @@
 package installer
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -24,7 +26,11 @@ func (s *session) summary(start time.Time, err error) {
 		st, msg := hs.status, hs.message
 		hs.mu.Unlock()
 		if st == "" {
-			if hs.connErr != nil {
+			if errors.Is(hs.connErr, context.Canceled) {
+				// Ctrl-C (or another failure) stopped its connect: not the host's failure; the
+				// run's own error says why.
+				st, msg = events.StatusSkipped, "not connected: the run was stopped while connecting"
+			} else if hs.connErr != nil {
 				st, msg = events.StatusFailed, hs.connErr.Error()
 			} else if err != nil {
 				st, msg = events.StatusSkipped, "not reached"

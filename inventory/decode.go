@@ -9,6 +9,7 @@ import (
 	"reflect"
 	"regexp"
 	"strings"
+	"time"
 
 	"github.com/agnivade/levenshtein"
 	"github.com/k3strap/k3strap/k3s"
@@ -94,8 +95,12 @@ func (d *decoder) value(n *yaml.Node, v reflect.Value, path string) {
 		}
 		// Every duration of the file is a timeout: zero or less would give up at once, and
 		// zero would silently read as "the default".
-		if v.Type() == durationType && v.Int() <= 0 {
+		switch {
+		case v.Type() != durationType:
+		case v.Int() <= 0:
 			d.add(path, posOf(n), fmt.Sprintf("%s must be a positive duration", path), "write a duration greater than zero such as 10s, or leave the field out for the default")
+		case time.Duration(v.Int()) > MaxDuration:
+			d.add(path, posOf(n), fmt.Sprintf("%s is longer than %s", path, MaxDuration), "write a shorter duration, or leave the field out for the default")
 		}
 		return
 	}
@@ -177,6 +182,9 @@ func (d *decoder) wholeNumber(path string, n *yaml.Node) bool {
 		return true // typeError reports the list or mapping
 	}
 	switch {
+	case n.ShortTag() == "!!float" && decimalRE.MatchString(n.Value):
+		// digits only, tagged float by the decoder: too large for a 64-bit integer
+		d.add(path, posOf(n), fmt.Sprintf("%s %s is too large for a whole number", path, n.Value), "write a smaller whole number")
 	case n.ShortTag() == "!!float":
 		d.add(path, posOf(n), fmt.Sprintf("%s must be a whole number, not a decimal number", path), "write a whole number without a decimal point")
 	case n.ShortTag() != "!!int":
@@ -201,6 +209,11 @@ type intRange struct {
 	min, max int64
 	what     string
 }
+
+// MaxDuration is the longest duration k3strap takes, in a file or a flag: no wait of a run is
+// meant to last longer than a day, and deadlines computed from much longer ones (a timeout plus
+// a margin) would overflow time.Duration (about 292 years) and expire at once.
+const MaxDuration = 24 * time.Hour
 
 // intFieldRanges is the one table of the ranges of whole-number fields that the decoder checks
 // as it reads them, by field name — where zero, the unset value, would otherwise pass as "use

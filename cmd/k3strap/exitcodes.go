@@ -28,7 +28,7 @@ var exitTable = []exitMeaning{
 	{exitError, installer.KindError, "unexpected error"},
 	{exitInvalid, installer.KindInvalid, "invalid inventory or usage"},
 	{exitPreflight, installer.KindPreflight, "preflight failed"},
-	{exitInstall, installer.KindInstall, "install failed"},
+	{exitInstall, installer.KindInstall, "a host step failed"},
 	{exitBringUp, installer.KindBringUp, "bring-up failed"},
 	{exitDrift, installer.KindDrift, "drift found"},
 	{exitWarnings, installer.KindFindingsWarning, "doctor found warnings"},

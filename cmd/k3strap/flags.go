@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/k3strap/k3strap/inventory"
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 )
@@ -25,11 +26,14 @@ var intFlagRanges = map[string]intRange{
 	"upgrade-batch":      {1, 100},
 }
 
+// maxFlagDuration is the longest duration flag k3strap takes (the rule is inventory's).
+const maxFlagDuration = inventory.MaxDuration
+
 // checkFlagRanges refuses, as a usage error (exit 2) naming the flag, the value and the range,
 // a whole-number flag of cmd outside intFlagRanges and a duration flag that is not positive
 // (every duration k3strap takes is a period, a timeout or a grace: zero or less would spin or
-// give up at once). Every flag is checked, set or not, so a default cannot drift out of range
-// either.
+// give up at once) or is longer than maxFlagDuration. Every flag is checked, set or not, so a
+// default cannot drift out of range either.
 func checkFlagRanges(cmd *cobra.Command) error {
 	var bad error
 	cmd.Flags().VisitAll(func(f *pflag.Flag) {
@@ -55,8 +59,11 @@ func checkFlagRanges(cmd *cobra.Command) error {
 			if err != nil {
 				return
 			}
-			if d <= 0 {
+			switch {
+			case d <= 0:
 				bad = usageError{fmt.Errorf("--%s %s is not a positive duration — fix: give a duration greater than zero, e.g. --%s %s", f.Name, d, f.Name, durationExample(f))}
+			case d > maxFlagDuration:
+				bad = usageError{fmt.Errorf("--%s %s is longer than %s — fix: give a shorter duration, e.g. --%s %s", f.Name, d, maxFlagDuration, f.Name, durationExample(f))}
 			}
 		}
 	})

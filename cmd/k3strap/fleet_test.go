@@ -61,6 +61,13 @@ func TestFleetFlags(t *testing.T) {
 		{[]string{"apply", "-f", path, "--host", "cp1"}, "--host does not go with a fleet file: hosts are per site"},
 		{[]string{"doctor", "-f", path, "--fix"}, "--fix does not go with a fleet file"},
 		{[]string{"apply", "-f", path, "--shard", "3/2"}, "--shard \"3/2\": write I/N"},
+		{[]string{"apply", "-f", path, "--shard", "0/2"}, "--shard \"0/2\": write I/N"},
+		{[]string{"apply", "-f", path, "--shard", "1/0"}, "--shard \"1/0\": write I/N"},
+		{[]string{"apply", "-f", path, "--shard", "-1/2"}, "--shard \"-1/2\": write I/N"},
+		{[]string{"apply", "-f", path, "--shard", "1/99999999999999999999"}, "--shard \"1/99999999999999999999\": write I/N"},
+		{[]string{"apply", "-f", path, "--shard", "a/b"}, "--shard \"a/b\": write I/N"},
+		{[]string{"apply", "-f", path, "--shard", "1/2/3"}, "--shard \"1/2/3\": write I/N"},
+		{[]string{"apply", "-f", path, "--shard", "2"}, "--shard \"2\": write I/N"},
 		{[]string{"apply", "-f", path, "--site", "nope"}, "--site nope: the fleet"},
 		{[]string{"preflight", "-f", filepath.Join(filepath.Dir(path), "sites", "a.yaml"), "--shard", "1/2"}, "--shard is for fleets"},
 	} {
@@ -68,6 +75,43 @@ func TestFleetFlags(t *testing.T) {
 		if code != 2 || !strings.Contains(errs, c.want) {
 			t.Errorf("%v: exit %d, want 2 with %q\n%s%s", c.args, code, c.want, out, errs)
 		}
+	}
+}
+
+// TestFleetRolloutBounds: every number of a fleet's rollout at its bounds — refused outside
+// them with exit 2 naming the field, accepted at them — before anything connects.
+func TestFleetRolloutBounds(t *testing.T) {
+	port, dials := sshTrap(t)
+	for _, c := range []struct {
+		rollout, want string // want "" = valid
+	}{
+		{"canary: -1", "rollout.canary -1 is negative"},
+		{"canary: 0", ""},
+		{"canary: 1.5", "spec.rollout.canary must be a whole number, not a decimal number"},
+		{"canary: 99999999999999999999", "spec.rollout.canary 99999999999999999999 is too large for a whole number"},
+		{"batch: 0", "rollout.batch must be at least one site"},
+		{"batch: 101%", "rollout.batch \"101%\" is not a percentage from 0% to 100%"},
+		{"batch: 100%", ""},
+		{"concurrency: -1", "rollout.concurrency -1 is negative"},
+		{"concurrency: 1001", "rollout.concurrency 1001 is more than 1000"},
+		{"concurrency: 1000", ""},
+		{"siteTimeout: 0s", "spec.rollout.siteTimeout must be a positive duration"},
+		{"siteTimeout: 25h", "spec.rollout.siteTimeout is longer than 24h0m0s"},
+		{"siteTimeout: 24h", ""},
+		{"maxFailedSites: -1", "rollout.maxFailedSites \"-1\" is neither a number of sites nor a percentage"},
+		{"maxFailedSites: 101%", "is not a percentage from 0% to 100%"},
+	} {
+		path := fleetDir(t, port, "  rollout: {"+c.rollout+"}\n")
+		code, out, errs := runArgs("validate", "-f", path)
+		switch {
+		case c.want == "" && code != 0:
+			t.Errorf("%s: exit %d, want valid\n%s%s", c.rollout, code, out, errs)
+		case c.want != "" && (code != 2 || !strings.Contains(errs, c.want)):
+			t.Errorf("%s: exit %d, want 2 with %q\n%s%s", c.rollout, code, c.want, out, errs)
+		}
+	}
+	if dials.Load() != 0 {
+		t.Errorf("validate connected %d times", dials.Load())
 	}
 }
 

@@ -222,6 +222,11 @@ func applyOverrides(c *inventory.Cluster, v *viper.Viper) inventory.ErrorList {
 				ok = false
 				break
 			}
+			if d > inventory.MaxDuration {
+				bad(k, raw, "at most "+inventory.MaxDuration.String(), "write a shorter duration such as 10s or 1m30s")
+				ok = false
+				break
+			}
 			c.Spec.SSH.ConnectTimeout = inventory.Duration(d)
 		case OverrideSSHCertificate:
 			c.Spec.SSH.CertificatePath = cwdPath(raw)

@@ -152,6 +152,20 @@ type Client struct {
 // arrived from the host (a busy but slow link, such as an upload under packet loss, is alive
 // as long as the host keeps acknowledging).
 func (c *Client) keepalive() {
+	// A connection the host or the network ended (the host's kernel reset it, its network
+	// namespace went away with a crash, a firewall cut it) is found dead at once, not at the
+	// next keepalive: what waits on the host then says why.
+	go func() {
+		err := c.conn.Wait()
+		select {
+		case <-c.stop: // closed on purpose
+		default:
+			if err == nil {
+				err = io.EOF
+			}
+			c.dead(fmt.Errorf("the connection was closed by the host or the network: %w", err))
+		}
+	}()
 	t := time.NewTicker(c.cfg.KeepaliveInterval)
 	defer t.Stop()
 	missed := 0
@@ -211,8 +225,8 @@ func (c *Client) closedCause() error {
 func (c *Client) Done() <-chan struct{} { return c.stop }
 
 // Lost returns why the connection's link was found dead — keepalives unanswered for
-// KeepaliveInterval × DefaultKeepaliveMax, a failed keepalive request, an upload that stalled
-// — or nil while the connection is open or when it was closed on purpose.
+// KeepaliveInterval × DefaultKeepaliveMax, a failed keepalive request, an upload that stalled,
+// the connection ended by the host or the network — or nil while the connection is open or when it was closed on purpose.
 func (c *Client) Lost() error {
 	if p := c.lostErr.Load(); p != nil {
 		return *p
