@@ -1,6 +1,6 @@
 # shellcheck shell=sh
 # shellcheck disable=SC2153 # the K3S_* paths are set before this body (k3s.ShellVars)
-# k3strap facts gatherer (document format 1). Parsed by facts.Parse; see format.go.
+# k3strap facts gatherer (document format 1). Parsed by facts.Parse; see parse.go.
 #
 # Runs as the SSH login user under any POSIX sh (dash, busybox ash, bash) with what a minimal
 # Debian, Alpine or RHEL host has. It prints ONE document on stdout:
