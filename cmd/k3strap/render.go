@@ -69,17 +69,25 @@ func (a *app) renderCmd() *cobra.Command {
 	return cmd
 }
 
+// renderArches returns the architectures a host's plan is rendered for: the one plan ("") of an
+// online install, or each architecture spec.k3s.airgap provides, sorted (an airgap host's
+// artifacts depend on its architecture, which only facts reveal).
+func renderArches(c *inventory.Cluster) []string {
+	if c.Spec.K3s.Install != inventory.Airgap {
+		return []string{""}
+	}
+	arches := make([]string, 0, len(c.Spec.K3s.Airgap))
+	for arch := range c.Spec.K3s.Airgap {
+		arches = append(arches, arch)
+	}
+	sort.Strings(arches)
+	return arches
+}
+
 // renderHost prints one host's plan. Airgap artifacts depend on the host's architecture,
 // which only facts reveal: the plan is shown for each architecture the inventory provides.
 func (a *app) renderHost(pl *plan.Planner, c *inventory.Cluster, h *inventory.Host) error {
-	arches := []string{""}
-	if c.Spec.K3s.Install == inventory.Airgap {
-		arches = arches[:0]
-		for arch := range c.Spec.K3s.Airgap {
-			arches = append(arches, arch)
-		}
-		sort.Strings(arches)
-	}
+	arches := renderArches(c)
 	w := a.stdout
 	for i, arch := range arches {
 		p, err := pl.Plan(h, arch)
@@ -172,14 +180,7 @@ type renderFile struct {
 // renderDocument builds one host's renderDoc (the plan for each architecture the inventory
 // provides, as renderHost shows it).
 func renderDocument(pl *plan.Planner, c *inventory.Cluster, h *inventory.Host) (renderDoc, error) {
-	arches := []string{""}
-	if c.Spec.K3s.Install == inventory.Airgap {
-		arches = arches[:0]
-		for arch := range c.Spec.K3s.Airgap {
-			arches = append(arches, arch)
-		}
-		sort.Strings(arches)
-	}
+	arches := renderArches(c)
 	d := renderDoc{Host: h.Name, Address: h.Address, Role: string(h.Role), Files: []renderFile{}}
 	for i, arch := range arches {
 		p, err := pl.Plan(h, arch)
