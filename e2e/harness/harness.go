@@ -17,6 +17,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/netip"
 	"os"
 	"os/exec"
 	"os/signal"
@@ -447,8 +448,12 @@ func (h *Harness) UplinkNet() string { return fmt.Sprintf("10.%d.0", 143+h.inst)
 // Reset takes it away (the host is back at its first boot), Down too. The bridge guard (an inet table) keeps IPv6 on the bridge.
 func (h *Harness) IPv6(ctx context.Context, i int) error { return h.hostCmd(ctx, "ipv6", i) }
 
-// IPv6Addr is host i's IPv6 address once IPv6 ran: fd00:123:<instance>::<10+i in hex>.
-func (h *Harness) IPv6Addr(i int) string { return fmt.Sprintf("fd00:123:%d::%x", h.inst, 10+i) }
+// IPv6Addr is host i's IPv6 address once IPv6 ran: fd00:123:<instance>::<10+i in hex>, in
+// its canonical text form (RFC 5952: instance 0 gives fd00:123::b, not fd00:123:0::b), which is
+// how k3strap and the kernel print it.
+func (h *Harness) IPv6Addr(i int) string {
+	return netip.MustParseAddr(fmt.Sprintf("fd00:123:%d::%x", h.inst, 10+i)).String()
+}
 
 // MTU sets host i's eth0 MTU: larger packets from the other hosts are dropped without an
 // ICMP, a black hole as on a link with a smaller MTU. Reset sets it back to 1500.

@@ -731,8 +731,15 @@ cmd_regen_hostkey() {
 }
 
 host_exec() {   # run argv inside host i (all its namespaces, its root and cwd /)
-  local i=$1 l; shift
-  l=$(leader "$i") || die "h$i is not running"
+  local i=$1 l n=0; shift
+  # Right after a boot the process found may be gone a moment later (nspawn's start-up):
+  # look again until its namespaces are there (at most 10 s).
+  while :; do
+    l=$(leader "$i") || die "h$i is not running"
+    [ -e "/proc/$l/ns/cgroup" ] && [ "$(cat "/proc/$l/comm" 2>/dev/null)" = systemd ] && break
+    n=$((n + 1)); [ "$n" -lt 40 ] || die "h$i: its systemd ($l) keeps going away"
+    sleep 0.25
+  done
   nsenter -t "$l" -m -u -i -n -p -C -r -w \
     env -i PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin HOME=/root \
       USER=root LOGNAME=root TERM=dumb LANG=C.UTF-8 "$@"

@@ -538,6 +538,13 @@ func (c *Client) run(parent context.Context, cmd Cmd, stream bool, stdout, stder
 	go func() {
 		c.waitQuiet(ctx)
 		sess, err := c.conn.NewSession()
+		// Dropbear may refuse a channel opened while one k3strap ends is still closing (the
+		// open answers EOF, the connection lives on; dropbear.go): held back and tried again.
+		for try := 0; err != nil && errors.Is(err, io.EOF) && c.limitsCommands() && !c.closed() && ctx.Err() == nil && try < 2; try++ {
+			c.closedEarly()
+			c.waitQuiet(ctx)
+			sess, err = c.conn.NewSession()
+		}
 		if err != nil {
 			st <- started{err: err}
 			return
