@@ -12,7 +12,7 @@ import (
 	"github.com/k3strap/k3strap/k3s"
 )
 
-// A dry-run a script can use (issue 31): on an installed server, `apply --dry-run
+// A dry-run a script can use (docs/output.md): on an installed server, `apply --dry-run
 // --detailed-exitcode` exits 0 with nothing pending; after a config change it exits 9, the JSON
 // lines carry each change as data — config.yaml with the host's current sha256 (read here with
 // sha256sum) and the new one, the restart of k3s — per host in the summary too, whose next line

@@ -38,7 +38,7 @@ func applySteps(t *testing.T, c *testCluster) []string {
 // image each time: the run exits 130 within 5 s — or 0 when the steps left after the signal's
 // step were done before it was handled (kubeconfig and after: each takes milliseconds here) —,
 // and a plain re-run with --timeout 10m converges (exit 0, every node Ready: the joins wait for
-// it) without waiting out any timeout (within 2 min). Issue 26: a re-run after an interruption
+// it) without waiting out any timeout (within 2 min). docs/failure-modes.md "Faults during a run": a re-run after an interruption
 // during supervise waited out --timeout for a server that was up.
 func TestInterruptEveryApplyStep(t *testing.T) {
 	c := newCluster(t, 2)

@@ -17,7 +17,7 @@ import (
 )
 
 // TestRealFaults (real K3s): the supervisor and the joins under faults, on one 1 server + 2
-// agents cluster whose hosts are reset to the base image between the cases (issue 26):
+// agents cluster whose hosts are reset to the base image between the cases (docs/failure-modes.md "Faults during a run"):
 //   - killed: the first server's K3s gets SIGKILL once while the agents join (systemd restarts
 //     it 5 s later): the run says so, rides it out (exit 0) and every node is Ready;
 //   - interrupted: Ctrl-C (SIGINT) once the first server's API answers: exit 130 within 5 s,

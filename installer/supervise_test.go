@@ -249,7 +249,7 @@ func messages(rec *events.Recorder, typ events.Type) []string {
 // A re-run that finds K3s running (an earlier run started it, then was interrupted; or systemd
 // restarted it after a SIGKILL) judges what the host shows now: the current process's
 // milestones as they come, not "since this run" — it is done as soon as the server is up,
-// not at the timeout (issue 26: the re-run waited out --timeout for a server that was up).
+// not at the timeout (docs/failure-modes.md "Faults during a run": a re-run once waited out --timeout for a server that was up).
 func TestSupervisorResumesAServerStartedBefore(t *testing.T) {
 	now := time.Now().Truncate(time.Second)
 	sup, rec := testSupervisor(time.Time{})

@@ -31,7 +31,7 @@ const StallGrace = 60 * time.Second
 // process is watched like any start. A crash loop is the unit exiting again and again:
 // CrashLoopRestarts restarts within CrashLoopWindow, or systemd having given up (`failed`).
 // Seen on the real K3s v1.36.3: one SIGKILL while agents joined gave NRestarts=1 and a server
-// up 17 s later (issue 26); a read-only sysctl made K3s exit within a second of every start
+// up 17 s later (docs/failure-modes.md "Faults during a run"); a read-only sysctl made K3s exit within a second of every start
 // (testdata/real-k3s-v1.36.3/journal-crashloop-readonly-sysctl.txt), two restarts in ~15 s.
 const (
 	CrashLoopRestarts = 2

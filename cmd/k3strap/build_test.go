@@ -55,7 +55,7 @@ func goBuildIn(t *testing.T, dir, goos, goarch string, extra ...string) string {
 }
 
 // TestCrossCompile: ./cmd/k3strap builds for the workstations k3strap runs on besides Linux —
-// Windows and macOS (issue 31: fleet's state file once used a Unix-only call) — and what is
+// Windows and macOS (fleet's state file once used a Unix-only call; docs/release.md) — and what is
 // built is an executable of that platform and CPU.
 func TestCrossCompile(t *testing.T) {
 	if testing.Short() {

@@ -18,7 +18,7 @@ import (
 	"github.com/k3strap/k3strap/installer"
 )
 
-// The tests of issue 31's CLI conventions: the default inventory, environment names, -o on
+// The tests of the CLI conventions (docs/output.md, README "Commands"): the default inventory, environment names, -o on
 // every command, examples and man pages, dynamic completion.
 
 func testRoot() *cobra.Command {

@@ -20,7 +20,7 @@ import (
 	"github.com/spf13/cobra"
 )
 
-// The tests of issue 26's input classes: every local input read once and cancellable, secrets
+// The tests of the input rules (README "Inventory reference"): every local input read once and cancellable, secrets
 // in mistaken files never echoed, bad values refused at load (exit 2 naming file:line:column
 // and the fix), names with control characters never reaching the terminal raw, and the words
 // for a fleet file given to a one-cluster command.

@@ -26,7 +26,7 @@ const (
 	// FileMethodSession streams the content over SSH exec sessions (`cat >>` into the partial
 	// file, `cat` to read) and does the file operations with POSIX sh commands: for hosts
 	// without an SFTP subsystem — Dropbear or BusyBox images without sftp-server, OpenSSH
-	// with the `Subsystem sftp` line removed by hardening (issue 28). Uploads stay resumable,
+	// with the `Subsystem sftp` line removed by hardening (README "Edge and enterprise hosts"). Uploads stay resumable,
 	// checksummed on the host (sha256sum, coreutils or BusyBox) and renamed into place.
 	FileMethodSession FileMethod = "session"
 )

@@ -33,7 +33,7 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/mutate"
 )
 
-// platforms are the targets the release promises (README "Install"; issue 31), as
+// platforms are the targets the release promises (README "Install"; docs/release.md), as
 // GOOS/GOARCH[/GOARM].
 var platforms = []string{"linux/amd64", "linux/arm64", "linux/arm/7", "darwin/amd64", "darwin/arm64", "windows/amd64"}
 
