@@ -58,20 +58,7 @@ func TestRealDualStack(t *testing.T) {
 	}
 	t.Logf("dual-stack apply, 1 server + 1 agent: %s", time.Since(start).Round(time.Second))
 
-	deadline := time.Now().Add(3 * time.Minute)
-	for _, name := range names {
-		for {
-			var n corev1.Node
-			err := json.Unmarshal([]byte(c.exec(0, "k3s", "kubectl", "get", "node", name, "-o", "json")), &n)
-			if err == nil && nodeDualStack(t, &n, want[name], time.Now().After(deadline)) {
-				break
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("%s: not Ready with both families by the deadline (%v)", name, err)
-			}
-			time.Sleep(2 * time.Second)
-		}
-	}
+	c.waitDualStack(t, names, want)
 }
 
 // nodeDualStack reports whether n is Ready with a PodCIDR of each family and InternalIPs
@@ -125,6 +112,13 @@ func TestRealDualStackAutoNodeIP(t *testing.T) {
 	if r.code != 0 {
 		t.Fatalf("apply exited %d", r.code)
 	}
+	c.waitDualStack(t, names, want)
+}
+
+// waitDualStack waits (at most 3 minutes) until every node in names is Ready with the PodCIDR
+// and InternalIP pair want gives it (nodeDualStack), read through the first server's kubectl.
+func (c *testCluster) waitDualStack(t *testing.T, names []string, want map[string][2]string) {
+	t.Helper()
 	deadline := time.Now().Add(3 * time.Minute)
 	for _, name := range names {
 		for {
