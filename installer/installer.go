@@ -13,6 +13,7 @@
 package installer
 
 import (
+	"context"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -61,6 +62,13 @@ type Options struct {
 	// KeepaliveInterval is the SSH keepalive period; a link is declared dead after 3 missed
 	// (default 10 s).
 	KeepaliveInterval time.Duration
+	// HostTranscripts, when set, is a directory where each host's exchanges through the host
+	// seam are recorded as <host>.jsonl (installer/remote/transcript; secrets masked), for
+	// replay tests (docs/development.md, "Host transcripts").
+	HostTranscripts string
+	// Connect, when set, replaces dialling a host over SSH once its connection settings are
+	// known: unit tests hand each host a transcript replay. It must return a Host or an error.
+	Connect func(ctx context.Context, host *inventory.Host) (remote.Host, error)
 	// SSHConfig is the OpenSSH client config consulted for what the inventory leaves unset
 	// ("" = ~/.ssh/config, "none" = none).
 	SSHConfig string
