@@ -115,7 +115,9 @@ func TestReplayScenarios(t *testing.T) {
 			}
 			return nil
 		}, check: func(t *testing.T, o outcome) { noErr(t, o.err, o.r) }},
-		{name: "sim-remove-node", tier: "two", run: func(ctx context.Context, in *Installer, _ *replayRun) error { return in.RemoveNodes(ctx, []string{"w2"}) },
+		{name: "sim-remove-node", tier: "two", run: func(ctx context.Context, in *Installer, _ *replayRun) error {
+			return in.RemoveNodes(ctx, []string{"w2"})
+		},
 			check: func(t *testing.T, o outcome) { noErr(t, o.err, o.r) }},
 		{name: "sim-reset", tier: "two", run: func(ctx context.Context, in *Installer, _ *replayRun) error { return in.Reset(ctx) },
 			check: func(t *testing.T, o outcome) {

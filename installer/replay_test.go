@@ -237,7 +237,6 @@ func (r *replayRun) unanswered() []string {
 	return out
 }
 
-
 // log is the run's events, one per line, for failure messages.
 func (r *replayRun) log() string {
 	r.mu.Lock()

@@ -35,12 +35,12 @@ type Replay struct {
 	unanswered []string
 	// repeated counts polls answered again with their last answer.
 	repeated int
-	written    map[string][]byte
-	commands   int
-	done       chan struct{}
-	lost       error
+	written  map[string][]byte
+	commands int
+	done     chan struct{}
+	lost     error
 	// Secrets answers reads of files recorded as secret (nil: k3s.Masked as the content).
-	Secrets func(path string) []byte
+	Secrets  func(path string) []byte
 	recorded time.Time
 	shift    time.Duration
 	// Speed divides the recorded pace of streamed lines (0 or 1: as recorded).
