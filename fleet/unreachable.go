@@ -252,9 +252,12 @@ type contactTracker struct {
 func newContactTracker(action string, now func() time.Time) *contactTracker {
 	t := &contactTracker{now: now, changing: map[events.Phase]bool{},
 		c: Contact{Offline: map[string]error{}, Refused: map[string]error{}, Reached: map[string]time.Time{}}}
-	for _, st := range installer.Steps(action) {
-		if st.Changes {
-			t.changing[st.Phase] = true
+	// Every variant's steps (upgrade --via suc changes the cluster from its suc-deploy step).
+	for _, v := range installer.Variants(action) {
+		for _, st := range installer.Steps(v) {
+			if st.Changes {
+				t.changing[st.Phase] = true
+			}
 		}
 	}
 	return t

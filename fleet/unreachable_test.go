@@ -302,3 +302,27 @@ func TestUnreachableDoc(t *testing.T) {
 		t.Error("docs/fleet.md does not document rollout.unreachable (its fields, exit 10, fleet status's REACHED)")
 	}
 }
+
+// TestContactTrackerChanging: the first step that changes the site is noted from the events
+// (apply's lock; upgrade --via suc's suc-deploy), read-only steps are not.
+func TestContactTrackerChanging(t *testing.T) {
+	for _, c := range []struct {
+		action string
+		phases []events.Phase
+		want   events.Phase
+	}{
+		{"apply", []events.Phase{events.PhaseConnect, events.PhaseFacts, events.PhasePlan, events.PhasePaths, events.PhasePreflight}, ""},
+		{"apply", []events.Phase{events.PhaseConnect, events.PhasePreflight, events.PhaseLock, events.PhaseFirstServer}, events.PhaseLock},
+		{"upgrade", []events.Phase{events.PhaseConnect, events.PhaseSUCDeploy}, events.PhaseSUCDeploy},
+		{"check", []events.Phase{events.PhaseConnect, events.PhaseDrift}, ""},
+	} {
+		tr := newContactTracker(c.action, time.Now)
+		sink := tr.sink(events.SinkFunc(func(events.Event) {}))
+		for _, p := range c.phases {
+			events.Emitter{Sink: sink, Phase: p}.Started("")
+		}
+		if got := tr.contact().Changing; got != c.want {
+			t.Errorf("%s through %v: changing %q, want %q", c.action, c.phases, got, c.want)
+		}
+	}
+}
