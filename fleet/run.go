@@ -351,9 +351,8 @@ func (r *runner) site(ctx context.Context, w Wave, s *Site, sl *slot) {
 }
 
 // attempt runs the command (or checks a done site, and runs the command if the check fails
-// for another reason than the site being unreachable) within rollout.siteTimeout, recording
-// its start and, unless it found the site unreachable, nothing more: the caller records the
-// outcome.
+// for another reason than the site being unreachable) within rollout.siteTimeout. It records
+// the start and when a host last answered; the caller judges and records the outcome.
 func (r *runner) attempt(ctx context.Context, w Wave, s *Site) attempt {
 	prev := r.j.Site(s.Name)
 	action := r.opts.Command
