@@ -94,6 +94,12 @@ type Options struct {
 	// the first server (apply's reconcile-nodes step, check): a fleet records versions and readiness
 	// from it (docs/fleet.md). It must not keep or change the slice.
 	NodesListed func([]corev1.Node)
+	// HostContact, when set, is told whether each host could be reached: once per host the
+	// connect step dials (err nil when connected, else the *remote.ConnectError), and again with
+	// the error when the facts step then loses the host. A fleet tells an offline site from a
+	// failed one by it (fleet/unreachable.go, docs/fleet.md "Offline sites"). It is called from
+	// several goroutines and must not block.
+	HostContact func(host string, err error)
 }
 
 func (o *Options) defaults() {
