@@ -13,6 +13,7 @@ import (
 	"github.com/k3strap/k3strap/diagnose"
 	"github.com/k3strap/k3strap/events"
 	"github.com/k3strap/k3strap/facts"
+	"github.com/k3strap/k3strap/finding"
 	"github.com/k3strap/k3strap/installer/remote"
 )
 
@@ -34,7 +35,7 @@ type doctorState struct {
 	nodes map[string]*diagnose.NodeEvidence
 	// nodeOf maps host name → node name.
 	nodeOf   map[string]string
-	findings []diagnose.Finding
+	findings []finding.Finding
 	report   DoctorReport
 }
 
