@@ -87,14 +87,14 @@ func checkVersionSkew(in *Input) []finding.Finding {
 	for i := range in.Nodes {
 		ne := &in.Nodes[i]
 		n := in.node(ne.Node)
-		if ne.Facts == nil || n == nil || ne.Facts.Version == "" {
+		if ne.Facts == nil || n == nil || ne.Facts.K3s.BinaryVersion == "" {
 			continue
 		}
-		if kv := n.Status.NodeInfo.KubeletVersion; kv != "" && kv != ne.Facts.Version {
+		if kv := n.Status.NodeInfo.KubeletVersion; kv != "" && kv != ne.Facts.K3s.BinaryVersion {
 			out = append(out, finding.Finding{ID: checkid.VersionSkew, Severity: finding.Warning, Host: n.Name,
-				Title:   fmt.Sprintf("the K3s binary on %s is %s but the node runs %s", n.Name, ne.Facts.Version, kv),
+				Title:   fmt.Sprintf("the K3s binary on %s is %s but the node runs %s", n.Name, ne.Facts.K3s.BinaryVersion, kv),
 				Message: "The binary was replaced but K3s was not restarted (or failed to start the new one).",
-				Evidence: []finding.Evidence{{Text: ne.Facts.VersionLine, Source: hostSrc(ne, "k3s --version")},
+				Evidence: []finding.Evidence{{Text: ne.Facts.K3s.VersionLine(), Source: hostSrc(ne, "k3s --version")},
 					{Text: "kubeletVersion " + kv, Source: nodeSrc(n.Name)}},
 				Fixes: []string{"restart K3s on the node: `systemctl restart " + unitOf(ne) + "`"}})
 		}

@@ -22,7 +22,7 @@ import (
 func doctorInput(t *testing.T, nodeFile, journalFile string) Input {
 	n := node(t, nodeFile)
 	present := true
-	f := &facts.DoctorNode{Hostname: "vm", Unit: "k3s", ActiveState: "active", SubnetEnvPresent: &present,
+	f := &facts.DoctorNode{Host: facts.Host{Hostname: "vm"}, Unit: "k3s", ActiveState: "active", SubnetEnvPresent: &present,
 		SubnetEnv: "FLANNEL_NETWORK=10.42.0.0/16\nFLANNEL_SUBNET=10.42.0.1/24\nFLANNEL_MTU=1450\nFLANNEL_IPMASQ=true\n"}
 	if journalFile != "" {
 		f.Journal = lines(t, journalFile)

@@ -67,13 +67,11 @@ func (s *session) doctorGather(ctx context.Context, hs *hostState) {
 	}
 	f := facts.ParseDoctorNode(res.Stdout)
 	ne.Facts = &f
-	if !f.RemoteClock.IsZero() {
-		mid := sent.Add(received.Sub(sent) / 2)
-		ne.ClockSkew = f.RemoteClock.Sub(mid)
-	}
+	f.SetClockSkew(sent, received) // preflight's rule (facts.Host)
+	ne.ClockSkew = f.ClockSkew
 	k := "no K3s"
-	if f.Version != "" {
-		k = "K3s " + f.Version
+	if f.K3s.BinaryVersion != "" {
+		k = "K3s " + f.K3s.BinaryVersion
 	}
 	if f.Unit != "" {
 		k += fmt.Sprintf(" (%s %s, %d restarts)", f.Unit, f.ActiveState, f.Restarts)
