@@ -18,8 +18,10 @@ import (
 
 // `k3strap doctor` (docs/doctor.md): findings over a cluster that already runs, whoever
 // installed it. Doctor gathers one facts.DoctorNode per node and one facts.ClusterView, and
-// Findings judges them; this file holds the types, doctor_*.go the checks. Pure: no I/O, no
-// inventory (the caller passes what the inventory says as plain values).
+// Findings judges them into finding.Finding values (the model preflight shares; Source
+// "doctor"); this file holds the input and the ordering, doctor_*.go the checks, one file per
+// family. Pure: no I/O, no inventory (the caller passes what the inventory says as plain
+// values).
 
 // NodeEvidence is what doctor gathered from one host.
 type NodeEvidence struct {

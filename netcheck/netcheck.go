@@ -8,9 +8,10 @@
 //
 // Preflight (before anything is installed, from facts and the path probes) and doctor (on a
 // running cluster, from its evidence) call the same functions and so speak one vocabulary:
-// every finding.Finding carries one of the check IDs below, the evidence it rests on with its source,
-// and a fix that names the exact command or config key. The package does no I/O of its own;
-// RunPaths drives the path probes through the runners its caller gives it.
+// every finding (finding.Finding, the one model of both) carries one of the check IDs below,
+// the evidence it rests on with its source, and a fix that names the exact command or config
+// key. The package does no I/O of its own; RunPaths drives the path probes through the
+// runners its caller gives it.
 package netcheck
 
 import (
