@@ -3,7 +3,11 @@
 
 // Package facts is what k3strap knows about one host: the structured document that one remote
 // command prints (Script), and its parsed form (Host). The installer runs the script over SSH
-// and preflight judges the parsed facts. Nothing here opens a connection.
+// and preflight judges the parsed facts. Doctor's node script (DoctorNodeScript) prints the
+// facts both judge with the same scripts (host.sh, network.sh) and ParseDoctorNode reads them
+// with the same parsers into the same types (DoctorNode embeds Host), so a judgement preflight
+// and doctor share reads one fact gathered and parsed one way. Nothing here opens a
+// connection.
 package facts
 
 import (
