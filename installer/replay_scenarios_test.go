@@ -69,6 +69,39 @@ func TestReplayScenarios(t *testing.T) {
 			}},
 		{name: "sim-rotate-certificates", tier: "one", run: func(ctx context.Context, in *Installer, _ *replayRun) error { return in.RotateCertificates(ctx) },
 			check: func(t *testing.T, o outcome) { noErr(t, o.err, o.r) }},
+		{name: "sim-fresh-dryrun", tier: "one", opts: Options{DryRun: true, DetailedExitCode: true},
+			run: func(ctx context.Context, in *Installer, _ *replayRun) error { return in.Apply(ctx) },
+			check: func(t *testing.T, o outcome) {
+				if kindOf(o.err) != KindChangesPending {
+					t.Fatalf("dry-run on fresh hosts: %v, want changes pending\n%s", o.err, o.r.log())
+				}
+				for _, h := range o.r.summary(t).Hosts {
+					if len(h.Changes) == 0 {
+						t.Errorf("%s: no pending change listed for a fresh host", h.Host)
+					}
+				}
+				for name, h := range o.r.hosts {
+					if b := h.Written(k3s.PathConfig); b != nil {
+						t.Errorf("%s: a dry-run wrote config.yaml", name)
+					}
+				}
+			}},
+		{name: "sim-doctor-fix", tier: "two", run: func(ctx context.Context, in *Installer, r *replayRun) error {
+			bundle := filepath.Join(r.dir, "bundle.tar.gz")
+			rep, err := in.Doctor(ctx, DoctorRequest{Fix: true, Confirm: func([]string) bool { return true }, Bundle: bundle})
+			if rep == nil {
+				return fmt.Errorf("no report: %w", err)
+			}
+			if st, serr := os.Stat(bundle); serr != nil || st.Size() == 0 {
+				return fmt.Errorf("no support bundle: %v", serr)
+			}
+			if !strings.Contains(strings.Join(rep.Repaired, "\n"), "w2") {
+				return fmt.Errorf("w2's label not repaired: %v (%v)", rep.Repaired, err)
+			}
+			return nil
+		}, check: func(t *testing.T, o outcome) { noErr(t, o.err, o.r) }},
+		{name: "sim-rotate-token", tier: "one", run: func(ctx context.Context, in *Installer, _ *replayRun) error { return in.RotateToken(ctx) },
+			check: func(t *testing.T, o outcome) { noErr(t, o.err, o.r) }},
 		{name: "sim-1s2a-rerun", tier: "one", run: func(ctx context.Context, in *Installer, _ *replayRun) error { return in.Apply(ctx) },
 			check: func(t *testing.T, o outcome) {
 				noErr(t, o.err, o.r)

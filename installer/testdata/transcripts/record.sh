@@ -76,10 +76,12 @@ record() {
 record sim-f1-preflight preflight -f f1.yaml
 record sim-f1-diagnosed apply -f f1.yaml --ignore-preflight-errors=CloudController --stall-grace=5s --timeout=3m
 (cd "$work" && ./k3strap reset -f f1.yaml --yes >/dev/null)
+record sim-fresh-dryrun apply -f cluster.yaml --dry-run --kubeconfig-out rec.kubeconfig
 record sim-1s2a apply -f cluster.yaml --kubeconfig-out rec.kubeconfig
 record sim-1s2a-rerun apply -f cluster.yaml --kubeconfig-out rec.kubeconfig
 record sim-drift-dryrun apply -f drifted.yaml --dry-run --kubeconfig-out rec.kubeconfig
 record sim-drift-check check -f drifted.yaml
+record sim-doctor-fix doctor -f drifted.yaml --fix --yes --bundle bundle.tar.gz
 record sim-drift-reconcile apply -f drifted.yaml --reconcile-taints --kubeconfig-out rec.kubeconfig
 record sim-doctor doctor -f drifted.yaml
 # A label changed by hand (drift the config cannot repair), then a node written by someone else
@@ -87,6 +89,7 @@ record sim-doctor doctor -f drifted.yaml
 bash "$root/e2e/harness/harness.sh" exec 1 sh -c '/usr/local/bin/k3s kubectl label node w2 tier=by-hand --overwrite >/dev/null && mkdir -p /etc/k3ssim && echo "conflictOnNextReplace: 1" >> /etc/k3ssim/sim.yaml'
 record sim-conflict apply -f drifted.yaml --reconcile-taints --kubeconfig-out rec.kubeconfig
 record sim-rotate-certificates rotate certificates -f cluster.yaml
+record sim-rotate-token rotate token -f cluster.yaml
 record sim-preflight preflight -f drifted.yaml
 record sim-kubeconfig kubeconfig -f drifted.yaml --kubeconfig-out rec2.kubeconfig
 record sim-remove-node remove-node -f drifted.yaml --yes w2
