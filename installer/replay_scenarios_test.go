@@ -14,7 +14,9 @@ import (
 	"time"
 
 	"github.com/k3strap/k3strap/events"
+	"github.com/k3strap/k3strap/installer/remote"
 	"github.com/k3strap/k3strap/installer/remote/transcript"
+	"github.com/k3strap/k3strap/inventory"
 	"github.com/k3strap/k3strap/k3s"
 	"github.com/k3strap/k3strap/preflight"
 )
@@ -282,4 +284,68 @@ func mustIgnore(t *testing.T, ids ...string) preflight.Ignore {
 		t.Fatal(err)
 	}
 	return ign
+}
+
+// TestReplayUnreachableAgent: w2 cannot be reached at all: preflight fails naming it, and no
+// host is changed.
+func TestReplayUnreachableAgent(t *testing.T) {
+	r, c := newReplayRun(t, "sim-1s2a")
+	opts := r.options(Options{InsecureIgnoreHostKey: true})
+	connect := opts.Connect
+	opts.Connect = func(ctx context.Context, h *inventory.Host) (remote.Host, error) {
+		if h.Name == "w2" {
+			return nil, &remote.ConnectError{Host: "w2", Step: "connect", Err: errors.New("dial tcp 10.125.0.13:22: connect: no route to host")}
+		}
+		return connect(ctx, h)
+	}
+	err := New(c, opts, r).Apply(context.Background())
+	if kindOf(err) != KindPreflight || !strings.Contains(err.Error(), "SSH") {
+		t.Fatalf("apply with w2 unreachable: %v, want a preflight failure\n%s", err, r.log())
+	}
+	if !strings.Contains(r.log(), "w2") || !strings.Contains(r.log(), "no route to host") {
+		t.Errorf("the run does not say why w2 failed:\n%s", r.log())
+	}
+	for name, h := range r.hosts {
+		if b := h.Written(k3s.PathConfig); b != nil {
+			t.Errorf("%s changed although preflight failed", name)
+		}
+	}
+}
+
+// TestReplayInterruptedBringUp: Ctrl-C while the first server comes up: the run ends as
+// cancelled at once, and the summary says what the first server got (installed and started,
+// not up yet), not "skipped".
+func TestReplayInterruptedBringUp(t *testing.T) {
+	r, c := newReplayRun(t, "sim-1s2a")
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	r.hosts["cp1"].Rewrite = chain(r.hosts["cp1"].Rewrite, func(e transcript.Entry) transcript.Entry {
+		if e.Label == "bring-up probe" {
+			time.AfterFunc(500*time.Millisecond, cancel)
+		}
+		return e
+	})
+	start := time.Now()
+	err := New(c, r.options(Options{InsecureIgnoreHostKey: true}), r).Apply(ctx)
+	if KindOf(err) != KindCancelled {
+		t.Fatalf("interrupted apply: %v, want cancelled\n%s", err, r.log())
+	}
+	if d := time.Since(start); d > 20*time.Second {
+		t.Errorf("the interrupted run took %s to end", d)
+	}
+	for _, h := range r.summary(t).Hosts {
+		if h.Host == "cp1" && (h.Status == events.StatusSkipped || !strings.Contains(h.Message, "not up")) {
+			t.Errorf("cp1: %s %q, want what it got so far (changed, not up yet)", h.Status, h.Message)
+		}
+	}
+}
+
+// chain applies f, then g.
+func chain(f, g func(transcript.Entry) transcript.Entry) func(transcript.Entry) transcript.Entry {
+	return func(e transcript.Entry) transcript.Entry {
+		if f != nil {
+			e = f(e)
+		}
+		return g(e)
+	}
 }
