@@ -123,12 +123,33 @@
 set -euo pipefail
 
 HD=${HARNESS_DIR:-/var/tmp/k3strap-e2e}
-SUITE=bookworm
 MIRROR=${HARNESS_MIRROR:-http://deb.debian.org/debian}
 # iptables, conntrack and ipset: a real K3s built without its bundled k3s-root needs them on the
 # host; nftables: the hosts' own rulesets (firewall tests, facts); iputils-ping: path MTU probes.
-PKGS=openssh-server,systemd,systemd-sysv,dbus,sudo,iproute2,procps,kmod,ca-certificates,iptables,conntrack,ipset,nftables,iputils-ping
+COMMON_PKGS=sudo,iproute2,procps,kmod,ca-certificates,iptables,conntrack,ipset,nftables,iputils-ping
 BASE_STAMP="k3strap-harness-base 3"
+# Host kinds (HARNESS_KIND, chosen at `up`; every host of an instance is of one kind), each over
+# its own base image, built once on first use (or by `base KIND`) and shared by every instance:
+#   bookworm  Debian 12, systemd as PID 1 ($HD/base; the default, what every test used so far)
+#   trixie    Debian 13, systemd 257 as PID 1, iptables 1.8.11 on its nf_tables backend only
+#             ($HD/base-trixie)
+#   openrc    Debian 12 with sysvinit-core as PID 1 and OpenRC as its rc (Debian's `openrc`
+#             package; no systemd installed), sshd started by OpenRC ($HD/base-openrc)
+KINDS="bookworm trixie openrc"
+suite_of() { case $1 in trixie) echo trixie;; *) echo bookworm;; esac; }
+init_of()  { case $1 in openrc) echo openrc;; *) echo systemd;; esac; }
+pkgs_of() {
+  case $1 in
+    openrc) echo "openssh-server,sysvinit-core,openrc,$COMMON_PKGS";;
+    *)      echo "openssh-server,systemd,systemd-sysv,dbus,$COMMON_PKGS";;
+  esac
+}
+# debootstrap would take sysv-rc for sysvinit-core's "sysv-rc | file-rc | openrc" (openrc
+# conflicts with it) and the init system of the minbase (systemd-sysv)
+exclude_of() { case $1 in openrc) echo "--exclude=systemd-sysv,sysv-rc";; esac; }
+base_of()  { if [ "$1" = bookworm ]; then echo "$HD/base"; else echo "$HD/base-$1"; fi; }
+stamp_of() { if [ "$1" = bookworm ]; then echo "$BASE_STAMP"; else echo "$BASE_STAMP $1"; fi; }
+valid_kind() { [[ " $KINDS " == *" ${1:-} "* ]] || die "unknown host kind '${1:-}' (one of: $KINDS)"; }
 # Instances: HARNESS_INSTANCE=k (0..9, default 0) is a second, independent set of hosts on the same
 # machine, sharing only the base image, the key and the held sysctls: its own prefix, addresses
 # (10.(123+2k).0.0/24 public, 10.(124+2k).0.0/24 private), state under $HD/i<k> and lock.
@@ -163,6 +184,7 @@ hns()    { echo "$P-h$1"; }
 pubveth(){ echo "${P}v$1"; }    # root-namespace end of host i's public cable
 privveth(){ echo "${P}p$1"; }   # k3st-priv end of host i's private cable
 topology(){ [ -f "$SD/state/topology" ] && cat "$SD/state/topology" || echo flat; }
+kind()    { [ -f "$SD/state/kind" ] && cat "$SD/state/kind" || echo bookworm; }
 count()   { [ -f "$SD/state/n" ] && cat "$SD/state/n" || echo 0; }
 indexes() { local n; n=$(count); [ "$(topology)" = bastion ] && echo 0; [ "$n" -gt 0 ] && seq 1 "$n"; true; }
 addr_of() {   # the address a client uses for host i (public, or private behind the bastion)
@@ -201,8 +223,8 @@ cmd_deps() {
   DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need[@]}" >/dev/null
 }
 
-base_configure() {   # $1 = rootfs; idempotent
-  local B=$1 u pw
+base_configure() {   # $1 = rootfs, $2 = kind; idempotent
+  local B=$1 k=${2:-bookworm} u pw
   [ -f "$KEY" ] || ssh-keygen -q -t ed25519 -N '' -C k3strap-harness -f "$KEY"
   rm -f "$B"/etc/ssh/ssh_host_*                         # per host, made at create
   cat > "$B/etc/ssh/sshd_config.d/k3strap-harness.conf" <<'EOF'
@@ -221,7 +243,9 @@ EOF
   echo 'deploy ALL=(ALL:ALL) NOPASSWD: ALL' > "$B/etc/sudoers.d/deploy"
   echo 'pwuser ALL=(ALL:ALL) ALL' > "$B/etc/sudoers.d/pwuser"
   chmod 0440 "$B/etc/sudoers.d/deploy" "$B/etc/sudoers.d/pwuser"
-  pw=$(head -c 24 /dev/urandom | base64 | tr -dc 'A-Za-z0-9' | head -c 20)
+  # One password per harness directory: every kind's base takes the one already there.
+  if [ -s "$HD/pwuser.password" ]; then pw=$(cat "$HD/pwuser.password")
+  else pw=$(head -c 24 /dev/urandom | base64 | tr -dc 'A-Za-z0-9' | head -c 20); fi
   (umask 077; printf '%s\n' "$pw" > "$HD/pwuser.password.new")
   printf 'pwuser:%s\n' "$pw" | chroot "$B" chpasswd        # via stdin, never argv
   echo 'root:*' | chroot "$B" chpasswd -e
@@ -232,6 +256,14 @@ EOF
     install -m 600 "$KEY.pub" "$B/home/$u/.ssh/authorized_keys"
     chroot "$B" chown -R "$u:$u" "/home/$u/.ssh"
   done
+  if [ "$(init_of "$k")" = openrc ]; then base_configure_openrc "$B"; else base_configure_systemd "$B"; fi
+  : > "$B/etc/machine-id"; rm -f "$B/var/lib/dbus/machine-id" "$B/etc/hostname"
+  mv "$HD/pwuser.password.new" "$HD/pwuser.password"
+  stamp_of "$k" > "$B/.harness-ready"
+}
+
+base_configure_systemd() {   # $1 = rootfs
+  local B=$1 u
   # Nothing in a test host needs these; they slow the boot or fail inside a container.
   for u in systemd-timesyncd.service apt-daily.timer apt-daily-upgrade.timer dpkg-db-backup.timer \
            e2scrub_reap.service e2scrub_all.timer fstrim.timer man-db.timer systemd-pstore.service \
@@ -254,34 +286,72 @@ WantedBy=sysinit.target
 UNIT
   mkdir -p "$B/etc/systemd/system/sysinit.target.wants"
   ln -sf ../harness-k3s-prep.service "$B/etc/systemd/system/sysinit.target.wants/harness-k3s-prep.service"
-  : > "$B/etc/machine-id"; rm -f "$B/var/lib/dbus/machine-id" "$B/etc/hostname"
-  mv "$HD/pwuser.password.new" "$HD/pwuser.password"
-  echo "$BASE_STAMP" > "$B/.harness-ready"
 }
 
-cmd_base() {
+# The OpenRC kind: sysvinit's /sbin/init runs OpenRC (Debian's /etc/inittab of the openrc
+# package); no getty (a container has no terminals to give them), the same K3s prep as the
+# systemd kind's unit as an OpenRC service of the boot runlevel, and sshd in the default runlevel.
+base_configure_openrc() {   # $1 = rootfs
+  local B=$1
+  sed -i -E 's/^([0-9]+:[0-9]+:respawn:.*getty.*)$/#\1/' "$B/etc/inittab"
+  cat > "$B/etc/init.d/harness-k3s-prep" <<'RC'
+#!/sbin/openrc-run
+# k3strap e2e harness (test hosts only): cgroup v1 controllers rw and /dev/kmsg for a real K3s
+# (see harness.sh base_configure_systemd: harness-k3s-prep.service).
+description="throw-away host prep for a real K3s"
+depend() { before *; }
+start() {
+  for c in cpu cpuacct cpuset memory devices freezer blkio pids; do
+    mountpoint -q /sys/fs/cgroup/$c && mount -o remount,bind,rw /sys/fs/cgroup/$c
+  done
+  [ -e /dev/kmsg ] || mknod -m 600 /dev/kmsg c 1 11
+  return 0
+}
+RC
+  chmod 0755 "$B/etc/init.d/harness-k3s-prep"
+  chroot "$B" rc-update add harness-k3s-prep boot >/dev/null
+  chroot "$B" rc-update add ssh default >/dev/null
+}
+
+cmd_base() {   # [KIND]: build the base image of host kind KIND (default bookworm) once
+  local k=${1:-bookworm}
+  valid_kind "$k"
   base_lock
-  [ "$(cat "$HD/base/.harness-ready" 2>/dev/null)" = "$BASE_STAMP" ] && return 0
+  local B; B=$(base_of "$k")
+  [ "$(cat "$B/.harness-ready" 2>/dev/null)" = "$(stamp_of "$k")" ] && return 0
   local hs
   for hs in "$HD/hosts" "$HD"/i[0-9]/hosts; do
-    [ -d "$hs" ] && [ -n "$(ls -A "$hs")" ] && die "hosts exist in $hs; run down (every HARNESS_INSTANCE) before rebuilding the base"
+    [ -d "$hs" ] && [ -n "$(ls -A "$hs")" ] \
+      && [ "$(cat "${hs%/hosts}/state/kind" 2>/dev/null || echo bookworm)" = "$k" ] \
+      && die "$k hosts exist in $hs; run down (every HARNESS_INSTANCE) before rebuilding the $k base"
   done
-  local T=$HD/base.tmp t0=$SECONDS
+  local T=$B.tmp t0=$SECONDS src="" dlog=$HD/debootstrap.log
+  [ "$k" = bookworm ] || dlog=$HD/debootstrap-$k.log
+  case $k in
+    bookworm) src=${HARNESS_BASE_ROOTFS:-};;
+    trixie) src=${HARNESS_BASE_ROOTFS_TRIXIE:-};;
+    openrc) src=${HARNESS_BASE_ROOTFS_OPENRC:-};;
+  esac
   rm -rf "$T"
-  if [ -n "${HARNESS_BASE_ROOTFS:-}" ]; then
-    log "base: copying $HARNESS_BASE_ROOTFS"
-    cp -a "$HARNESS_BASE_ROOTFS" "$T"
+  if [ -n "$src" ]; then
+    log "base $k: copying $src"
+    cp -a "$src" "$T"
   else
     command -v debootstrap >/dev/null || die "debootstrap missing (run: $0 deps)"
-    log "base: debootstrap --variant=minbase $SUITE ($MIRROR)"
-    debootstrap --variant=minbase --include="$PKGS" "$SUITE" "$T" "$MIRROR" \
-      > "$HD/debootstrap.log" 2>&1 || { tail -20 "$HD/debootstrap.log" >&2; die "debootstrap failed"; }
+    log "base $k: debootstrap --variant=minbase $(suite_of "$k") ($MIRROR)"
+    # shellcheck disable=SC2046
+    debootstrap --variant=minbase --include="$(pkgs_of "$k")" $(exclude_of "$k") "$(suite_of "$k")" "$T" "$MIRROR" \
+      > "$dlog" 2>&1 || { tail -20 "$dlog" >&2; die "debootstrap of the $k base failed"; }
   fi
-  [ -x "$T/usr/sbin/sshd" ] && [ -x "$T/lib/systemd/systemd" ] && [ -x "$T/usr/bin/sudo" ] \
-    || die "base rootfs lacks sshd/systemd/sudo"
-  base_configure "$T"
-  rm -rf "$HD/base"; mv "$T" "$HD/base"
-  log "base ready in $((SECONDS - t0)) s"
+  [ -x "$T/usr/sbin/sshd" ] && [ -x "$T/usr/bin/sudo" ] || die "$k base rootfs lacks sshd/sudo"
+  if [ "$(init_of "$k")" = openrc ]; then
+    [ -x "$T/sbin/openrc-run" ] && [ -x "$T/sbin/init" ] || die "$k base rootfs lacks OpenRC/sysvinit"
+  else
+    [ -x "$T/lib/systemd/systemd" ] || die "$k base rootfs lacks systemd"
+  fi
+  base_configure "$T" "$k"
+  rm -rf "$B"; mv "$T" "$B"
+  log "base $k ready in $((SECONDS - t0)) s"
 }
 
 # ---------------------------------------------------------------- network
@@ -385,7 +455,7 @@ mount_root() {
   local d; d=$(hdir "$1")
   mkdir -p "$d/upper" "$d/work" "$d/root"
   mountpoint -q "$d/root" || mount -t overlay "$P-h$1" \
-    -o "lowerdir=$HD/base,upperdir=$d/upper,workdir=$d/work" "$d/root"
+    -o "lowerdir=$(base_of "$(kind)"),upperdir=$d/upper,workdir=$d/work" "$d/root"
 }
 seed() {   # write host i's identity into its (mounted) root
   local i=$1 d R; d=$(hdir "$i"); R=$d/root
@@ -429,6 +499,15 @@ SCRIPT
     printf '[Service]\nExecStartPre=-/usr/lib/k3strap-harness/k3s-containerd-prep\n' \
       > "$R/usr/lib/systemd/system/$u.service.d/90-k3strap-harness.conf"
   done
+  # OpenRC has no drop-ins: openrc-run sources /etc/conf.d/<service> before every action of
+  # the service install.sh writes (/etc/init.d/k3s, k3s-agent), so the script runs from there
+  # (K3s's install and uninstall scripts leave /etc/conf.d alone).
+  if [ -x "$R/sbin/openrc-run" ]; then
+    for u in k3s k3s-agent; do
+      printf '# k3strap e2e harness (test hosts only): see harness.sh k3s_quirks\n/usr/lib/k3strap-harness/k3s-containerd-prep || true\n' \
+        > "$R/etc/conf.d/$u"
+    done
+  fi
 }
 prepare() {   # host i's disk: identity, overlay, seed; idempotent, parallel-safe
   local i=$1
@@ -492,14 +571,15 @@ running() {   # host i's systemd-nspawn is alive; $d/start guards against a recy
   [ -f "$d/pid" ] && p=$(cat "$d/pid") && alive "$p" \
     && [ "$(starttime "$p")" = "$(cat "$d/start" 2>/dev/null)" ]
 }
-leader() {     # PID (root pid namespace) of host i's systemd
-  local d p c g; d=$(hdir "$1")
+init_comm() { if [ "$(init_of "$(kind)")" = openrc ]; then echo init; else echo systemd; fi; }
+leader() {     # PID (root pid namespace) of host i's PID 1 (systemd, or sysvinit's init)
+  local d p c g m; d=$(hdir "$1"); m=$(init_comm)
   running "$1" || return 1
   p=$(cat "$d/pid")
   for c in $(pgrep -P "$p"); do
-    [ "$(cat "/proc/$c/comm" 2>/dev/null)" = systemd ] && { echo "$c"; return 0; }
+    [ "$(cat "/proc/$c/comm" 2>/dev/null)" = "$m" ] && { echo "$c"; return 0; }
     for g in $(pgrep -P "$c"); do
-      [ "$(cat "/proc/$g/comm" 2>/dev/null)" = systemd ] && { echo "$g"; return 0; }
+      [ "$(cat "/proc/$g/comm" 2>/dev/null)" = "$m" ] && { echo "$g"; return 0; }
     done
   done
   return 1
@@ -564,16 +644,17 @@ Host *
 EOF
 }
 cmd_up() {
-  local n=${1:-} topo=${HARNESS_TOPOLOGY:-flat} t0=$EPOCHREALTIME i
+  local n=${1:-} topo=${HARNESS_TOPOLOGY:-flat} k=${HARNESS_KIND:-bookworm} t0=$EPOCHREALTIME i
   [[ $n =~ ^[0-9]+$ ]] && [ "$n" -ge 1 ] && [ "$n" -le 200 ] || die "usage: up N (1..200)"
   case $topo in flat|bastion) ;; *) die "HARNESS_TOPOLOGY must be flat or bastion";; esac
-  if [ "$(cat "$HD/base/.harness-ready" 2>/dev/null)" != "$BASE_STAMP" ]; then cmd_base; fi
+  valid_kind "$k"
+  if [ "$(cat "$(base_of "$k")/.harness-ready" 2>/dev/null)" != "$(stamp_of "$k")" ]; then cmd_base "$k"; fi
   with_lock
-  if [ -d "$SD/hosts" ] && { [ "$(topology)" != "$topo" ] || [ "$(count)" != "$n" ]; }; then
-    log "replacing $(count) $(topology) hosts by $n $topo hosts"; down_all
+  if [ -d "$SD/hosts" ] && { [ "$(topology)" != "$topo" ] || [ "$(count)" != "$n" ] || [ "$(kind)" != "$k" ]; }; then
+    log "replacing $(count) $(topology) $(kind) hosts by $n $topo $k hosts"; down_all
   fi
   mkdir -p "$SD/state" "$SD/hosts"
-  echo "$topo" > "$SD/state/topology"; echo "$n" > "$SD/state/n"
+  echo "$topo" > "$SD/state/topology"; echo "$n" > "$SD/state/n"; echo "$k" > "$SD/state/kind"
   write_ssh_config
   net_up
   # shellcheck disable=SC2046
@@ -584,13 +665,17 @@ cmd_up() {
   parallel start_one $(indexes)
   # shellcheck disable=SC2046
   parallel verify_login $(indexes)
-  log "$n $topo hosts up in $(ms_since "$t0") ms"
+  log "$n $topo $k hosts up in $(ms_since "$t0") ms"
 }
 
 cmd_stop() {   # graceful: nspawn turns SIGTERM into a poweroff of the host's systemd
   local i=$1 d p k; d=$(hdir "$i")
   if running "$i"; then
-    p=$(cat "$d/pid"); kill -TERM "$p"
+    p=$(cat "$d/pid")
+    # sysvinit has no handler for the signal nspawn sends (SIGRTMIN+3): its own runlevel 0
+    # (OpenRC's shutdown, then halt) instead
+    if [ "$(init_of "$(kind)")" = openrc ]; then host_exec "$i" telinit 0 || kill -TERM "$p"
+    else kill -TERM "$p"; fi
     for k in $(seq 1 150); do alive "$p" || break; sleep 0.1; done
     alive "$p" && { log "h$i: poweroff timed out, killing"; cmd_kill "$i"; }
   fi
@@ -731,13 +816,13 @@ cmd_regen_hostkey() {
 }
 
 host_exec() {   # run argv inside host i (all its namespaces, its root and cwd /)
-  local i=$1 l n=0; shift
+  local i=$1 l n=0 m; shift; m=$(init_comm)
   # Right after a boot the process found may be gone a moment later (nspawn's start-up):
   # look again until its namespaces are there (at most 10 s).
   while :; do
     l=$(leader "$i") || die "h$i is not running"
-    [ -e "/proc/$l/ns/cgroup" ] && [ "$(cat "/proc/$l/comm" 2>/dev/null)" = systemd ] && break
-    n=$((n + 1)); [ "$n" -lt 40 ] || die "h$i: its systemd ($l) keeps going away"
+    [ -e "/proc/$l/ns/cgroup" ] && [ "$(cat "/proc/$l/comm" 2>/dev/null)" = "$m" ] && break
+    n=$((n + 1)); [ "$n" -lt 40 ] || die "h$i: its $m ($l) keeps going away"
     sleep 0.25
   done
   nsenter -t "$l" -m -u -i -n -p -C -r -w \
@@ -871,6 +956,7 @@ cmd_env() {
   echo "HARNESS_SSH_CONFIG=$SD/ssh_config"
   echo "HARNESS_INSTANCE=$INST"
   echo "HARNESS_TOPOLOGY=$(topology)"
+  echo "HARNESS_KIND=$(kind)"
   echo "HARNESS_N=$(count)"
   for i in $(indexes); do [ "$i" = 0 ] || echo "HARNESS_H$i=$(addr_of "$i")"; done
   [ "$(topology)" = bastion ] && echo "HARNESS_BASTION=$PUB.10"
@@ -911,7 +997,8 @@ down_all() {   # caller holds the lock
 cmd_down()  { with_lock; down_all; cmd_sysctl_release; }
 cmd_purge() {   # only what the harness made; other files in $HD stay
   with_lock; down_all
-  rm -rf "$HD/base" "$HD/base.tmp" "$KEY" "$KEY.pub" "$HD/pwuser.password" "$SD/ssh_config" \
+  for k in $KINDS; do rm -rf "$(base_of "$k")" "$(base_of "$k").tmp" "$HD/debootstrap-$k.log"; done
+  rm -rf "$KEY" "$KEY.pub" "$HD/pwuser.password" "$SD/ssh_config" \
          "$HD/debootstrap.log" "$SD/.script.lock" "$SD/.go-test.lock" "$HD/.base.lock"
   [ "$SD" = "$HD" ] || rmdir "$SD" 2>/dev/null || true
   rmdir "$HD" 2>/dev/null || true
