@@ -111,6 +111,8 @@ type clusterOpts struct {
 	topology string
 	// real runs the real K3s on the hosts instead of the simulator (no simulator settings).
 	real *realK3s
+	// kind is the harness host kind (harness.KindBookworm when empty).
+	kind string
 }
 
 // newCluster gives the test n clean hosts (reset to their first boot), with the simulator's
@@ -141,7 +143,7 @@ func newClusterOpts(t testing.TB, n int, o clusterOpts) *testCluster {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	hosts, err := h.Up(ctx, n, harness.Options{Topology: topology})
+	hosts, err := h.Up(ctx, n, harness.Options{Topology: topology, Kind: o.kind})
 	if err != nil {
 		t.Fatalf("harness up %d: %v", n, err)
 	}

@@ -17,12 +17,40 @@ echo "@host $(hostname 2>/dev/null)"
 echo "@addrs $(hostname -I 2>/dev/null || hostname -i 2>/dev/null)"
 echo "@clock $(date +%s.%N)"
 echo "@version $("$K3S_BIN" --version 2>/dev/null | head -n 1)"
+# OpenRC (no systemctl, /sbin/openrc-run): the service is the script install.sh writes to
+# /etc/init.d, its state rc-service's (no restart count: supervise-daemon keeps none that can be
+# read), its main process's start the supervised child's, its journal install.sh's log file
+# /var/log/UNIT.log (the service's output_log and error_log).
+openrc=
+if ! command -v systemctl >/dev/null 2>&1 && [ -x /sbin/openrc-run ]; then openrc=1; fi
 svc=
 for u in k3s k3s-agent; do
-  if [ -n "$(systemctl show -p FragmentPath --value "$u" 2>/dev/null)" ]; then svc=$u; break; fi
+  if [ -n "$openrc" ]; then
+    if [ -f "/etc/init.d/$u" ]; then svc=$u; break; fi
+  elif [ -n "$(systemctl show -p FragmentPath --value "$u" 2>/dev/null)" ]; then svc=$u; break; fi
 done
 echo "@unit $svc"
-if [ -n "$svc" ]; then
+if [ -n "$svc" ] && [ -n "$openrc" ]; then
+  echo "@unitstate"
+  if rc-service "$svc" status >/dev/null 2>&1; then
+    echo "ActiveState=active"; echo "SubState=running"
+    # the supervised K3s: the child of supervise-daemon, whose pid is in the pidfile
+    sup=$(cat "/var/run/$svc.pid" 2>/dev/null); pid=
+    [ -n "$sup" ] && pid=$(pgrep -P "$sup" 2>/dev/null | head -n 1)
+    if [ -n "$pid" ] && [ -r "/proc/$pid/stat" ]; then
+      bt=$(awk '/^btime/{print $2}' /proc/stat)
+      st=$(sed 's/.*) //' "/proc/$pid/stat" | cut -d' ' -f20)
+      at=$(date -u -d "@$((bt + st / $(getconf CLK_TCK 2>/dev/null || echo 100)))" '+%a %Y-%m-%d %H:%M:%S UTC' 2>/dev/null)
+      echo "ActiveEnterTimestamp=$at"; echo "ExecMainStartTimestamp=$at"
+    fi
+  else
+    echo "ActiveState=inactive"; echo "SubState=dead"
+  fi
+  echo "@keylines"
+  awk -v n=300 '{ if (NR > n) print b[NR % n]; b[NR % n] = $0 }' "/var/log/$svc.log" 2>/dev/null | grep -F -e "$keys" | tail -n 40
+  echo "@journal"
+  tail -n 300 "/var/log/$svc.log" 2>/dev/null
+elif [ -n "$svc" ]; then
   echo "@unitstate"
   systemctl show "$svc" -p ActiveState -p SubState -p NRestarts -p ActiveEnterTimestamp -p ExecMainStartTimestamp 2>/dev/null
   echo "@keylines"

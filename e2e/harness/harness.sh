@@ -9,14 +9,19 @@
 # Usage (as root):
 #   harness.sh deps                  apt-get install debootstrap systemd-container nftables iproute2
 #                                    openssh-client tinyproxy busybox-static dropbear-bin when missing
-#   harness.sh base                  build $HARNESS_DIR/base once (debootstrap, ~70 s)
+#   harness.sh base [KIND]           build the base image of host kind KIND (default bookworm) once
+#                                    (debootstrap, ~70 s idle, ~2 min for trixie and openrc)
 #   harness.sh up N                  N hosts h1..hN, returns when all answer SSH; idempotent; an
-#                                    existing set of another size/topology is torn down first
+#                                    existing set of another size/topology/kind is torn down first
+#   HARNESS_KIND=trixie|openrc harness.sh up N
+#                                    hosts of another kind (below); its base is built first if
+#                                    missing
 #   HARNESS_TOPOLOGY=bastion harness.sh up N
 #                                    h0 = bastion on the public and the private net, h1..hN only
 #                                    on the private net (reachable via h0, e.g. ssh -J)
 #   harness.sh env                   KEY=VALUE lines: HARNESS_DIR HARNESS_STATE_DIR HARNESS_KEY
-#                                    HARNESS_SSH_CONFIG HARNESS_INSTANCE HARNESS_TOPOLOGY HARNESS_N
+#                                    HARNESS_SSH_CONFIG HARNESS_INSTANCE HARNESS_TOPOLOGY
+#                                    HARNESS_KIND HARNESS_N
 #                                    HARNESS_H<i> [HARNESS_BASTION]
 #                                    (HARNESS_SSH_CONFIG: for ssh -F, applies to -J jump hosts too)
 #   harness.sh exec i CMD...         run CMD inside host i as root (no SSH); stdin is passed on
@@ -63,8 +68,9 @@
 #
 # Environment: HARNESS_DIR (default /var/tmp/k3strap-e2e), HARNESS_INSTANCE (0..9, see below),
 #   HARNESS_TOPOLOGY (flat|bastion),
-#   HARNESS_MIRROR (Debian mirror), HARNESS_BASE_ROOTFS (copy this already-debootstrapped rootfs
-#   instead of running debootstrap), HARNESS_WAIT (seconds to wait for SSH, default 60),
+#   HARNESS_KIND (bookworm|trixie|openrc, read by up), HARNESS_MIRROR (Debian mirror),
+#   HARNESS_BASE_ROOTFS (copy this already-debootstrapped rootfs instead of running debootstrap;
+#   HARNESS_BASE_ROOTFS_TRIXIE and HARNESS_BASE_ROOTFS_OPENRC for the other kinds), HARNESS_WAIT (seconds to wait for SSH, default 60),
 #   HARNESS_RSA=1 (also an RSA host key), HARNESS_DEBUG=1 (timestamps of the boot steps).
 #
 # One harness per machine and HARNESS_INSTANCE: names (k3st-* for instance 0, k3i<k>-* for the
@@ -88,9 +94,15 @@
 #   the root namespace is on it, not even an IPv6 link-local), h0 = 10.123.0.10 + 10.124.0.1,
 #   h<i> = 10.124.0.(10+i) with default route via 10.124.0.1. /etc/hosts lists every host by name.
 #
+# Host kinds: bookworm (Debian 12, systemd; $HARNESS_DIR/base), trixie (Debian 13, systemd 257,
+#   iptables on nf_tables; $HARNESS_DIR/base-trixie), openrc (Debian 12 booted by sysvinit with
+#   OpenRC as its rc, no systemd; $HARNESS_DIR/base-openrc). Every kind has the users, keys and
+#   K3s prep below; on openrc the prep is an OpenRC service of the boot runlevel, the containerd
+#   quirk runs from /etc/conf.d/k3s and k3s-agent, and `stop` is `telinit 0` inside the host.
 # Base: root login by key only; users `deploy` (sudo NOPASSWD) and `pwuser` (sudo asks for the
-#   password in $HARNESS_DIR/pwuser.password, 0600, random per base build; SSH password login is
-#   allowed for pwuser only). All three accept $HARNESS_DIR/id_ed25519.
+#   password in $HARNESS_DIR/pwuser.password, 0600, random per harness directory and shared by
+#   every kind's base; SSH password login is allowed for pwuser only). All three accept
+#   $HARNESS_DIR/id_ed25519.
 #
 # Kernel masks: `kernel-mask i F...` replaces host i's mask with exactly F... . Inside host i's
 #   mount namespace only, /proc/config.gz is over-mounted by a copy of the machine's config where the
@@ -140,13 +152,14 @@ suite_of() { case $1 in trixie) echo trixie;; *) echo bookworm;; esac; }
 init_of()  { case $1 in openrc) echo openrc;; *) echo systemd;; esac; }
 pkgs_of() {
   case $1 in
-    openrc) echo "openssh-server,sysvinit-core,openrc,$COMMON_PKGS";;
+    openrc) echo "openssh-server,$COMMON_PKGS";;
     *)      echo "openssh-server,systemd,systemd-sysv,dbus,$COMMON_PKGS";;
   esac
 }
-# debootstrap would take sysv-rc for sysvinit-core's "sysv-rc | file-rc | openrc" (openrc
-# conflicts with it) and the init system of the minbase (systemd-sysv)
-exclude_of() { case $1 in openrc) echo "--exclude=systemd-sysv,sysv-rc";; esac; }
+# The OpenRC kind's init comes in a second step, by apt inside the new root: debootstrap's own
+# resolver takes the first alternative of sysvinit-core's "sysv-rc | file-rc | openrc" whatever
+# --include and --exclude say, and openrc conflicts with sysv-rc.
+INIT_PKGS_OPENRC="sysvinit-core openrc"
 base_of()  { if [ "$1" = bookworm ]; then echo "$HD/base"; else echo "$HD/base-$1"; fi; }
 stamp_of() { if [ "$1" = bookworm ]; then echo "$BASE_STAMP"; else echo "$BASE_STAMP $1"; fi; }
 valid_kind() { [[ " $KINDS " == *" ${1:-} "* ]] || die "unknown host kind '${1:-}' (one of: $KINDS)"; }
@@ -339,9 +352,15 @@ cmd_base() {   # [KIND]: build the base image of host kind KIND (default bookwor
   else
     command -v debootstrap >/dev/null || die "debootstrap missing (run: $0 deps)"
     log "base $k: debootstrap --variant=minbase $(suite_of "$k") ($MIRROR)"
-    # shellcheck disable=SC2046
-    debootstrap --variant=minbase --include="$(pkgs_of "$k")" $(exclude_of "$k") "$(suite_of "$k")" "$T" "$MIRROR" \
+    debootstrap --variant=minbase --include="$(pkgs_of "$k")" "$(suite_of "$k")" "$T" "$MIRROR" \
       > "$dlog" 2>&1 || { tail -20 "$dlog" >&2; die "debootstrap of the $k base failed"; }
+    if [ "$(init_of "$k")" = openrc ]; then
+      log "base $k: apt-get install $INIT_PKGS_OPENRC"
+      # shellcheck disable=SC2086
+      chroot "$T" env DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends \
+        $INIT_PKGS_OPENRC >> "$dlog" 2>&1 || { tail -20 "$dlog" >&2; die "installing OpenRC into the $k base failed"; }
+      chroot "$T" apt-get clean
+    fi
   fi
   [ -x "$T/usr/sbin/sshd" ] && [ -x "$T/usr/bin/sudo" ] || die "$k base rootfs lacks sshd/sudo"
   if [ "$(init_of "$k")" = openrc ]; then
