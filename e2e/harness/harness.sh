@@ -322,8 +322,8 @@ start() {
 }
 RC
   chmod 0755 "$B/etc/init.d/harness-k3s-prep"
-  chroot "$B" rc-update add harness-k3s-prep boot >/dev/null
-  chroot "$B" rc-update add ssh default >/dev/null
+  [ -e "$B/etc/runlevels/boot/harness-k3s-prep" ] || chroot "$B" rc-update add harness-k3s-prep boot >/dev/null
+  [ -e "$B/etc/runlevels/default/ssh" ] || chroot "$B" rc-update add ssh default >/dev/null
 }
 
 cmd_base() {   # [KIND]: build the base image of host kind KIND (default bookworm) once
@@ -522,6 +522,7 @@ SCRIPT
   # the service install.sh writes (/etc/init.d/k3s, k3s-agent), so the script runs from there
   # (K3s's install and uninstall scripts leave /etc/conf.d alone).
   if [ -x "$R/sbin/openrc-run" ]; then
+    install -d "$R/etc/conf.d"
     for u in k3s k3s-agent; do
       printf '# k3strap e2e harness (test hosts only): see harness.sh k3s_quirks\n/usr/lib/k3strap-harness/k3s-containerd-prep || true\n' \
         > "$R/etc/conf.d/$u"
