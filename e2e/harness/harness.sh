@@ -161,7 +161,10 @@ pkgs_of() {
 # --include and --exclude say, and openrc conflicts with sysv-rc.
 INIT_PKGS_OPENRC="sysvinit-core openrc"
 base_of()  { if [ "$1" = bookworm ]; then echo "$HD/base"; else echo "$HD/base-$1"; fi; }
-stamp_of() { if [ "$1" = bookworm ]; then echo "$BASE_STAMP"; else echo "$BASE_STAMP $1"; fi; }
+# (a kind's own revision follows its name)
+stamp_of() {
+  case $1 in bookworm) echo "$BASE_STAMP";; openrc) echo "$BASE_STAMP openrc 4";; *) echo "$BASE_STAMP $1";; esac
+}
 valid_kind() { [[ " $KINDS " == *" ${1:-} "* ]] || die "unknown host kind '${1:-}' (one of: $KINDS)"; }
 # Instances: HARNESS_INSTANCE=k (0..9, default 0) is a second, independent set of hosts on the same
 # machine, sharing only the base image, the key and the held sysctls: its own prefix, addresses
@@ -304,6 +307,10 @@ UNIT
 # The OpenRC kind: sysvinit's /sbin/init runs OpenRC (Debian's /etc/inittab of the openrc
 # package); no getty (a container has no terminals to give them), the same K3s prep as the
 # systemd kind's unit as an OpenRC service of the boot runlevel, and sshd in the default runlevel.
+# Debian's sysinit scripts (mountkernfs.sh) mount a fresh sysfs over nspawn's /sys, which is a
+# tmpfs to their eyes: it hides the cgroup hierarchies nspawn mounted under /sys/fs/cgroup (K3s:
+# "failed to find memory cgroup") and the machine's /sys/module the harness binds; the prep
+# unmounts it first.
 base_configure_openrc() {   # $1 = rootfs
   local B=$1
   sed -i -E 's/^([0-9]+:[0-9]+:respawn:.*getty.*)$/#\1/' "$B/etc/inittab"
@@ -314,6 +321,7 @@ base_configure_openrc() {   # $1 = rootfs
 description="throw-away host prep for a real K3s"
 depend() { before *; }
 start() {
+  while [ "$(awk '$2 == "/sys"' /proc/self/mounts | wc -l)" -gt 1 ]; do umount -R /sys 2>/dev/null || umount -l /sys || break; done
   for c in cpu cpuacct cpuset memory devices freezer blkio pids; do
     mountpoint -q /sys/fs/cgroup/$c && mount -o remount,bind,rw /sys/fs/cgroup/$c
   done
