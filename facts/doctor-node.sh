@@ -18,9 +18,9 @@ echo "@addrs $(hostname -I 2>/dev/null || hostname -i 2>/dev/null)"
 echo "@clock $(date +%s.%N)"
 echo "@version $("$K3S_BIN" --version 2>/dev/null | head -n 1)"
 # OpenRC (no systemctl, /sbin/openrc-run): the service is the script install.sh writes to
-# /etc/init.d, its state rc-service's (no restart count: supervise-daemon keeps none that can be
-# read), its main process's start the supervised child's, its journal install.sh's log file
-# /var/log/UNIT.log (the service's output_log and error_log).
+# /etc/init.d, its state rc-service's, its restart count and main process's start what
+# supervise-daemon keeps in the service's options (start_count, start_time in local time), its
+# journal install.sh's log file /var/log/UNIT.log (the service's output_log and error_log).
 openrc=
 if ! command -v systemctl >/dev/null 2>&1 && [ -x /sbin/openrc-run ]; then openrc=1; fi
 svc=
@@ -34,13 +34,10 @@ if [ -n "$svc" ] && [ -n "$openrc" ]; then
   echo "@unitstate"
   if rc-service "$svc" status >/dev/null 2>&1; then
     echo "ActiveState=active"; echo "SubState=running"
-    # the supervised K3s: the child of supervise-daemon, whose pid is in the pidfile
-    sup=$(cat "/var/run/$svc.pid" 2>/dev/null); pid=
-    [ -n "$sup" ] && pid=$(pgrep -P "$sup" 2>/dev/null | head -n 1)
-    if [ -n "$pid" ] && [ -r "/proc/$pid/stat" ]; then
-      bt=$(awk '/^btime/{print $2}' /proc/stat)
-      st=$(sed 's/.*) //' "/proc/$pid/stat" | cut -d' ' -f20)
-      at=$(date -u -d "@$((bt + st / $(getconf CLK_TCK 2>/dev/null || echo 100)))" '+%a %Y-%m-%d %H:%M:%S UTC' 2>/dev/null)
+    o=/run/openrc/options/$svc
+    echo "NRestarts=$(cat "$o/start_count" 2>/dev/null || echo 0)"
+    t=$(cat "$o/start_time" 2>/dev/null)
+    if [ -n "$t" ] && e=$(date -d "$t" +%s 2>/dev/null) && at=$(date -u -d "@$e" '+%a %Y-%m-%d %H:%M:%S UTC' 2>/dev/null); then
       echo "ActiveEnterTimestamp=$at"; echo "ExecMainStartTimestamp=$at"
     fi
   else
