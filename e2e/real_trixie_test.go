@@ -22,6 +22,7 @@ import (
 //     FLANNEL-FWD chain are in the server's `nft list ruleset`, and no KUBE- or FLANNEL rule is
 //     in the legacy (x_tables) tables that trixie's iptables-legacy still reads;
 //   - an immediate re-run is `unchanged` for every host and restarts no unit;
+//   - `doctor` exits 0 on the healthy cluster (systemd 257's unit state and journal read);
 //   - `reset` leaves no K3s binary, unit, data directory or network interface behind.
 func TestRealTrixie(t *testing.T) {
 	c := newRealClusterOpts(t, 3, clusterOpts{kind: harness.KindTrixie})
@@ -87,6 +88,12 @@ func TestRealTrixie(t *testing.T) {
 		if after := c.unitState(i, u); after != before[i] {
 			t.Errorf("re-run restarted %s on %s: %q -> %q", u, c.hosts[i].Name, before[i], after)
 		}
+	}
+
+	d := c.k3strap(3*time.Minute, "doctor")
+	defer d.dump(t)
+	if d.code != 0 {
+		t.Errorf("doctor on the healthy Debian 13 cluster exited %d, findings %v", d.code, keys(d.findings()))
 	}
 
 	rs := c.k3strap(5*time.Minute, "reset", "--yes")
