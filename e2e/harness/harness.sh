@@ -310,7 +310,8 @@ UNIT
 # Debian's sysinit scripts (mountkernfs.sh) mount a fresh sysfs over nspawn's /sys, which is a
 # tmpfs to their eyes: it hides the cgroup hierarchies nspawn mounted under /sys/fs/cgroup (K3s:
 # "failed to find memory cgroup") and the machine's /sys/module the harness binds; the prep
-# unmounts it first.
+# unmounts it first. At shutdown (stop: runlevel 0) Debian's umountroot remounts the root
+# read-only, which is the machine's overlay mount: mount_root makes it writable again.
 base_configure_openrc() {   # $1 = rootfs
   local B=$1
   sed -i -E 's/^([0-9]+:[0-9]+:respawn:.*getty.*)$/#\1/' "$B/etc/inittab"
@@ -483,6 +484,9 @@ mount_root() {
   mkdir -p "$d/upper" "$d/work" "$d/root"
   mountpoint -q "$d/root" || mount -t overlay "$P-h$1" \
     -o "lowerdir=$(base_of "$(kind)"),upperdir=$d/upper,workdir=$d/work" "$d/root"
+  # a host whose shutdown remounted its root read-only (the openrc kind's umountroot) boots
+  # read-write again, as a real machine does
+  case ,$(findmnt -n -o OPTIONS "$d/root"), in *,ro,*) mount -o remount,rw "$d/root";; esac
 }
 seed() {   # write host i's identity into its (mounted) root
   local i=$1 d R; d=$(hdir "$i"); R=$d/root
