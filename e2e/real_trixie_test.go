@@ -13,7 +13,7 @@ import (
 )
 
 // TestRealTrixie (real K3s): the 1 server + 2 agents acceptance on Debian 13 hosts (systemd 257,
-// iptables 1.8.11 on its nf_tables backend only; harness.KindTrixie):
+// iptables 1.8.11 defaulting to its nf_tables backend; harness.KindTrixie):
 //   - the hosts are what they claim: /etc/debian_version 13.x, systemd 257 as PID 1, `iptables`
 //     reporting "(nf_tables)";
 //   - `apply` exits 0 and every node is Ready in the Kubernetes API, a1 with its label and its

@@ -51,11 +51,12 @@ const (
 	// KindBookworm is Debian 12 with systemd as PID 1 (the base image Dir/base). The empty
 	// string means KindBookworm.
 	KindBookworm = "bookworm"
-	// KindTrixie is Debian 13 with systemd 257 as PID 1 and iptables on its nf_tables backend
-	// only (Dir/base-trixie; its debootstrap measured 128 s cold on the 2-core machine).
+	// KindTrixie is Debian 13 with systemd 257 as PID 1 and iptables defaulting to its
+	// nf_tables backend (Dir/base-trixie).
 	KindTrixie = "trixie"
 	// KindOpenRC is Debian 12 booted by sysvinit with OpenRC as its rc, no systemd installed
-	// (Dir/base-openrc). Exec and WriteFile work as on the other kinds.
+	// (Dir/base-openrc). Exec, WriteFile, Stop, Start, Kill and Reset work as on the other
+	// kinds (Stop is the host's own runlevel 0).
 	KindOpenRC = "openrc"
 )
 

@@ -70,7 +70,8 @@
 #   HARNESS_TOPOLOGY (flat|bastion),
 #   HARNESS_KIND (bookworm|trixie|openrc, read by up), HARNESS_MIRROR (Debian mirror),
 #   HARNESS_BASE_ROOTFS (copy this already-debootstrapped rootfs instead of running debootstrap;
-#   HARNESS_BASE_ROOTFS_TRIXIE and HARNESS_BASE_ROOTFS_OPENRC for the other kinds), HARNESS_WAIT (seconds to wait for SSH, default 60),
+#   HARNESS_BASE_ROOTFS_TRIXIE and HARNESS_BASE_ROOTFS_OPENRC for the other kinds),
+#   HARNESS_WAIT (seconds to wait for SSH, default 60),
 #   HARNESS_RSA=1 (also an RSA host key), HARNESS_DEBUG=1 (timestamps of the boot steps).
 #
 # One harness per machine and HARNESS_INSTANCE: names (k3st-* for instance 0, k3i<k>-* for the
@@ -143,7 +144,8 @@ BASE_STAMP="k3strap-harness-base 3"
 # Host kinds (HARNESS_KIND, chosen at `up`; every host of an instance is of one kind), each over
 # its own base image, built once on first use (or by `base KIND`) and shared by every instance:
 #   bookworm  Debian 12, systemd as PID 1 ($HD/base; the default, what every test used so far)
-#   trixie    Debian 13, systemd 257 as PID 1, iptables 1.8.11 on its nf_tables backend only
+#   trixie    Debian 13, systemd 257 as PID 1, iptables 1.8.11 on its nf_tables backend (iptables-legacy is
+#             there, not the default)
 #             ($HD/base-trixie)
 #   openrc    Debian 12 with sysvinit-core as PID 1 and OpenRC as its rc (Debian's `openrc`
 #             package; no systemd installed), sshd started by OpenRC ($HD/base-openrc)
