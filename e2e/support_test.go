@@ -141,6 +141,14 @@ func newClusterOpts(t testing.TB, n int, o clusterOpts) *testCluster {
 	if b.err != nil {
 		t.Fatalf("building binaries: %v", b.err)
 	}
+	if o.kind != "" {
+		bctx, bcancel := context.WithTimeout(context.Background(), 20*time.Minute)
+		err := h.Base(bctx, o.kind)
+		bcancel()
+		if err != nil {
+			t.Fatalf("harness base %s: %v", o.kind, err)
+		}
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	hosts, err := h.Up(ctx, n, harness.Options{Topology: topology, Kind: o.kind})

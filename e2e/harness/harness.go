@@ -356,6 +356,21 @@ func (h *Harness) Up(ctx context.Context, n int, opts Options) ([]Host, error) {
 	return append([]Host(nil), hosts...), nil
 }
 
+// Base builds the base image of host kind kind (KindBookworm when empty) unless it is there
+// already, as Up would: a debootstrap of up to about 5 minutes on a loaded 2-core machine, so
+// callers give it a context of its own (Up's callers usually give Up a few minutes). Other
+// processes building the same image are waited for.
+func (h *Harness) Base(ctx context.Context, kind string) error {
+	if kind == "" {
+		kind = KindBookworm
+	}
+	if kind != KindBookworm && kind != KindTrixie && kind != KindOpenRC {
+		return fmt.Errorf("harness: unknown host kind %q", kind)
+	}
+	_, err := h.run(ctx, nil, nil, "base", kind)
+	return err
+}
+
 // parseEnv reads `harness.sh env` output: HARNESS_H<i>=addr lines give h1..hN (sorted by
 // index), HARNESS_BASTION=addr gives h0.
 func parseEnv(out []byte) ([]Host, *Host, error) {

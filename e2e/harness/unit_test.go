@@ -154,3 +154,11 @@ func TestUpRejectsUnknownKind(t *testing.T) {
 		t.Errorf("Up with kind alpine: %v, want an unknown host kind error", err)
 	}
 }
+
+// TestBaseRejectsUnknownKind: Base refuses a kind before running harness.sh.
+func TestBaseRejectsUnknownKind(t *testing.T) {
+	h := &Harness{script: "/nonexistent/harness.sh"}
+	if err := h.Base(context.Background(), "alpine"); err == nil || !strings.Contains(err.Error(), `unknown host kind "alpine"`) {
+		t.Errorf("Base with kind alpine: %v, want an unknown host kind error", err)
+	}
+}
