@@ -10,7 +10,8 @@
 #   harness.sh deps                  apt-get install debootstrap systemd-container nftables iproute2
 #                                    openssh-client tinyproxy busybox-static dropbear-bin when missing
 #   harness.sh base [KIND]           build the base image of host kind KIND (default bookworm) once
-#                                    (debootstrap, ~70 s idle, ~2 min for trixie and openrc)
+#                                    (debootstrap: bookworm ~70 s; trixie and openrc measured
+#                                    2-7 min each on the loaded 2-core machine)
 #   harness.sh up N                  N hosts h1..hN, returns when all answer SSH; idempotent; an
 #                                    existing set of another size/topology/kind is torn down first
 #   HARNESS_KIND=trixie|openrc harness.sh up N
