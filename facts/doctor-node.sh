@@ -17,12 +17,37 @@ keys=$1
 echo "@host-facts"
 sh -c "$K3STRAP_HOST_SH" k3strap-host
 echo "@host-facts-end"
+# OpenRC (no systemctl, /sbin/openrc-run): the service is the script install.sh writes to
+# /etc/init.d, its state rc-service's, its restart count and main process's start what
+# supervise-daemon keeps in the service's options (start_count, start_time in local time), its
+# journal install.sh's log file /var/log/UNIT.log (the service's output_log and error_log).
+openrc=
+if ! command -v systemctl >/dev/null 2>&1 && [ -x /sbin/openrc-run ]; then openrc=1; fi
 svc=
 for u in k3s k3s-agent; do
-  if [ -n "$(systemctl show -p FragmentPath --value "$u" 2>/dev/null)" ]; then svc=$u; break; fi
+  if [ -n "$openrc" ]; then
+    if [ -f "/etc/init.d/$u" ]; then svc=$u; break; fi
+  elif [ -n "$(systemctl show -p FragmentPath --value "$u" 2>/dev/null)" ]; then svc=$u; break; fi
 done
 echo "@unit $svc"
-if [ -n "$svc" ]; then
+if [ -n "$svc" ] && [ -n "$openrc" ]; then
+  echo "@unitstate"
+  if rc-service "$svc" status >/dev/null 2>&1; then
+    echo "ActiveState=active"; echo "SubState=running"
+    o=/run/openrc/options/$svc
+    echo "NRestarts=$(cat "$o/start_count" 2>/dev/null || echo 0)"
+    t=$(cat "$o/start_time" 2>/dev/null)
+    if [ -n "$t" ] && e=$(date -d "$t" +%s 2>/dev/null) && at=$(date -u -d "@$e" '+%a %Y-%m-%d %H:%M:%S UTC' 2>/dev/null); then
+      echo "ActiveEnterTimestamp=$at"; echo "ExecMainStartTimestamp=$at"
+    fi
+  else
+    echo "ActiveState=inactive"; echo "SubState=dead"
+  fi
+  echo "@keylines"
+  awk -v n=300 '{ if (NR > n) print b[NR % n]; b[NR % n] = $0 }' "/var/log/$svc.log" 2>/dev/null | grep -F -e "$keys" | tail -n 40
+  echo "@journal"
+  tail -n 300 "/var/log/$svc.log" 2>/dev/null
+elif [ -n "$svc" ]; then
   echo "@unitstate"
   systemctl show "$svc" -p ActiveState -p SubState -p NRestarts -p ActiveEnterTimestamp -p ExecMainStartTimestamp 2>/dev/null
   echo "@keylines"

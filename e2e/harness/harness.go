@@ -44,6 +44,22 @@ const (
 	TopologyBastion = "bastion"
 )
 
+// Host kinds accepted in Options.Kind: every host of an Up is of one kind, each kind over its
+// own base image under Dir (built once, on first use or by `harness.sh base KIND`; see
+// harness.sh for what each image holds).
+const (
+	// KindBookworm is Debian 12 with systemd as PID 1 (the base image Dir/base). The empty
+	// string means KindBookworm.
+	KindBookworm = "bookworm"
+	// KindTrixie is Debian 13 with systemd 257 as PID 1 and iptables defaulting to its
+	// nf_tables backend (Dir/base-trixie).
+	KindTrixie = "trixie"
+	// KindOpenRC is Debian 12 booted by sysvinit with OpenRC as its rc, no systemd installed
+	// (Dir/base-openrc). Exec, WriteFile, Stop, Start, Kill and Reset work as on the other
+	// kinds (Stop is the host's own runlevel 0).
+	KindOpenRC = "openrc"
+)
+
 // DefaultDir is where the base image, the harness SSH key and the hosts live unless HARNESS_DIR
 // says otherwise.
 const DefaultDir = "/var/tmp/k3strap-e2e"
@@ -67,6 +83,10 @@ var featureName = regexp.MustCompile(`^[A-Za-z0-9_]+$`)
 type Options struct {
 	// Topology is TopologyFlat (default when empty) or TopologyBastion.
 	Topology string
+	// Kind is the host kind, KindBookworm (default when empty), KindTrixie or KindOpenRC. A
+	// base image missing for it is built first (a debootstrap: about two minutes, needs the
+	// Debian mirror; HARNESS_BASE_ROOTFS_TRIXIE or _OPENRC name a rootfs to copy instead).
+	Kind string
 }
 
 // Host is one throw-away host.
@@ -278,9 +298,9 @@ func (h *Harness) ReleaseK3sSysctls(ctx context.Context) error {
 	return err
 }
 
-// PasswordOf returns the password of user: PasswordUser has one (random per base build, read
-// from the 0600 file HARNESS_DIR/pwuser.password); any other user yields ErrNoPassword. The
-// password must not be logged.
+// PasswordOf returns the password of user: PasswordUser has one (random per harness directory,
+// the same in every kind's base; read from the 0600 file HARNESS_DIR/pwuser.password); any other
+// user yields ErrNoPassword. The password must not be logged.
 func (h *Harness) PasswordOf(user string) (string, error) {
 	if user != PasswordUser {
 		return "", fmt.Errorf("%w: %q", ErrNoPassword, user)
@@ -294,7 +314,7 @@ func (h *Harness) PasswordOf(user string) (string, error) {
 
 // Up brings n hosts (1..200) up and returns h1..hn once every host's sshd accepts a root key
 // login (measured on a 2-core machine: 3 hosts 1.3-2.3 s, 10 hosts 4-6 s). It is idempotent for
-// the same n and topology; hosts of another count or topology are torn down first. Existing
+// the same n, topology and kind; hosts of another count, topology or kind are torn down first. Existing
 // hosts are not reset (see Reset). In TopologyBastion the bastion h0 comes in addition to the n
 // hosts (see Bastion).
 func (h *Harness) Up(ctx context.Context, n int, opts Options) ([]Host, error) {
@@ -305,13 +325,20 @@ func (h *Harness) Up(ctx context.Context, n int, opts Options) ([]Host, error) {
 	if topo != TopologyFlat && topo != TopologyBastion {
 		return nil, fmt.Errorf("harness: unknown topology %q", topo)
 	}
+	kind := opts.Kind
+	if kind == "" {
+		kind = KindBookworm
+	}
+	if kind != KindBookworm && kind != KindTrixie && kind != KindOpenRC {
+		return nil, fmt.Errorf("harness: unknown host kind %q", kind)
+	}
 	if n < 1 || n > 200 {
 		return nil, fmt.Errorf("harness: host count %d out of range 1..200", n)
 	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	h.hosts, h.bastion = nil, nil
-	if _, err := h.run(ctx, nil, []string{"HARNESS_TOPOLOGY=" + topo}, "up", strconv.Itoa(n)); err != nil {
+	if _, err := h.run(ctx, nil, []string{"HARNESS_TOPOLOGY=" + topo, "HARNESS_KIND=" + kind}, "up", strconv.Itoa(n)); err != nil {
 		return nil, err
 	}
 	out, err := h.run(ctx, nil, nil, "env")
@@ -327,6 +354,21 @@ func (h *Harness) Up(ctx context.Context, n int, opts Options) ([]Host, error) {
 	}
 	h.hosts, h.bastion = hosts, bastion
 	return append([]Host(nil), hosts...), nil
+}
+
+// Base builds the base image of host kind kind (KindBookworm when empty) unless it is there
+// already, as Up would: a debootstrap of up to about 5 minutes on a loaded 2-core machine, so
+// callers give it a context of its own (Up's callers usually give Up a few minutes). Other
+// processes building the same image are waited for.
+func (h *Harness) Base(ctx context.Context, kind string) error {
+	if kind == "" {
+		kind = KindBookworm
+	}
+	if kind != KindBookworm && kind != KindTrixie && kind != KindOpenRC {
+		return fmt.Errorf("harness: unknown host kind %q", kind)
+	}
+	_, err := h.run(ctx, nil, nil, "base", kind)
+	return err
 }
 
 // parseEnv reads `harness.sh env` output: HARNESS_H<i>=addr lines give h1..hN (sorted by

@@ -17,7 +17,15 @@ service_and_subnet() {
     echo "@service $(systemctl is-active "$svc" 2>/dev/null) $(systemctl show -p NRestarts --value "$svc" 2>/dev/null)"
     t=$(systemctl show -p ExecMainStartTimestamp --value "$svc" 2>/dev/null)
     [ -n "$t" ] && echo "@start $(date -d "$t" +%s 2>/dev/null)"
-  elif rc-service "$svc" status >/dev/null 2>&1; then echo "@service active 0"; else echo "@service inactive 0"; fi
+  else
+    # OpenRC: supervise-daemon (install.sh's supervisor) keeps the respawn count (NRestarts'
+    # meaning) and the child's last start (local time) in the service's options
+    o=/run/openrc/options/$svc
+    n=$(cat "$o/start_count" 2>/dev/null); n=${n:-0}
+    if rc-service "$svc" status >/dev/null 2>&1; then echo "@service active $n"; else echo "@service inactive $n"; fi
+    t=$(cat "$o/start_time" 2>/dev/null)
+    [ -n "$t" ] && echo "@start $(date -d "$t" +%s 2>/dev/null)"
+  fi
   if [ -r "$K3S_SUBNET_ENV" ]; then
     echo "@subnet-mtime $(stat -c %Y "$K3S_SUBNET_ENV" 2>/dev/null)"
     echo "@subnet $(tr '\n' ' ' < "$K3S_SUBNET_ENV")"
