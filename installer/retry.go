@@ -40,6 +40,10 @@ func (s *session) dial(ctx context.Context, hs *hostState, cfg remote.Config) (r
 // link was found dead uses none: a host that no longer answers fails within the connect
 // timeout.
 func (s *session) dialRetry(ctx context.Context, hs *hostState, cfg remote.Config, connectRetries int) (remote.Host, error) {
+	if hs.host.IsLocal() {
+		// Local mode (connection: local): k3strap runs on the host; nothing is dialed.
+		return s.dialLocal(hs, cfg)
+	}
 	var c *remote.Client
 	attempt := 0
 	err := backoff.RetryNotify(func() error {
