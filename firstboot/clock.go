@@ -6,13 +6,11 @@ package firstboot
 import (
 	"fmt"
 	"time"
-
-	"github.com/k3strap/k3strap/k3s"
 )
 
-// ClockError is a box clock too far off to install or join: TLS certificates K3s makes would
-// not be valid yet (or already expired) on the other nodes, and etcd refuses members whose
-// clocks differ (k3s.ClockSkewError).
+// ClockError is a box clock too far off to install: TLS certificates K3s makes would not be
+// valid yet (or already expired) elsewhere. (A joining box's clock is compared with the API
+// server's by the installer's wait-api step, against k3s.ClockSkewError.)
 type ClockError struct {
 	// Msg says what is off; Fix what to do.
 	Msg, Fix string
@@ -34,27 +32,5 @@ func CheckSeedClock(now time.Time, info Info) error {
 		Msg: fmt.Sprintf("this box's clock says %s, before its seed was written (%s): the clock is not set",
 			now.UTC().Format(time.RFC3339), info.Created.UTC().Format(time.RFC3339)),
 		Fix: "set the clock (timedatectl set-time, or let NTP/chrony reach a time server), then reboot or `systemctl restart " + UnitName + "`",
-	}
-}
-
-// CheckServerClock compares the box clock with the API server's (the Date of its answer,
-// taken at local time now): more than k3s.ClockSkewError apart is refused — the threshold
-// preflight's ClockSkew check uses between hosts.
-func CheckServerClock(now, server time.Time) error {
-	if server.IsZero() {
-		return nil
-	}
-	d := now.Sub(server)
-	if d < 0 {
-		d = -d
-	}
-	// Date has a one-second resolution: allow it.
-	if d <= k3s.ClockSkewError+time.Second {
-		return nil
-	}
-	return &ClockError{
-		Msg: fmt.Sprintf("this box's clock is %s off the cluster's API server (box %s, server %s); K3s refuses to join with a skew over %s",
-			d.Round(time.Second), now.UTC().Format(time.RFC3339), server.UTC().Format(time.RFC3339), k3s.ClockSkewError),
-		Fix: "set this box's clock (NTP/chrony or timedatectl set-time) to the server's time, then reboot or `systemctl restart " + UnitName + "`",
 	}
 }

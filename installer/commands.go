@@ -27,7 +27,7 @@ type command struct {
 // A variant of a command (upgrade --via suc) is listed under its own name after the command.
 var commandNames = []string{
 	"apply", "upgrade", "upgrade --via suc", "upgrade --watch", "preflight", "check", "reset", "kubeconfig", "doctor",
-	"backup", "backup-list", "restore", "remove-node", "rotate-certificates", "rotate-token",
+	"backup", "backup-list", "restore", "remove-node", "rotate-certificates", "rotate-token", "join-local",
 }
 
 // commandFor returns the steps of the command listed as name (no steps for an unknown name).
@@ -65,6 +65,10 @@ func commandFor(name string) command {
 		return command{name: name, withFirst: true, steps: append(planned, lockStep{}, removeNodeStep{})}
 	case "rotate-certificates":
 		return command{name: name, withFirst: true, steps: append(planned, lockStep{}, rotateCertificatesStep{})}
+	case "join-local":
+		// A box in local mode joining a cluster whose first server it cannot reach over SSH
+		// (`k3strap firstboot run`; docs/edge-first-boot.md).
+		return command{name: "firstboot run", steps: append(planned, pathsStep{}, preflightStep{}, waitAPIStep{}, joinSelfStep{})}
 	case "rotate-token":
 		return command{name: name, withFirst: true, steps: append(planned, lockStep{}, rotateTokenStep{})}
 	}

@@ -86,7 +86,14 @@ type Options struct {
 	// the first server (apply's reconcile-nodes step, check): a fleet records versions and readiness
 	// from it (docs/fleet.md). It must not keep or change the slice.
 	NodesListed func([]corev1.Node)
+	// JoinTimeout bounds how long a box joining in local mode waits for the cluster's API
+	// (JoinLocal's wait-api step; default DefaultJoinTimeout).
+	JoinTimeout time.Duration
 }
+
+// DefaultJoinTimeout is how long a box joining in local mode waits for the cluster's API by
+// default: its first server may be plugged in later the same day.
+const DefaultJoinTimeout = 30 * time.Minute
 
 func (o *Options) defaults() {
 	if o.Exit == nil {

@@ -110,6 +110,10 @@ func (s *session) connect(ctx context.Context, hosts []*hostState) {
 		case cfg.ProxyCommand != "":
 			via = " via ProxyCommand"
 		}
+		if hs.host.IsLocal() {
+			em.Step(hs.host.Name, "connect", events.StatusOK, "local mode: k3strap runs on this host, as "+c.User())
+			return
+		}
 		em.Step(hs.host.Name, "connect", events.StatusOK, fmt.Sprintf("connected to %s as %s%s", c.Address(), cfg.User, via))
 	})
 	st, msg := phaseOutcome(hosts, "connected", func(hs *hostState) bool { return hs.connErr == nil && hs.c() != nil })
