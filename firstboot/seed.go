@@ -254,8 +254,9 @@ func writeHost(c *inventory.Cluster, raw []byte, h *inventory.Host, token, bundl
 }
 
 // hostInventory returns the site inventory raw with host's connection set to local, the
-// token removed (it is in the token file) and spec.k3s.airgapBundle pointing at bundleBox
-// (unchanged when ""). Comments and the rest of the document stay as written.
+// token removed (it is in the token file), the SSH settings removed (spec.ssh, hosts[].ssh)
+// and spec.k3s.airgapBundle pointing at bundleBox (unchanged when ""). Comments and the rest
+// of the document stay as written.
 func hostInventory(raw []byte, host, bundleBox string) ([]byte, error) {
 	var doc yaml.Node
 	if err := yaml.Unmarshal(raw, &doc); err != nil {
@@ -269,6 +270,9 @@ func hostInventory(raw []byte, host, bundleBox string) ([]byte, error) {
 	if spec == nil {
 		return nil, errors.New("the inventory has no spec")
 	}
+	// SSH settings name files of the workstation (keys, known_hosts) that the box has not: a
+	// box in local mode reaches no host over SSH.
+	mapDelete(spec, "ssh")
 	if k := mapGet(spec, "k3s"); k != nil {
 		mapDelete(k, "token")
 		if bundleBox != "" {
@@ -279,6 +283,7 @@ func hostInventory(raw []byte, host, bundleBox string) ([]byte, error) {
 	found := false
 	if hosts != nil && hosts.Kind == yaml.SequenceNode {
 		for _, h := range hosts.Content {
+			mapDelete(h, "ssh")
 			if n := mapGet(h, "name"); n != nil && n.Value == host {
 				mapSet(h, "connection", string(inventory.ConnectionLocal))
 				found = true
@@ -327,6 +332,9 @@ func mapSet(m *yaml.Node, key, value string) {
 }
 
 func mapDelete(m *yaml.Node, key string) {
+	if m == nil || m.Kind != yaml.MappingNode {
+		return
+	}
 	for i := 0; i+1 < len(m.Content); i += 2 {
 		if m.Content[i].Value == key {
 			m.Content = slices.Delete(m.Content, i, i+2)

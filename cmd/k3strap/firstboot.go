@@ -22,6 +22,7 @@ import (
 	"github.com/k3strap/k3strap/firstboot"
 	"github.com/k3strap/k3strap/installer"
 	"github.com/k3strap/k3strap/inventory"
+	"github.com/k3strap/k3strap/k3s"
 )
 
 // firstbootCmd groups zero-touch first boot (docs/edge-first-boot.md): `seed` on the
@@ -151,7 +152,8 @@ func (a *app) firstbootRun(cmd *cobra.Command, dir string, timeout, joinTimeout 
 		return fail("inventory", usageError{fmt.Errorf("%s: no host %s with connection: local", inv, info.Host)}, "write the seed again with `k3strap firstboot seed --host "+info.Host+"`")
 	}
 	collect := &firstboot.Collector{}
-	opts, err := a.installerOptions(c, &runFlags{timeout: timeout, hosts: []string{h.Name}, concurrency: 1, keepalive: 10 * time.Second})
+	opts, err := a.installerOptions(c, &runFlags{timeout: timeout, hosts: []string{h.Name}, concurrency: 1, keepalive: 10 * time.Second,
+		kubeconfigOut: filepath.Join(dir, "kubeconfig"), stallGrace: k3s.StallGrace})
 	if err != nil {
 		return fail("options", err, "")
 	}

@@ -404,6 +404,16 @@ func (h *Harness) Down(ctx context.Context) error {
 // and kernel mask, and boots it again; it returns when sshd answers (measured: 0.6-1 s).
 func (h *Harness) Reset(ctx context.Context, i int) error { return h.hostCmd(ctx, "reset", i) }
 
+// FirstBoot makes host i a brand-new cloud-init box (Debian's cloud-init over the base, its
+// disk wiped as by Reset) whose NoCloud seed is the directory seed (user-data, meta-data and
+// whatever lies beside them, in /var/lib/cloud/seed/nocloud), boots it and returns when SSH
+// answers; nothing logs in. The first call builds the cloud-init layer (about a minute, once
+// per harness directory). The host stays a cloud-init host across Stop/Start until Reset or Down.
+func (h *Harness) FirstBoot(ctx context.Context, i int, seed string) error {
+	_, err := h.run(ctx, nil, nil, "firstboot", strconv.Itoa(i), seed)
+	return err
+}
+
 // Stop powers host i off gracefully (systemd shutdown, up to 15 s, then killed).
 func (h *Harness) Stop(ctx context.Context, i int) error { return h.hostCmd(ctx, "stop", i) }
 

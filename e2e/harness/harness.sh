@@ -55,8 +55,8 @@
 #                                    reset, the cloud-init layer under it, SEEDDIR's files
 #                                    (user-data, meta-data: a NoCloud seed) in
 #                                    /var/lib/cloud/seed/nocloud, then booted; nothing logs in.
-#                                    The host stays a cloud-init host across stop/start/reset
-#                                    until down
+#                                    The host stays a cloud-init host across stop/start/kill
+#                                    until reset or down
 #   harness.sh kernel-mask i F...    host i sees a kernel without features F (see below)
 #   harness.sh kernel-unmask i       host i sees the machine's kernel again
 #   harness.sh sysctl-hold           set the machine sysctls a real K3s kubelet needs
@@ -350,6 +350,12 @@ cmd_firstboot() {
   prepare "$i"
   install -d -m 0700 "$d/root/var/lib/cloud/seed/nocloud"
   cp -a "$seed"/. "$d/root/var/lib/cloud/seed/nocloud/"
+  # The harness wires the host's network and SSH itself: cloud-init leaves both alone (no
+  # fallback DHCP config, host keys and root's authorized_keys kept).
+  install -d "$d/root/etc/cloud/cloud.cfg.d"
+  printf '%s\n' '# k3strap e2e harness (harness.sh cmd_firstboot): network and SSH are the harness'"'"'s' \
+    'network: {config: disabled}' 'ssh_deletekeys: false' 'disable_root: false' 'locale: false' \
+    > "$d/root/etc/cloud/cloud.cfg.d/90-k3strap-harness.cfg"
   start_one "$i"
   log "h$i first boot (cloud-init) in $(ms_since "$t0") ms"
 }
@@ -698,6 +704,7 @@ cmd_reset() {
   cmd_kill "$i"; debug "h$i: killed"
   umount "$d/root" 2>/dev/null || umount -l "$d/root"
   rm -rf "$d/upper" "$d/work" "$d/rancher"
+  rm -f "$SD/state/cloudinit.h$i"   # back to a plain host (cmd_firstboot)
   net_reset "$i"
   create "$i"; start_one "$i"
   log "h$i reset in $(ms_since "$t0") ms"
