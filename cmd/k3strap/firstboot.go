@@ -89,23 +89,25 @@ const envPrefixToken = EnvPrefix + "_K3S_TOKEN"
 // and console lines, and (as every line of the run) the journal.
 func (a *app) firstbootRunCmd() *cobra.Command {
 	var dir string
+	var banner bool
 	var timeout, joinTimeout time.Duration
 	cmd := &cobra.Command{
 		Use:   "run [--dir /var/lib/k3strap]",
 		Short: "On the box (the first-boot unit runs it at every boot): converge this host in local mode, status where a technician looks",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			return a.firstbootRun(cmd, dir, timeout, joinTimeout)
+			return a.firstbootRun(cmd, firstboot.Reporter{Dir: dir, NoBanner: !banner}, timeout, joinTimeout)
 		},
 	}
 	cmd.Flags().StringVar(&dir, "dir", firstboot.BoxDir, "the payload directory install.sh wrote")
+	cmd.Flags().BoolVar(&banner, "banner", true, "write the outcome's line for the login ("+firstboot.MotdPath+") and the console ("+firstboot.IssuePath+")")
 	cmd.Flags().DurationVar(&timeout, "timeout", 10*time.Minute, "bring-up timeout of this box's K3s")
 	cmd.Flags().DurationVar(&joinTimeout, "join-timeout", installer.DefaultJoinTimeout, "how long a joining box waits for the cluster's API")
 	return cmd
 }
 
-func (a *app) firstbootRun(cmd *cobra.Command, dir string, timeout, joinTimeout time.Duration) error {
-	rep := firstboot.Reporter{Dir: dir}
+func (a *app) firstbootRun(cmd *cobra.Command, rep firstboot.Reporter, timeout, joinTimeout time.Duration) error {
+	dir := rep.Dir
 	st := firstboot.Status{State: firstboot.StateRunning, Started: time.Now().UTC().Truncate(time.Second)}
 	fail := func(step string, err error, fix string) error {
 		code, meaning := exitSummary(err)
