@@ -30,6 +30,10 @@ var commandNames = []string{
 	"backup", "backup-list", "restore", "remove-node", "rotate-certificates", "rotate-token", "join-local",
 }
 
+// joinLocalName is the command join-local runs as: `k3strap firstboot run` on a box that
+// joins a cluster by itself (its session has no first server).
+const joinLocalName = "firstboot run"
+
 // commandFor returns the steps of the command listed as name (no steps for an unknown name).
 func commandFor(name string) command {
 	connectAll, connectFirst := connectStep{}, connectStep{firstOnly: true}
@@ -68,7 +72,7 @@ func commandFor(name string) command {
 	case "join-local":
 		// A box in local mode joining a cluster whose first server it cannot reach over SSH
 		// (`k3strap firstboot run`; docs/edge-first-boot.md).
-		return command{name: "firstboot run", steps: append(planned, pathsStep{}, preflightStep{}, waitAPIStep{}, joinSelfStep{})}
+		return command{name: joinLocalName, steps: append(planned, pathsStep{}, preflightStep{}, waitAPIStep{}, joinSelfStep{})}
 	case "rotate-token":
 		return command{name: name, withFirst: true, steps: append(planned, lockStep{}, rotateTokenStep{})}
 	}

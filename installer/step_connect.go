@@ -33,7 +33,8 @@ func (c connectStep) Summary() string {
 }
 
 func (c connectStep) Run(ctx context.Context, s *session) error {
-	if s.first == nil && (c.firstOnly || s.command != "reset") {
+	// reset works on any hosts; a box joining by itself (join-local) has only itself.
+	if s.first == nil && (c.firstOnly || (s.command != "reset" && s.command != joinLocalName)) {
 		return errNoServer(events.PhaseConnect)
 	}
 	hosts := s.hosts

@@ -65,10 +65,14 @@ func (waitAPIStep) Run(ctx context.Context, s *session) error {
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
-		wait := b.NextBackOff()
-		if time.Now().Add(wait).After(deadline) {
+		// The last try is at the deadline itself.
+		wait, left := b.NextBackOff(), time.Until(deadline)
+		if left > 0 && wait > left {
+			wait = left
+		}
+		if left <= 0 {
 			em.Finished(events.StatusFailed, fmt.Sprintf("no answer after %d attempts in %s", attempt, time.Since(start).Round(time.Second)))
-			return &Failure{Kind: KindInstall, Phase: events.PhaseWaitAPI, Step: "wait-api", Info: events.ErrorInfo{
+			return &Failure{Kind: KindInstall, Phase: events.PhaseWaitAPI, Info: events.ErrorInfo{
 				Message: fmt.Sprintf("the cluster's API at %s did not answer within %s (%d attempts; last: %v)", url, limit, attempt, err),
 				Fix:     "check that the first server is up and that this box reaches it on TCP 6443 (cable, router, firewall); the box tries again at its next start",
 				Resume:  "the first-boot unit retries by itself; or run `systemctl restart k3strap-firstboot`",
