@@ -56,12 +56,10 @@ func (preflightStep) Run(ctx context.Context, s *session) error {
 func (s *session) preflightInput() *preflight.Input {
 	input := &preflight.Input{Cluster: s.in.cluster, Facts: map[string]*facts.Host{}, Unreachable: map[string]error{},
 		BinaryReleases: s.pre.binaryReleases, Paths: s.pre.paths, Writes: s.plannedWrites(), Proxy: s.pre.proxy}
-	if s.command == joinLocalName {
-		// A box joining by itself reaches no other host.
-		input.NotInRun = map[string]bool{}
-		for _, h := range s.in.cluster.Spec.Hosts {
-			input.NotInRun[h.Name] = true
-		}
+	// Hosts --host left out, or all but itself for a box joining by itself, are not asked for.
+	input.NotInRun = map[string]bool{}
+	for _, h := range s.in.cluster.Spec.Hosts {
+		input.NotInRun[h.Name] = true
 	}
 	for _, hs := range s.hosts {
 		delete(input.NotInRun, hs.host.Name)
