@@ -25,6 +25,8 @@ spec:
   k3s:
     version: v1.31.4+k3s1
     token: from-the-inventory   # secret
+  ssh:
+    user: root
   hosts:
     - name: s1
       address: 10.0.0.1
@@ -99,6 +101,9 @@ func TestWriteSeeds(t *testing.T) {
 		inv, _ := os.ReadFile(filepath.Join(pay, InventoryName))
 		if strings.Contains(string(inv), "from-the-inventory") {
 			t.Errorf("%s: the token is in the payload's inventory", s.Host)
+		}
+		if strings.Contains(string(inv), "ssh:") {
+			t.Errorf("%s: SSH settings are in the payload's inventory:\n%s", s.Host, inv)
 		}
 		if !strings.Contains(string(inv), "# the site") {
 			t.Errorf("%s: the inventory's comments were lost", s.Host)
