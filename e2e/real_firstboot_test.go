@@ -6,6 +6,7 @@ package e2e
 import (
 	"context"
 	"encoding/json"
+	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -134,6 +135,11 @@ func (c *testCluster) firstBoot(i int, dir string) {
 //     journal hold the failing check and its fix, exit 3 (preflight failed), nothing installed.
 func TestRealFirstBoot(t *testing.T) {
 	start := time.Now()
+	// A cloud-init box's sshd waits for cloud-init (Before=sshd.service): on a loaded machine
+	// the harness's default 60 s for SSH to answer after a boot is too short.
+	if os.Getenv("HARNESS_WAIT") == "" {
+		t.Setenv("HARNESS_WAIT", "240")
+	}
 	c := newRealCluster(t, 3)
 	c.writeInventory(realServerAgents, nil)
 	bundle := filepath.Join(c.dir, "site.tar")

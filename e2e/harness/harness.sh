@@ -339,6 +339,8 @@ cmd_cloudinit_layer() {
 # firstboot i SEEDDIR: host i as a brand-new cloud-init box with SEEDDIR as its NoCloud seed.
 cmd_firstboot() {
   local i=$1 seed=$2 d t0=$EPOCHREALTIME; d=$(hdir "$i")
+  # sshd waits for cloud-init's network stage (Before=sshd.service): a first boot answers later.
+  local HARNESS_WAIT=${HARNESS_WAIT:-240}
   [ -f "$seed/user-data" ] && [ -f "$seed/meta-data" ] || die "firstboot: $seed has no user-data and meta-data"
   cmd_cloudinit_layer
   with_lock
