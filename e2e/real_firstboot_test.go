@@ -129,8 +129,8 @@ func (c *testCluster) firstBoot(i int, dir string) {
 //     node is Ready with its declared labels and taint;
 //   - every box rebooted: each runs again and changes nothing (status converged, changed
 //     false), the nodes stay Ready;
-//   - local mode: `k3strap apply` run inside h1 (no SSH) changes nothing, `k3strap doctor`
-//     runs there and reaches its verdict;
+//   - local mode: `k3strap apply --local` run inside h1 (no SSH; the host picked by its host
+//     name) changes nothing, `k3strap doctor --local` runs there and reaches its verdict;
 //   - a seed whose preflight fails (F1 settings) on a fresh box: the status file and the
 //     journal hold the failing check and its fix, exit 3 (preflight failed), nothing installed.
 func TestRealFirstBoot(t *testing.T) {
@@ -274,7 +274,8 @@ func TestRealFirstBoot(t *testing.T) {
 		}
 		return code, evs, string(out)
 	}
-	code, evs, out := localRun("apply", "-f", inv, "-o", "json")
+	// --local: this machine's host (h1, its host name) alone; the others are not reached.
+	code, evs, out := localRun("apply", "-f", inv, "--local", "-o", "json")
 	var sum *events.SummaryInfo
 	local := false
 	for _, e := range evs {
@@ -293,7 +294,7 @@ func TestRealFirstBoot(t *testing.T) {
 			t.Errorf("apply inside h1: %s is %s (%s), want unchanged", h.Host, h.Status, h.Message)
 		}
 	}
-	code, evs, out = localRun("doctor", "-f", inv, "-o", "json")
+	code, evs, out = localRun("doctor", "-f", inv, "--local", "-o", "json")
 	verdict := false
 	for _, e := range evs {
 		verdict = verdict || e.Summary != nil
