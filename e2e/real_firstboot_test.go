@@ -294,13 +294,20 @@ func TestRealFirstBoot(t *testing.T) {
 			t.Errorf("apply inside h1: %s is %s (%s), want unchanged", h.Host, h.Status, h.Message)
 		}
 	}
+	// doctor's verdict is the cluster's (right after every box rebooted, a node's pod network
+	// may still be coming back: a finding, exit 8); what is asserted is that it ran here, in
+	// local mode, to a verdict: 0, 7 (warnings) or 8 (errors), never a failure to run.
 	code, evs, out = localRun("doctor", "-f", inv, "--local", "-o", "json")
-	verdict := false
+	verdict, local := false, false
 	for _, e := range evs {
 		verdict = verdict || e.Summary != nil
+		local = local || (e.Phase == events.PhaseConnect && strings.Contains(e.Message, "local mode"))
+		if e.Doctor != nil {
+			t.Logf("doctor inside h1: %s %s on %s: %s", e.Doctor.Severity, e.Doctor.ID, e.Doctor.Node, e.Doctor.Title)
+		}
 	}
-	if !verdict || (code != 0 && code != 7) {
-		t.Errorf("doctor inside h1: exit %d, summary %v\n%s", code, verdict, out)
+	if !verdict || !local || (code != 0 && code != 7 && code != 8) {
+		t.Errorf("doctor inside h1: exit %d, summary %v, local %v\n%s", code, verdict, local, out)
 	}
 
 	// A seed whose preflight fails: h3 again, as the only server of an F1 site.
