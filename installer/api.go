@@ -22,6 +22,15 @@ func (in *Installer) Apply(ctx context.Context) error {
 	return in.runCommand(ctx, "apply", nil)
 }
 
+// JoinLocal joins the local host (connection: local, the only host of the run: Options.Hosts)
+// to a cluster whose first server it cannot reach over SSH — a box converging itself at boot
+// (docs/edge-first-boot.md): connect, facts, plan, paths, preflight as apply, then wait-api
+// (bounded by Options.JoinTimeout) and join-self (token from the inventory, node awaited as
+// the node itself). The first server's own box runs Apply instead.
+func (in *Installer) JoinLocal(ctx context.Context) error {
+	return in.runCommand(ctx, "join-local", nil)
+}
+
 // Upgrade is Apply for a new spec.k3s.version: servers one at a time, then agents in batches
 // (UpgradeBatchPercent of the agents, at least 1), each drained (unless NoDrain) and
 // uncordoned once Ready on the new version. Downgrades are refused by preflight's

@@ -100,7 +100,14 @@ type Options struct {
 	// failed one by it (fleet/unreachable.go, docs/fleet.md "Offline sites"). It is called from
 	// several goroutines and must not block.
 	HostContact func(host string, err error)
+	// JoinTimeout bounds how long a box joining in local mode waits for the cluster's API
+	// (JoinLocal's wait-api step; default DefaultJoinTimeout).
+	JoinTimeout time.Duration
 }
+
+// DefaultJoinTimeout is how long a box joining in local mode waits for the cluster's API by
+// default: its first server may be plugged in later the same day.
+const DefaultJoinTimeout = 30 * time.Minute
 
 func (o *Options) defaults() {
 	if o.Exit == nil {

@@ -61,6 +61,9 @@ type joinState struct {
 	// notJoined names the servers join-servers could not join (join-agents fails naming them
 	// once the agents are done).
 	notJoined []string
+	// apiDate is the Date of the API's answer to wait-api, apiLocal this host's clock when it
+	// came (local mode joins: the clock check).
+	apiDate, apiLocal time.Time
 }
 
 // outputs are what a run leaves for the summary and the caller.

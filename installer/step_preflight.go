@@ -57,7 +57,13 @@ func (preflightStep) Run(ctx context.Context, s *session) error {
 func (s *session) preflightInput() *preflight.Input {
 	input := &preflight.Input{Cluster: s.in.cluster, Facts: map[string]*facts.Host{}, Unreachable: map[string]error{},
 		BinaryReleases: s.pre.binaryReleases, Paths: s.pre.paths, Writes: s.plannedWrites(), Proxy: s.pre.proxy}
+	// Hosts --host left out, or all but itself for a box joining by itself, are not asked for.
+	input.NotInRun = map[string]bool{}
+	for _, h := range s.in.cluster.Spec.Hosts {
+		input.NotInRun[h.Name] = true
+	}
 	for _, hs := range s.hosts {
+		delete(input.NotInRun, hs.host.Name)
 		if hs.facts != nil {
 			input.Facts[hs.host.Name] = hs.facts
 		}

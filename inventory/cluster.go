@@ -357,3 +357,17 @@ func (c *Cluster) ClusterCIDRs() (pods, services []string) {
 	}
 	return split(cfg.ClusterCIDR, DefaultClusterCIDR), split(cfg.ServiceCIDR, DefaultServiceCIDR)
 }
+
+// LocalHost returns the host whose connection is local (k3strap runs on it), nil when every
+// host is reached over SSH. Validation allows at most one.
+func (c *Cluster) LocalHost() *Host {
+	for i := range c.Spec.Hosts {
+		if c.Spec.Hosts[i].Connection == ConnectionLocal {
+			return &c.Spec.Hosts[i]
+		}
+	}
+	return nil
+}
+
+// IsLocal reports whether h is reached without SSH (connection: local).
+func (h *Host) IsLocal() bool { return h != nil && h.Connection == ConnectionLocal }

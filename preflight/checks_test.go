@@ -52,8 +52,12 @@ func TestSSH(t *testing.T) {
 	agent := input(c, nil)
 	delete(agent.Facts, "w1")
 	agent.Unreachable = map[string]error{"w1": &remote.ConnectError{Host: "w1", Step: remote.StepAgent, Err: errors.New("ssh-agent did not answer within 10s")}}
+	notInRun := input(c, nil)
+	delete(notInRun.Facts, "w1")
+	notInRun.NotInRun = map[string]bool{"w1": true}
 	runCases(t, "SSH", []checkCase{
 		{"all reachable", input(c, nil), nil},
+		{"a host the run does not work on", notInRun, nil},
 		{"command hung", hung, []want{errW("w1", "SSH to ops@w1.example.net:22 works, but gather facts on w1 did not finish within 2m0s").withFix("look for what hangs")}},
 		{"agent silent", agent, []want{errW("w1", "ssh-agent did not answer within 10s").withFix("ssh-add -l", "ssh.keyPath")}},
 		{"unreachable", unreachable, []want{

@@ -25,6 +25,9 @@ func checkSSH(in *Input) []finding.Finding {
 	c := in.Cluster
 	for i := range c.Spec.Hosts {
 		h := &c.Spec.Hosts[i]
+		if in.NotInRun[h.Name] {
+			continue
+		}
 		s := c.HostSSH(h)
 		key := "the ssh-agent"
 		if s.KeyPath != "" {

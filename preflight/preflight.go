@@ -54,6 +54,10 @@ type Input struct {
 	// environment and, with spec.proxy, the probe); nil when it was not gathered, and then the
 	// Proxy and NoProxy checks judge nothing (proxy.go).
 	Proxy map[string]*facts.ProxyFacts
+	// NotInRun are the hosts this run does not work on (--host left them out, or a box in
+	// local mode joining by itself: docs/edge-first-boot.md); the SSH check asks nothing of
+	// them.
+	NotInRun map[string]bool
 }
 
 // BinaryRelease is what was found in one airgap binary.

@@ -140,7 +140,7 @@ func (a *app) rootCmd() *cobra.Command {
 	}
 	// One file per command: validate.go, preflight.go, render.go, apply.go, upgrade.go, ...
 	root.AddCommand(a.validateCmd(), a.preflightCmd(), a.renderCmd(), a.applyCmd(), a.upgradeCmd(), a.resetCmd(), a.kubeconfigCmd(), a.checkCmd(), a.doctorCmd(), a.versionCmd(), a.initCmd(), a.stepsCmd(),
-		a.backupCmd(), a.restoreCmd(), a.removeNodeCmd(), a.rotateCmd(), a.bundleCmd())
+		a.backupCmd(), a.restoreCmd(), a.removeNodeCmd(), a.rotateCmd(), a.bundleCmd(), a.firstbootCmd())
 	root.AddCommand(a.schemaCmd(), a.manCmd(), a.timelineCmd())
 	a.fleetCommands(root) // fleet.go: fleet files, `k3strap fleet`
 	// cobra adds help and completion when it runs; added now, they get examples, man pages,
@@ -310,6 +310,7 @@ type runFlags struct {
 	askSudo           bool
 	pollInterval      time.Duration
 	hostTranscripts   string
+	local             bool
 }
 
 func (rf *runFlags) register(cmd *cobra.Command, apply bool) {
@@ -324,6 +325,7 @@ func (rf *runFlags) register(cmd *cobra.Command, apply bool) {
 	// For contributors (docs/development.md, "Host transcripts"): hidden from help.
 	f.StringVar(&rf.hostTranscripts, "record-host-transcripts", "", "directory to record every host's exchanges to, secrets masked (replay tests)")
 	_ = f.MarkHidden("record-host-transcripts")
+	f.BoolVar(&rf.local, "local", false, "local mode: run on the host itself, without SSH (the host --host names, else the one named as this machine); the run works on that host only")
 	if apply {
 		f.StringVar(&rf.kubeconfigOut, "kubeconfig-out", "", "where to write the kubeconfig (default ./<cluster name>.kubeconfig)")
 		f.StringVar(&rf.apiAddress, "api-address", "", "address clients use for the API server (default: the first server's address)")
@@ -381,6 +383,10 @@ func (a *app) installerOptions(c *inventory.Cluster, rf *runFlags) (installer.Op
 	if err != nil {
 		return installer.Options{}, err
 	}
+	hosts, err := a.localMode(c, rf)
+	if err != nil {
+		return installer.Options{}, err
+	}
 	return installer.Options{
 		Exit:                  exitSummary,
 		IgnorePreflight:       ign,
@@ -392,7 +398,7 @@ func (a *app) installerOptions(c *inventory.Cluster, rf *runFlags) (installer.Op
 		PollInterval:          rf.pollInterval,
 		Concurrency:           rf.concurrency,
 		SudoPassword:          pw,
-		Hosts:                 rf.hosts,
+		Hosts:                 hosts,
 		DryRun:                rf.dryRun,
 		DetailedExitCode:      rf.detailedExitCode,
 		ConcurrentUploads:     rf.concurrentUploads,

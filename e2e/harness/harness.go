@@ -105,7 +105,7 @@ type Host struct {
 type Harness struct {
 	script string
 	dir    string
-	// inst is HARNESS_INSTANCE (0..9).
+	// inst is HARNESS_INSTANCE (0..maxInstance).
 	inst int
 	// state is this instance's directory (dir itself for HARNESS_INSTANCE 0, dir/i<k> else):
 	// its hosts, lock and ssh_config.
@@ -204,10 +204,11 @@ func open(ctx context.Context) (*Harness, error) {
 	}
 	state, inst := dir, 0
 	if v := os.Getenv("HARNESS_INSTANCE"); v != "" && v != "0" {
-		if len(v) != 1 || v[0] < '1' || v[0] > '9' {
-			return nil, fmt.Errorf("HARNESS_INSTANCE=%q: want 0..9", v)
+		k, err := strconv.Atoi(v)
+		if err != nil || k < 1 || k > maxInstance || strconv.Itoa(k) != v {
+			return nil, fmt.Errorf("HARNESS_INSTANCE=%q: want 0..%d", v, maxInstance)
 		}
-		state, inst = filepath.Join(dir, "i"+v), int(v[0]-'0')
+		state, inst = filepath.Join(dir, "i"+v), k
 	}
 	if err := os.MkdirAll(state, 0o755); err != nil {
 		return nil, err
@@ -269,10 +270,22 @@ func (h *Harness) Prefix() string {
 
 // PublicNet is the first three octets of the public bridge's /24 ("10.123.0" for instance 0,
 // 10.(123+2k).0 for instance k): the bridge is .1, host i is .(10+i).
-func (h *Harness) PublicNet() string { return fmt.Sprintf("10.%d.0", 123+2*h.inst) }
+func (h *Harness) PublicNet() string { return fmt.Sprintf("10.%d.0", netBase(h.inst)) }
+
+// maxInstance is the highest HARNESS_INSTANCE (harness.sh says the same).
+const maxInstance = 19
+
+// netBase is the second octet of instance k's public net: 123+2k for k < 10, 143+2k above
+// (past the uplink nets 10.143-10.152 of instances 0-9); harness.sh's NETBASE.
+func netBase(k int) int {
+	if k < 10 {
+		return 123 + 2*k
+	}
+	return 143 + 2*k
+}
 
 // PrivateNet is PublicNet of the bastion topology's private bridge (10.(124+2k).0).
-func (h *Harness) PrivateNet() string { return fmt.Sprintf("10.%d.0", 124+2*h.inst) }
+func (h *Harness) PrivateNet() string { return fmt.Sprintf("10.%d.0", netBase(h.inst)+1) }
 
 // KeyPath returns the private key (ed25519, no passphrase) accepted for root, deploy and pwuser
 // on every host.
@@ -433,6 +446,16 @@ func (h *Harness) Down(ctx context.Context) error {
 // and kernel mask, and boots it again; it returns when sshd answers (measured: 0.6-1 s).
 func (h *Harness) Reset(ctx context.Context, i int) error { return h.hostCmd(ctx, "reset", i) }
 
+// FirstBoot makes host i a brand-new cloud-init box (Debian's cloud-init over the base, its
+// disk wiped as by Reset) whose NoCloud seed is the directory seed (user-data, meta-data and
+// whatever lies beside them, in /var/lib/cloud/seed/nocloud), boots it and returns when SSH
+// answers; nothing logs in. The first call builds the cloud-init layer (about a minute, once
+// per harness directory). The host stays a cloud-init host across Stop/Start until Reset or Down.
+func (h *Harness) FirstBoot(ctx context.Context, i int, seed string) error {
+	_, err := h.run(ctx, nil, nil, "firstboot", strconv.Itoa(i), seed)
+	return err
+}
+
 // Stop powers host i off gracefully (systemd shutdown, up to 15 s, then killed).
 func (h *Harness) Stop(ctx context.Context, i int) error { return h.hostCmd(ctx, "stop", i) }
 
@@ -483,7 +506,12 @@ func (h *Harness) Uplink(ctx context.Context, i int) error { return h.hostCmd(ct
 
 // UplinkNet is the uplink bridge's /24 without its last octet ("10.146.0" for instance 3);
 // host i's wan0 address ends in 10+i.
-func (h *Harness) UplinkNet() string { return fmt.Sprintf("10.%d.0", 143+h.inst) }
+func (h *Harness) UplinkNet() string {
+	if h.inst >= 10 {
+		return fmt.Sprintf("10.%d.0", 173+h.inst)
+	}
+	return fmt.Sprintf("10.%d.0", 143+h.inst)
+}
 
 // IPv6 gives host i an IPv6 address as well (opt-in): IPv6Addr(i) on eth0, the public bridge
 // fd00:123:<instance>::1/64 and a default IPv6 route via it. It stays across Stop and Start;

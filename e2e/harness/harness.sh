@@ -45,7 +45,8 @@
 #                                    the bridge PUB6::1/64 and a default IPv6 route via it; kept
 #                                    across stop/start; reset takes it away (first boot), down too
 #   harness.sh uplink i              a second cable for host i: wan0 on the uplink bridge
-#                                    (<prefix>br2, 10.(143+k).0.0/24, k = HARNESS_INSTANCE), and host
+#                                    (<prefix>br2, 10.(143+k).0.0/24, k = HARNESS_INSTANCE < 10,
+#                                    10.(173+k) for k >= 10), and host
 #                                    i's default route moved to it (a multi-homed edge host: the
 #                                    uplink has the default route, the plant network the inventory
 #                                    address); nothing on the uplink bridge is routed anywhere
@@ -53,6 +54,15 @@
 #                                    the other hosts are dropped without an ICMP (a black hole), as
 #                                    on a smaller-MTU link; the host's own TCP adapts (MSS)
 #   harness.sh regen-hostkey i       new SSH host keys for host i (host-key-mismatch tests)
+#   harness.sh cloudinit-layer       build $HARNESS_DIR/layer-cloudinit once: Debian's cloud-init
+#                                    package installed over the base (an overlay layer holding
+#                                    only what the package adds; apt from HARNESS_MIRROR)
+#   harness.sh firstboot i SEEDDIR   host i becomes a fresh cloud-init host: its disk wiped as by
+#                                    reset, the cloud-init layer under it, SEEDDIR's files
+#                                    (user-data, meta-data: a NoCloud seed) in
+#                                    /var/lib/cloud/seed/nocloud, then booted; nothing logs in.
+#                                    The host stays a cloud-init host across stop/start/kill
+#                                    until reset or down
 #   harness.sh kernel-mask i F...    host i sees a kernel without features F (see below)
 #   harness.sh kernel-unmask i       host i sees the machine's kernel again
 #   harness.sh sysctl-hold           set the machine sysctls a real K3s kubelet needs
@@ -67,7 +77,7 @@
 #   harness.sh purge                 down + delete the base, key and password (other files in
 #                                    $HARNESS_DIR are left alone)
 #
-# Environment: HARNESS_DIR (default /var/tmp/k3strap-e2e), HARNESS_INSTANCE (0..9, see below),
+# Environment: HARNESS_DIR (default /var/tmp/k3strap-e2e), HARNESS_INSTANCE (0..19, see below),
 #   HARNESS_TOPOLOGY (flat|bastion),
 #   HARNESS_KIND (bookworm|trixie|openrc, read by up), HARNESS_MIRROR (Debian mirror),
 #   HARNESS_BASE_ROOTFS (copy this already-debootstrapped rootfs instead of running debootstrap;
@@ -169,11 +179,14 @@ stamp_of() {
   case $1 in bookworm) echo "$BASE_STAMP";; openrc) echo "$BASE_STAMP openrc 4";; *) echo "$BASE_STAMP $1";; esac
 }
 valid_kind() { [[ " $KINDS " == *" ${1:-} "* ]] || die "unknown host kind '${1:-}' (one of: $KINDS)"; }
-# Instances: HARNESS_INSTANCE=k (0..9, default 0) is a second, independent set of hosts on the same
+# Instances: HARNESS_INSTANCE=k (0..19, default 0) is a second, independent set of hosts on the same
 # machine, sharing only the base image, the key and the held sysctls: its own prefix, addresses
-# (10.(123+2k).0.0/24 public, 10.(124+2k).0.0/24 private), state under $HD/i<k> and lock.
+# (10.(123+2k).0.0/24 public, 10.(124+2k).0.0/24 private for k < 10; 10.(143+2k) and
+# 10.(144+2k) for k >= 10, above every uplink net of k < 10), state under $HD/i<k> and lock.
 INST=${HARNESS_INSTANCE:-0}
-[[ $INST =~ ^[0-9]$ ]] || { echo "HARNESS_INSTANCE must be 0..9" >&2; exit 2; }
+[[ $INST =~ ^(1?[0-9])$ ]] || { echo "HARNESS_INSTANCE must be 0..19" >&2; exit 2; }
+NETBASE=$((INST < 10 ? 123 + 2 * INST : 143 + 2 * INST))   # the public net's second octet
+UPLINK_OCTET=$((INST < 10 ? 143 + INST : 173 + INST))       # the uplink net's (cmd_uplink)
 if [ "$INST" = 0 ]; then
   P=k3st                      # prefix of every netns / link / nft table we create
   SD=$HD                      # this instance's state: hosts/, state/, ssh_config, lock
@@ -184,8 +197,8 @@ fi
 BR=${P}br0                    # public bridge, root namespace
 PRIVNS=${P}-priv              # namespace holding the private bridge
 PRIVBR=br1
-PUB=10.$((123 + 2 * INST)).0
-PRIV=10.$((124 + 2 * INST)).0
+PUB=10.$NETBASE.0
+PRIV=10.$((NETBASE + 1)).0
 PUB6=fd00:123:$INST:                # IPv6 public net (opt-in, cmd_ipv6): PUB6:1/64 bridge, PUB6:(10+i) host i
 KEY=$HD/id_ed25519
 SSH_OPTS=(-i "$KEY" -o StrictHostKeyChecking=no -o UserKnownHostsFile=/dev/null -o LogLevel=ERROR
@@ -385,6 +398,71 @@ cmd_base() {   # [KIND]: build the base image of host kind KIND (default bookwor
   log "base $k ready in $((SECONDS - t0)) s"
 }
 
+# cloudinit-layer: $HD/layer-cloudinit is the upper directory of an overlay over the base in
+# which apt-get installed Debian's cloud-init (no recommends): a lower layer holding only what
+# the package adds (its whiteouts included), shared by every instance like the base. The
+# package's own units are kept; cloud-init finds a NoCloud seed in /var/lib/cloud/seed/nocloud.
+CI_STAMP="k3strap-harness-cloudinit 1 ($BASE_STAMP)"
+cmd_cloudinit_layer() {
+  [ "$(cat "$HD/base/.harness-ready" 2>/dev/null)" = "$BASE_STAMP" ] || cmd_base
+  base_lock
+  [ "$(cat "$HD/layer-cloudinit/.harness-cloudinit" 2>/dev/null)" = "$CI_STAMP" ] && return 0
+  local T=$HD/layer-cloudinit.tmp W=$HD/layer-cloudinit.work M=$HD/layer-cloudinit.mnt t0=$SECONDS rc=0
+  umount "$M" 2>/dev/null || true
+  rm -rf "$T" "$W" "$M"; mkdir -p "$T" "$W" "$M"
+  mount -t overlay "$P-cloudinit" -o "lowerdir=$HD/base,upperdir=$T,workdir=$W" "$M"
+  cp /etc/resolv.conf "$M/etc/resolv.conf.harness"
+  log "cloudinit-layer: apt-get install cloud-init ($MIRROR)"
+  (
+    mount -t proc proc "$M/proc"
+    trap 'umount "$M/proc"' EXIT
+    mv "$M/etc/resolv.conf" "$M/etc/resolv.conf.keep" 2>/dev/null || true
+    cp "$M/etc/resolv.conf.harness" "$M/etc/resolv.conf"
+    echo "deb $MIRROR $SUITE main" > "$M/etc/apt/sources.list"
+    chroot "$M" env DEBIAN_FRONTEND=noninteractive apt-get update -qq &&
+    chroot "$M" env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
+      cloud-init >/dev/null
+    r=$?
+    rm -f "$M/etc/resolv.conf"; mv "$M/etc/resolv.conf.keep" "$M/etc/resolv.conf" 2>/dev/null || true
+    chroot "$M" apt-get clean
+    rm -rf "$M/var/lib/apt/lists"/* "$M/etc/resolv.conf.harness"
+    exit $r
+  ) > "$HD/cloudinit-layer.log" 2>&1 || rc=$?
+  umount "$M"
+  rmdir "$M"; rm -rf "$W"
+  [ "$rc" = 0 ] || { tail -20 "$HD/cloudinit-layer.log" >&2; rm -rf "$T"; die "cloudinit-layer: apt-get failed"; }
+  [ -x "$T/usr/bin/cloud-init" ] || die "cloudinit-layer: no /usr/bin/cloud-init after the install"
+  echo "$CI_STAMP" > "$T/.harness-cloudinit"
+  rm -rf "$HD/layer-cloudinit"; mv "$T" "$HD/layer-cloudinit"
+  log "cloudinit-layer ready in $((SECONDS - t0)) s"
+}
+
+# firstboot i SEEDDIR: host i as a brand-new cloud-init box with SEEDDIR as its NoCloud seed.
+cmd_firstboot() {
+  local i=$1 seed=$2 d t0=$EPOCHREALTIME; d=$(hdir "$i")
+  # sshd waits for cloud-init's network stage (Before=sshd.service): a first boot answers later.
+  local HARNESS_WAIT=${HARNESS_WAIT:-240}
+  [ -f "$seed/user-data" ] && [ -f "$seed/meta-data" ] || die "firstboot: $seed has no user-data and meta-data"
+  cmd_cloudinit_layer
+  with_lock
+  cmd_kill "$i"
+  umount "$d/root" 2>/dev/null || umount -l "$d/root" 2>/dev/null || true
+  rm -rf "$d/upper" "$d/work" "$d/rancher"
+  : > "$SD/state/cloudinit.h$i"
+  net_reset "$i"
+  prepare "$i"
+  install -d -m 0700 "$d/root/var/lib/cloud/seed/nocloud"
+  cp -a "$seed"/. "$d/root/var/lib/cloud/seed/nocloud/"
+  # The harness wires the host's network and SSH itself: cloud-init leaves both alone (no
+  # fallback DHCP config, host keys and root's authorized_keys kept).
+  install -d "$d/root/etc/cloud/cloud.cfg.d"
+  printf '%s\n' '# k3strap e2e harness (harness.sh cmd_firstboot): network and SSH are the harness'"'"'s' \
+    'network: {config: disabled}' 'ssh_deletekeys: false' 'disable_root: false' 'locale: false' \
+    > "$d/root/etc/cloud/cloud.cfg.d/90-k3strap-harness.cfg"
+  start_one "$i"
+  log "h$i first boot (cloud-init) in $(ms_since "$t0") ms"
+}
+
 # ---------------------------------------------------------------- network
 net_up() {
   if ! ip link show "$BR" >/dev/null 2>&1; then
@@ -483,10 +561,12 @@ new_hostkeys() {
   done
 }
 mount_root() {
-  local d; d=$(hdir "$1")
+  local d lower; d=$(hdir "$1"); lower=$(base_of "$(kind)")
+  # A cloud-init host (cmd_firstboot) has the cloud-init layer over the base.
+  [ -f "$SD/state/cloudinit.h$1" ] && lower=$HD/layer-cloudinit:$lower
   mkdir -p "$d/upper" "$d/work" "$d/root"
   mountpoint -q "$d/root" || mount -t overlay "$P-h$1" \
-    -o "lowerdir=$(base_of "$(kind)"),upperdir=$d/upper,workdir=$d/work" "$d/root"
+    -o "lowerdir=$lower,upperdir=$d/upper,workdir=$d/work" "$d/root"
   # a host whose shutdown remounted its root read-only (the openrc kind's umountroot) boots
   # read-write again, as a real machine does
   case ,$(findmnt -n -o OPTIONS "$d/root"), in *,ro,*) mount -o remount,rw "$d/root";; esac
@@ -746,6 +826,7 @@ cmd_reset() {
   cmd_kill "$i"; debug "h$i: killed"
   umount "$d/root" 2>/dev/null || umount -l "$d/root"
   rm -rf "$d/upper" "$d/work" "$d/rancher"
+  rm -f "$SD/state/cloudinit.h$i"   # back to a plain host (cmd_firstboot)
   net_reset "$i"
   create "$i"; start_one "$i"
   log "h$i reset in $(ms_since "$t0") ms"
@@ -767,7 +848,7 @@ cmd_heal() {
 # uplink i: host i gets wan0 on the uplink bridge and its default route there.
 cmd_uplink() {
   local i=$1 n up br gw v
-  n=$(hns "$i"); up=10.$((143 + INST)).0; br=${P}br2; gw=$up.1; v=${P}u$i
+  n=$(hns "$i"); up=10.$UPLINK_OCTET.0; br=${P}br2; gw=$up.1; v=${P}u$i
   ns_exists "$n" || die "h$i has no network namespace (harness up first)"
   if ! ip link show "$br" >/dev/null 2>&1; then
     ip link add "$br" type bridge
@@ -1033,7 +1114,7 @@ cmd_down()  { with_lock; down_all; cmd_sysctl_release; }
 cmd_purge() {   # only what the harness made; other files in $HD stay
   with_lock; down_all
   for k in $KINDS; do rm -rf "$(base_of "$k")" "$(base_of "$k").tmp" "$HD/debootstrap-$k.log"; done
-  rm -rf "$KEY" "$KEY.pub" "$HD/pwuser.password" "$SD/ssh_config" \
+  rm -rf "$HD/layer-cloudinit" "$HD/layer-cloudinit.tmp" "$KEY" "$KEY.pub" "$HD/pwuser.password" "$SD/ssh_config" \
          "$HD/debootstrap.log" "$SD/.script.lock" "$SD/.go-test.lock" "$HD/.base.lock"
   [ "$SD" = "$HD" ] || rmdir "$SD" 2>/dev/null || true
   rmdir "$HD" 2>/dev/null || true
@@ -1052,5 +1133,7 @@ case $c in
   uplink) [ $# -eq 1 ] || die "usage: uplink i"; valid_index "$1"; cmd_uplink "$1" ;;
   ipv6) [ $# -eq 1 ] || die "usage: ipv6 i"; valid_index "$1"; with_lock; cmd_ipv6 "$1" ;;
   nft) [ $# -ge 2 ] || die "usage: nft i ARGS..."; valid_index "$1"; cmd_nft "$@" ;;
+  cloudinit-layer) cmd_cloudinit_layer ;;
+  firstboot) [ $# -eq 2 ] || die "usage: firstboot i SEEDDIR"; valid_index "$1"; cmd_firstboot "$1" "$2" ;;
   *) sed -n '2,/^set -euo/p' "$0" | sed '$d'; exit 2 ;;
 esac
