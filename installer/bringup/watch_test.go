@@ -242,9 +242,9 @@ func TestWatchFreshness(t *testing.T) {
 	t0 := runAStart.Truncate(time.Second)
 	start := t0.Unix() + 1 // the restarted process
 	tests := []struct {
-		name             string
-		skew             time.Duration
-		tick             probeTick
+		name              string
+		skew              time.Duration
+		tick              probeTick
 		subnet, ready, up bool
 	}{
 		{"subnet.env and Ready of this process", 0, tickAt(t, start, t0.Add(9*time.Second), start+15, 0), true, true, true},
