@@ -170,7 +170,7 @@ func (s *session) waitNode(ctx context.Context, hs *hostState, kc *nodeView, ver
 		Host: hs.host, Service: hs.plan.Service, Version: version, Declared: hs.fresh, Excluded: excluded,
 		WantEtcd: hs.host.EtcdMember() && len(s.in.cluster.Servers()) > 1,
 		Since:    bringup.Since(res.started, hs.facts.ClockSkew),
-		Deadline: bringup.Deadline{Start: time.Now(), Timeout: s.in.opts.Timeout},
+		Deadline: s.waitDeadline(),
 	}
 	wctx, stop := whileReachable(ctx, hs)
 	defer stop()
