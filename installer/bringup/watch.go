@@ -89,12 +89,25 @@ const (
 	ProbeFailed
 )
 
-var kindNames = [...]string{"waiting", "up", "stalled", "crash loop", "timed out", "lost host", "probe retry", "probe failed"}
-
 // String names the kind.
 func (k Kind) String() string {
-	if k >= 0 && int(k) < len(kindNames) {
-		return kindNames[k]
+	switch k {
+	case Waiting:
+		return "waiting"
+	case Up:
+		return "up"
+	case Stalled:
+		return "stalled"
+	case CrashLoop:
+		return "crash loop"
+	case TimedOut:
+		return "timed out"
+	case Lost:
+		return "lost host"
+	case ProbeRetry:
+		return "probe retry"
+	case ProbeFailed:
+		return "probe failed"
 	}
 	return "kind " + strconv.Itoa(int(k))
 }
