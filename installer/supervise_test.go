@@ -185,8 +185,9 @@ func realNode(t *testing.T, heartbeat time.Time) *corev1.Node {
 }
 
 // fakeProbe plays attempts of the probe: each attempt's ticks, one per poll interval of a
-// fake clock advanced by step before each tick; then the attempt stays quiet until stopped.
-// It records the naps the supervisor answered with, as probe.sh reads them.
+// fake clock advanced by step before each tick, each after the supervisor's answer to the one
+// before (as probe.sh); then the attempt stays quiet until stopped. It records the naps the
+// supervisor answered with.
 type fakeProbe struct {
 	t        *testing.T
 	clock    time.Time
@@ -210,14 +211,20 @@ func (f *fakeProbe) answers() []string {
 }
 
 func (f *fakeProbe) stream(ctx context.Context, naps io.Reader, onLine func(string)) error {
+	answers := make(chan string, 1)
 	f.readers.Add(1)
 	go func() {
 		defer f.readers.Done()
+		defer close(answers)
 		sc := bufio.NewScanner(naps)
 		for sc.Scan() {
 			f.mu.Lock()
 			f.naps = append(f.naps, sc.Text())
 			f.mu.Unlock()
+			select {
+			case answers <- sc.Text():
+			default: // an answer the fake no longer waits for
+			}
 		}
 	}()
 	i := f.started
@@ -230,6 +237,14 @@ func (f *fakeProbe) stream(ctx context.Context, naps io.Reader, onLine func(stri
 			f.clock = f.clock.Add(f.step)
 			for _, l := range tk.lines(f.t) {
 				onLine(l)
+			}
+			// As probe.sh: the next tick after the answer (none comes once the watch ends).
+			select {
+			case <-answers:
+			case <-ctx.Done():
+				return ctx.Err()
+			case <-time.After(5 * time.Second):
+				f.t.Errorf("no answer to tick %d", len(f.naps))
 			}
 		}
 	}
