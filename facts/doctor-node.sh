@@ -1,11 +1,12 @@
 # shellcheck shell=sh
-# What doctor needs from one node (run as root): hostname and addresses, the clock, the K3s
-# binary's version, which unit runs (k3s or k3s-agent) with its state, restart count and last
-# start, the unit's journal tail (300 lines), the K3s config file and drop-ins (lines with a key
-# matching SECRET_KEYS left out), flannel's subnet.env, the first certificate of every K3s
-# certificate file (server/tls/*.crt, server/tls/*/*.crt, agent/*.crt; PEM, parsed locally — no
-# openssl needed), free disk of K3s's data filesystem and memory, and between @network and
-# @network-end what network.sh (in K3STRAP_NETWORK_SH) prints, and between @proxy and
+# What doctor needs from one node (run as root): between @host-facts and @host-facts-end what
+# host.sh (in K3STRAP_HOST_SH) prints, the host facts preflight gathers too (the clock, memory,
+# free disk, addresses, hostname, the K3s binary's version); which unit runs (k3s or
+# k3s-agent) with its state, restart count and last start, the unit's journal tail (300
+# lines), the K3s config file and drop-ins (lines with a key matching SECRET_KEYS left out),
+# flannel's subnet.env, the first certificate of every K3s certificate file (server/tls/*.crt,
+# server/tls/*/*.crt, agent/*.crt; PEM, parsed locally — no openssl needed); between @network
+# and @network-end what network.sh (in K3STRAP_NETWORK_SH) prints, and between @proxy and
 # @proxy-end what proxy.sh (in K3STRAP_PROXY_SH) prints of the unit's proxy environment.
 # ParseDoctorNode reads it.
 # Its one argument holds journal line fragments, one per line: the journal lines older than the
@@ -13,10 +14,9 @@
 # the kubelet's command line of a long-running unit.
 PATH=$PATH:$K3S_BIN_DIR:/usr/sbin:/sbin
 keys=$1
-echo "@host $(hostname 2>/dev/null)"
-echo "@addrs $(hostname -I 2>/dev/null || hostname -i 2>/dev/null)"
-echo "@clock $(date +%s.%N)"
-echo "@version $("$K3S_BIN" --version 2>/dev/null | head -n 1)"
+echo "@host-facts"
+sh -c "$K3STRAP_HOST_SH" k3strap-host
+echo "@host-facts-end"
 svc=
 for u in k3s k3s-agent; do
   if [ -n "$(systemctl show -p FragmentPath --value "$u" 2>/dev/null)" ]; then svc=$u; break; fi
@@ -39,9 +39,6 @@ if [ -r "$K3S_SUBNET_ENV" ]; then echo "@subnet present $(stat -c %Y "$K3S_SUBNE
 for f in "$K3S_DATA_DIR"/server/tls/*.crt "$K3S_DATA_DIR"/server/tls/*/*.crt "$K3S_DATA_DIR"/agent/*.crt; do
   [ -r "$f" ] && { echo "@cert $f"; sed -n '/-BEGIN CERTIFICATE-/,/-END CERTIFICATE-/{p;/-END CERTIFICATE-/q}' "$f"; }
 done
-d=$K3S_DATA_ROOT; [ -d "$d" ] || d=/
-echo "@disk $(df -Pk "$d" 2>/dev/null | awk 'NR==2{print $2, $4, $5, $6}')"
-echo "@mem $(awk '/^MemTotal:/{t=$2} /^MemAvailable:/{a=$2} END{print t, a}' /proc/meminfo 2>/dev/null)"
 echo "@network"
 sh -c "$K3STRAP_NETWORK_SH" k3strap-network ""
 echo "@network-end"
@@ -50,4 +47,9 @@ if [ -n "$svc" ]; then
   K3S_SYSTEMD_DIR=$K3S_SYSTEMD_DIR sh -c "$K3STRAP_PROXY_SH" k3strap-proxy "$svc"
   echo "@proxy-end"
 fi
+# The clock again at the end, as gather.sh does: Go averages both (facts.Host.SetClockSkew).
+echo "@host-facts"
+printf '\n@@ clock end\n'
+date +%s.%N 2>/dev/null
+echo "@host-facts-end"
 echo "@end"

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/k3strap/k3strap/diagnose"
+	"github.com/k3strap/k3strap/finding"
 	"github.com/k3strap/k3strap/preflight"
 )
 
@@ -149,7 +150,7 @@ type DoctorRequest struct {
 
 // DoctorReport is what doctor found and did.
 type DoctorReport struct {
-	Findings []diagnose.Finding
+	Findings []finding.Finding
 	// Repaired lists the repairs applied ("node: what").
 	Repaired []string
 	// Bundle is the support bundle written ("" when none).

@@ -11,6 +11,7 @@ import (
 
 	"github.com/k3strap/k3strap/events"
 	"github.com/k3strap/k3strap/facts"
+	"github.com/k3strap/k3strap/finding"
 	"github.com/k3strap/k3strap/preflight"
 )
 
@@ -85,7 +86,7 @@ func (s *session) preflight() (*preflight.Report, error) {
 		if f.Ignored {
 			sev = "ignored"
 		}
-		res := events.PreflightResult{Check: f.Check, Severity: sev, Message: f.Message, Fix: f.Fix, Commands: f.Commands}
+		res := events.PreflightResult{Check: f.ID, Severity: sev, Message: f.Message, Fix: f.Fix(), Commands: f.Commands}
 		for _, e := range f.Evidence {
 			res.Evidence = append(res.Evidence, events.EvidenceLine{Text: e.Text, Source: e.Source})
 		}
@@ -113,17 +114,17 @@ func (s *session) preflight() (*preflight.Report, error) {
 // failedChecks groups preflight errors: checks is every failed check ID once, in report order;
 // hosts the hosts with errors in report order, and byHost every failed check of each host (not
 // only the last: a host's summary line names them all).
-func failedChecks(errs []preflight.Finding) (checks, hosts []string, byHost map[string][]string) {
+func failedChecks(errs []finding.Finding) (checks, hosts []string, byHost map[string][]string) {
 	byHost = map[string][]string{}
 	for _, f := range errs {
-		if !slices.Contains(checks, f.Check) {
-			checks = append(checks, f.Check)
+		if !slices.Contains(checks, f.ID) {
+			checks = append(checks, f.ID)
 		}
 		if _, ok := byHost[f.Host]; !ok {
 			hosts = append(hosts, f.Host)
 		}
-		if !slices.Contains(byHost[f.Host], f.Check) {
-			byHost[f.Host] = append(byHost[f.Host], f.Check)
+		if !slices.Contains(byHost[f.Host], f.ID) {
+			byHost[f.Host] = append(byHost[f.Host], f.ID)
 		}
 	}
 	return checks, hosts, byHost

@@ -8,9 +8,10 @@
 //
 // Preflight (before anything is installed, from facts and the path probes) and doctor (on a
 // running cluster, from its evidence) call the same functions and so speak one vocabulary:
-// every Result carries one of the check IDs below, the evidence it rests on with its source,
-// and a fix that names the exact command or config key. The package does no I/O of its own;
-// RunPaths drives the path probes through the runners its caller gives it.
+// every finding (finding.Finding, the one model of both) carries one of the check IDs below,
+// the evidence it rests on with its source, and a fix that names the exact command or config
+// key. The package does no I/O of its own; RunPaths drives the path probes through the
+// runners its caller gives it.
 package netcheck
 
 import (
@@ -40,42 +41,6 @@ const (
 // IDs lists the check IDs in the order preflight runs them.
 func IDs() []string {
 	return []string{NodePaths, PathMTU, NodeAddress, HostFirewall, IptablesBackends, NMCloudSetup, NetworkManager, ResolvConf}
-}
-
-// Severity of a result.
-type Severity string
-
-// Severities.
-const (
-	Error   Severity = "error"
-	Warning Severity = "warning"
-	Info    Severity = "info"
-)
-
-// Evidence is one fact a result rests on and where it was read ("cp1: nft -j list ruleset").
-type Evidence struct {
-	Text   string
-	Source string
-}
-
-// Result is one thing a check found.
-type Result struct {
-	ID       string
-	Severity Severity
-	// Host is the host (node) it is about; Peers the other hosts involved (the sources of a
-	// path, the nodes a blocked port cuts off).
-	Host  string
-	Peers []string
-	// Title is one line; Message says what is wrong with the host's actual values and what
-	// it does to K3s.
-	Title   string
-	Message string
-	// Evidence are the facts it rests on.
-	Evidence []Evidence
-	// Fix says what to change; Commands are the exact commands that change it (never run by
-	// k3strap).
-	Fix      string
-	Commands []string
 }
 
 // Node is one host as the checks see it.
