@@ -39,7 +39,9 @@ type Options struct {
 	// StallGrace is how long the uninitialized taint may stay before the supervisor diagnoses
 	// a stall (default 60 s).
 	StallGrace time.Duration
-	// Timeout bounds the first server's bring-up (default 10 min).
+	// Timeout bounds each wait of a bring-up separately, counted from that wait's own start:
+	// the first server's from its (re)start, each joining or restarted node's, the CNI
+	// rollout's (default 10 min; bringup.Deadline, docs/architecture.md "Bring-up judgement").
 	Timeout time.Duration
 	// PollInterval is the supervisor's polling period on the host (default 400 ms; a
 	// milestone is noticed within about one period).

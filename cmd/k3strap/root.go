@@ -330,7 +330,7 @@ func (rf *runFlags) register(cmd *cobra.Command, apply bool) {
 		f.StringVar(&rf.kubeconfigOut, "kubeconfig-out", "", "where to write the kubeconfig (default ./<cluster name>.kubeconfig)")
 		f.StringVar(&rf.apiAddress, "api-address", "", "address clients use for the API server (default: the first server's address)")
 		f.DurationVar(&rf.stallGrace, "stall-grace", k3s.StallGrace, "how long the uninitialized taint may stay before the stall is diagnosed")
-		f.DurationVar(&rf.timeout, "timeout", 10*time.Minute, "bring-up timeout of a server or agent")
+		f.DurationVar(&rf.timeout, "timeout", 10*time.Minute, "how long each bring-up wait may last, counted from its own start: the first server from its (re)start, each joining node, the CNI rollout")
 		f.DurationVar(&rf.pollInterval, "poll-interval", 400*time.Millisecond, "how often the bring-up supervisor looks")
 		f.BoolVar(&rf.dryRun, "dry-run", false, "connect, gather facts, run preflight and show what would change (diffs included); change nothing")
 		f.BoolVar(&rf.detailedExitCode, "detailed-exitcode", false, "with --dry-run: exit 9 when changes are pending, 0 when there is nothing to do (terraform's -detailed-exitcode)")
@@ -458,7 +458,7 @@ func registerDay2(cmd *cobra.Command, rf *runFlags, watches bool) {
 	f := cmd.Flags()
 	f.BoolVar(&rf.dryRun, "dry-run", false, "connect and show what would be done; change nothing")
 	if watches {
-		f.DurationVar(&rf.timeout, "timeout", 10*time.Minute, "how long a node may take to be Ready again")
+		f.DurationVar(&rf.timeout, "timeout", 10*time.Minute, "how long each restarted node may take to be Ready again, counted from when its wait begins")
 		f.DurationVar(&rf.stallGrace, "stall-grace", k3s.StallGrace, "how long the uninitialized taint may stay before the stall is diagnosed")
 	}
 }
