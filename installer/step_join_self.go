@@ -13,6 +13,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/k3strap/k3strap/events"
+	"github.com/k3strap/k3strap/installer/bringup"
 	"github.com/k3strap/k3strap/installer/kube"
 	"github.com/k3strap/k3strap/k3s"
 )
@@ -128,7 +129,7 @@ func (s *session) waitOwnNode(ctx context.Context, hs *hostState, res convergeRe
 		if err == nil {
 			var n corev1.Node
 			if jerr := json.Unmarshal(out, &n); jerr == nil {
-				if why = nodeNotDone(&n, hs.host, wantEtcd, "", hs.fresh, since); why == "" {
+				if why = bringup.NodeLacks(&n, hs.host, wantEtcd, "", hs.fresh, since); why == "" {
 					em.Step(hs.host.Name, "node", events.StatusOK, "node Ready")
 					return nil
 				}
