@@ -188,7 +188,7 @@ func (s *session) waitNode(ctx context.Context, hs *hostState, kc *nodeView, ver
 			// Labels and taints are K3s's to set at registration: required of a node this run
 			// created; drift on an existing node is the reconcile step's (node-taint alone
 			// never changes a registered node, docs/failure-modes.md F5).
-			why := nodeNotDone(n, hs.host, wantEtcd, version, hs.fresh, since)
+			why := nodeNotDone(n, hs.host, s.in.cluster.HostTaints(hs.host), wantEtcd, version, hs.fresh, since)
 			if why == "" {
 				s.in.emitter(s.current).Step(hs.host.Name, "node", events.StatusOK, "node Ready"+map[bool]string{true: " on " + version, false: ""}[version != ""])
 				return nil
@@ -476,9 +476,10 @@ func (v *nodeView) wait(ctx context.Context, mark <-chan struct{}) error {
 	return nil
 }
 
-// nodeNotDone says what the node still lacks, "" when it is done. since (host clock) is the
-// earliest Ready heartbeat that counts; zero accepts any.
-func nodeNotDone(n *corev1.Node, h *inventory.Host, wantEtcd bool, version string, declared bool, since time.Time) string {
+// nodeNotDone says what the node still lacks, "" when it is done. taints are h's
+// (inventory.Cluster.HostTaints); since (host clock) is the earliest Ready heartbeat that
+// counts; zero accepts any.
+func nodeNotDone(n *corev1.Node, h *inventory.Host, taints []inventory.Taint, wantEtcd bool, version string, declared bool, since time.Time) string {
 	ready, stale := false, false
 	for _, c := range n.Status.Conditions {
 		if c.Type == corev1.NodeReady && c.Status == corev1.ConditionTrue {
@@ -503,7 +504,7 @@ func nodeNotDone(n *corev1.Node, h *inventory.Host, wantEtcd bool, version strin
 			return fmt.Sprintf("label %s=%s missing", k, v)
 		}
 	}
-	for _, t := range h.Taints {
+	for _, t := range taints {
 		if !declared {
 			break
 		}

@@ -116,14 +116,14 @@ func TestNodeNotDoneNeedsAHeartbeatSinceTheRestart(t *testing.T) {
 	n := &corev1.Node{}
 	n.Status.Conditions = []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue, LastHeartbeatTime: metav1.NewTime(since.Add(-time.Minute))}}
 	h := &inventory.Host{Name: "w1", Role: inventory.RoleAgent}
-	if why := nodeNotDone(n, h, false, "", false, since); why == "" {
+	if why := nodeNotDone(n, h, h.Taints, false, "", false, since); why == "" {
 		t.Fatal("a Ready condition from before the restart counted")
 	}
-	if why := nodeNotDone(n, h, false, "", false, time.Time{}); why != "" {
+	if why := nodeNotDone(n, h, h.Taints, false, "", false, time.Time{}); why != "" {
 		t.Fatalf("without a restart: %s", why)
 	}
 	n.Status.Conditions[0].LastHeartbeatTime = metav1.NewTime(since.Add(time.Second))
-	if why := nodeNotDone(n, h, false, "", false, since); why != "" {
+	if why := nodeNotDone(n, h, h.Taints, false, "", false, since); why != "" {
 		t.Fatalf("fresh heartbeat: %s", why)
 	}
 }
