@@ -4,10 +4,13 @@
 package e2e
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
+	"net/netip"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -21,6 +24,8 @@ import (
 	"github.com/k3strap/k3strap/e2e/harness"
 	"github.com/k3strap/k3strap/events"
 	"github.com/k3strap/k3strap/facts"
+	"github.com/k3strap/k3strap/k3s"
+	"github.com/k3strap/k3strap/netcheck"
 )
 
 // Scale benchmarks: k3strap's own cost against 100 and 500 SSH endpoints. They are
@@ -33,8 +38,12 @@ import (
 // machines, so a no-op apply cannot be measured without K3s on 500 hosts; the second
 // benchmark is `apply --dry-run` (connect, facts, plan, preflight, and per host the diff of
 // what apply would write), an upper bound of a no-op apply's work on the workstation side.
-// Each is reported as a ratio to the floor measured in the same run: one plain `ssh` per host
-// running the same facts script, with k3strap's concurrency. Peak RSS is k3strap's (rusage).
+// Each is reported as a ratio to the floor measured in the same run, interleaved with it: the
+// facts floor — one plain `ssh` per host running the same facts script, with k3strap's
+// concurrency — plus the probe floor — the path check's probe program started by one plain
+// `ssh` per host, all hosts at once as k3strap starts them, doing the same probes (scaleRig.
+// probeFloor). Every probe program runs on this machine's cores in both. Peak RSS is
+// k3strap's (rusage).
 
 // scaleNS is the scale namespace of harness h: named with the instance's prefix, so that
 // harness instances measure side by side and only their own `harness.sh down` removes it.
@@ -184,6 +193,49 @@ func (r *scaleRig) floor(n, conc int) (time.Duration, error) {
 	return time.Since(start), first
 }
 
+// probeFloor runs the path check's probe program (netcheck.ProbeScript) on each of the first n
+// hosts with plain ssh, all at once as k3strap does, over the paths k3strap tests
+// (netcheck.PlanProbes of the rig's cluster: one server, agents, flannel VXLAN; the rig's hosts
+// have no default route, so every path targets the inventory address, as in k3strap's run),
+// driven by netcheck.RunPaths with k3strap's connect timeout. It returns the wall time and the
+// number of probes; a path that is not open is an error (the floor must do the whole work).
+func (r *scaleRig) probeFloor(n int) (time.Duration, int, error) {
+	nc := &netcheck.Cluster{Ports: k3s.NodePorts(k3s.NodePortOptions{})}
+	var hosts []netcheck.ProbeHost
+	for i := 1; i <= n; i++ {
+		name := fmt.Sprintf("n%03d", i)
+		nc.Nodes = append(nc.Nodes, netcheck.Node{Name: name, Server: i == 1, Address: netip.MustParseAddr(scaleAddr(i)), Family: 4})
+		addr := scaleAddr(i)
+		hosts = append(hosts, netcheck.ProbeHost{Name: name, Run: func(ctx context.Context, script string, stdin io.Reader, onLine func(string)) error {
+			cmd := exec.CommandContext(ctx, "ip", "netns", "exec", r.ns, "ssh", "-i", r.key,
+				"-o", "UserKnownHostsFile="+filepath.Join(r.dir, "known_hosts"), "-o", "StrictHostKeyChecking=accept-new",
+				"-o", "BatchMode=yes", "-o", "LogLevel=ERROR", "-F", "none", "root@"+addr, "sh -c "+shellQuote(script))
+			cmd.Stdin = stdin
+			out, err := cmd.StdoutPipe()
+			if err != nil {
+				return err
+			}
+			if err := cmd.Start(); err != nil {
+				return err
+			}
+			sc := bufio.NewScanner(out)
+			for sc.Scan() {
+				onLine(sc.Text())
+			}
+			return cmd.Wait()
+		}})
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	start := time.Now()
+	rep := netcheck.RunPaths(ctx, nc, hosts, netcheck.PathOptions{ConnectTimeout: 3200 * time.Millisecond})
+	d := time.Since(start)
+	if len(rep.Hosts) > 0 || len(rep.Failed()) > 0 {
+		return d, len(rep.Results), fmt.Errorf("probe floor: %d hosts not tested (%v), %d paths failed", len(rep.Hosts), rep.Hosts, len(rep.Failed()))
+	}
+	return d, len(rep.Results), nil
+}
+
 const scaleInv = `apiVersion: k3strap.io/v1alpha1
 kind: Cluster
 metadata:
@@ -309,8 +361,10 @@ func tail(s string, n int) string {
 }
 
 // BenchmarkScale measures preflight and apply --dry-run against 100 and 500 SSH endpoints,
-// each against the floor of the same run (goals: ≤ 1.0× the floor at 100 hosts,
-// ≤ 1.2× at 500; peak RSS ≤ 100 MB at 500).
+// each against the floor of the same run (facts floor + probe floor; goal: ≤ 1.1× at 100 and
+// 500 hosts, peak RSS ≤ 100 MB at 500; docs/preflight.md "Cost at scale"). With -benchtime Nx
+// the N runs alternate k3strap and the floors; x-floor-min and x-floor-max show the spread of
+// the per-run ratios.
 func BenchmarkScale(b *testing.B) {
 	const most = 500
 	r := scaleUp(b, most)
@@ -325,8 +379,10 @@ func BenchmarkScale(b *testing.B) {
 		} {
 			b.Run(fmt.Sprintf("hosts=%d/%s", n, mode.name), func(b *testing.B) {
 				conc := 0 // k3strap's default
-				var floorSum, ourSum time.Duration
+				var floorSum, ourSum, factsSum, probeSum time.Duration
 				var rss int64
+				ratioMin, ratioMax := 0.0, 0.0
+				probes := 0
 				var last scaleRun
 				var paths time.Duration
 				for b.Loop() {
@@ -346,18 +402,38 @@ func BenchmarkScale(b *testing.B) {
 					if err != nil {
 						b.Fatal(err)
 					}
-					floorSum += f
+					factsSum += f
+					var pf time.Duration
+					if phaseTime(last.stdout, events.PhasePaths) > 0 {
+						if pf, probes, err = r.probeFloor(n); err != nil {
+							b.Fatal(err)
+						}
+						probeSum += pf
+					}
+					floorSum += f + pf
+					ratio := last.dur.Seconds() / (f + pf).Seconds()
+					if ratioMin == 0 || ratio < ratioMin {
+						ratioMin = ratio
+					}
+					ratioMax = max(ratioMax, ratio)
+					b.Logf("run: k3strap %.2fs (paths %.2fs), facts floor %.2fs, probe floor %.2fs, %.2f×, peak RSS %.1f MB",
+						last.dur.Seconds(), phaseTime(last.stdout, events.PhasePaths).Seconds(), f.Seconds(), pf.Seconds(), ratio, float64(last.maxRSSKB)/1024)
 				}
 				nb := float64(b.N)
 				b.ReportMetric(floorSum.Seconds()*1000/nb, "floor-ms")
+				b.ReportMetric(factsSum.Seconds()*1000/nb, "facts-floor-ms")
+				b.ReportMetric(probeSum.Seconds()*1000/nb, "probe-floor-ms")
+				b.ReportMetric(ratioMin, "x-floor-min")
+				b.ReportMetric(ratioMax, "x-floor-max")
 				b.ReportMetric(ourSum.Seconds()*1000/nb, "k3strap-ms")
 				b.ReportMetric(ourSum.Seconds()/floorSum.Seconds(), "x-floor")
 				b.ReportMetric(float64(rss)/1024, "peak-RSS-MB")
 				b.ReportMetric(float64(last.events), "events")
 				b.ReportMetric(float64(last.bytes)/1024, "output-KB")
 				b.ReportMetric(paths.Seconds()*1000/nb, "paths-ms")
-				b.Logf("%d hosts %s: k3strap %.2fs, floor %.2fs (%d at a time), %.2f×, peak RSS %.1f MB, %d events (%d kB)",
-					n, mode.name, ourSum.Seconds()/nb, floorSum.Seconds()/nb, conc, ourSum.Seconds()/floorSum.Seconds(), float64(rss)/1024, last.events, last.bytes/1024)
+				b.Logf("%d hosts %s: k3strap %.2fs, floor %.2fs (facts %.2fs, %d at a time; probes %.2fs, %d paths, all hosts at once), %.2f× (runs %.2f–%.2f×), peak RSS %.1f MB, %d events (%d kB)",
+					n, mode.name, ourSum.Seconds()/nb, floorSum.Seconds()/nb, factsSum.Seconds()/nb, conc, probeSum.Seconds()/nb, probes,
+					ourSum.Seconds()/floorSum.Seconds(), ratioMin, ratioMax, float64(rss)/1024, last.events, last.bytes/1024)
 			})
 		}
 	}

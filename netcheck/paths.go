@@ -48,18 +48,23 @@ const (
 // above). The target address is where the other nodes will reach the node (Node.ProbeAddr).
 func PlanProbes(c *Cluster) []Probe {
 	var out []Probe
-	seen := map[string]bool{}
+	type pathKey struct {
+		from, to, port int
+		proto         string
+	}
+	seen := map[pathKey]bool{}
 	n := len(c.Nodes)
+	addrs := newPathAddrs(c)
 	c.eachPath(func(p k3s.NodePort, i, j int) {
 		from, to := &c.Nodes[i], &c.Nodes[j]
-		key := fmt.Sprintf("%s>%s %s/%d", from.Name, to.Name, p.Proto, p.Port)
+		key := pathKey{i, j, p.Port, p.Proto}
 		if seen[key] {
 			return
 		}
 		seen[key] = true
 		d := (j - i + n) % n
 		mtu := p.Overlay && (n <= mtuAllPairs || d == 1 || d == 2 || d == n/2)
-		out = append(out, Probe{From: from.Name, To: to.Name, Addr: to.ProbeAddr(p), Port: p, MTU: mtu})
+		out = append(out, Probe{From: from.Name, To: to.Name, Addr: addrs.of(j, p), Port: p, MTU: mtu})
 	})
 	return out
 }
@@ -397,6 +402,44 @@ func RunPaths(ctx context.Context, c *Cluster, hosts []ProbeHost, opt PathOption
 	sendRes := map[string]probeLine{}
 	got := map[string][]probeLine{}
 	lstate := map[string]ListenerState{}
+	kinds := map[string]string{}
+	// unanswered counts the probes without their answer (a connect's result, a datagram's
+	// first arrival), unreceived the datagram probes sent of which nothing arrived yet: kept
+	// as each line comes, so that judging whether a round is over costs nothing per line.
+	var unanswered, unreceived int
+	isAnswered := func(id string) bool {
+		switch kinds[id] {
+		case "tcp":
+			_, ok := tcpRes[id]
+			return ok
+		case "udp", "mtu":
+			return len(got[id]) > 0
+		}
+		return true
+	}
+	isUnreceived := func(id string) bool {
+		switch kinds[id] {
+		case "udp", "mtu":
+			s, ok := sendRes[id]
+			return ok && s.state == "sent" && len(got[id]) == 0
+		}
+		return false
+	}
+	b2i := func(b bool) int {
+		if b {
+			return 1
+		}
+		return 0
+	}
+	track := func(id string, change func()) {
+		a, u := isAnswered(id), isUnreceived(id)
+		change()
+		unanswered += b2i(a) - b2i(isAnswered(id))
+		unreceived += b2i(isUnreceived(id)) - b2i(u)
+	}
+	setKind := func(id, k string) {
+		track(id, func() { kinds[id] = k })
+	}
 	handle := func(e event) {
 		r := runs[e.host]
 		if e.done {
@@ -427,13 +470,13 @@ func RunPaths(ctx context.Context, c *Cluster, hosts []ProbeHost, opt PathOption
 		case "probed":
 			r.probing = false
 		case "tcp":
-			tcpRes[l.id] = l
+			track(l.id, func() { tcpRes[l.id] = l })
 		case "udp", "mtu":
 			if prev, ok := sendRes[l.id]; !ok || prev.state == "sent" {
-				sendRes[l.id] = l
+				track(l.id, func() { sendRes[l.id] = l })
 			}
 		case "got":
-			got[l.id] = append(got[l.id], l)
+			track(l.id, func() { got[l.id] = append(got[l.id], l) })
 		}
 	}
 	// wait runs handle until done() holds or the deadline passes.
@@ -468,11 +511,25 @@ func RunPaths(ctx context.Context, c *Cluster, hosts []ProbeHost, opt PathOption
 
 	// Round 1: every probe at once.
 	ids := map[string]Probe{}
-	kinds := map[string]string{}
 	mtuOf := map[string]*MTUResult{}
 	var mtus []*MTUResult
 	overlayPort, _ := c.Overlay()
 	bySource := map[int][]string{}
+	// flannelSrc is the overlay source address of host si, worked out once per host.
+	srcs := map[int]string{}
+	flannelSrc := func(si int) string {
+		if s, ok := srcs[si]; ok {
+			return s
+		}
+		s := "-"
+		if n := c.Node(hosts[si].Name); n != nil {
+			if a, _, _ := n.FlannelAddr(); a.IsValid() {
+				s = a.String()
+			}
+		}
+		srcs[si] = s
+		return s
+	}
 	for n, p := range probes {
 		si, ok := idx[p.From]
 		ti, ok2 := idx[p.To]
@@ -484,24 +541,22 @@ func RunPaths(ctx context.Context, c *Cluster, hosts []ProbeHost, opt PathOption
 		var line string
 		switch p.Port.Proto {
 		case "tcp":
-			kinds[id] = "tcp"
+			setKind(id, "tcp")
 			line = fmt.Sprintf("tcp %s %s %d %d\n", id, p.Addr, p.Port.Port, opt.ConnectTimeout.Milliseconds())
 		case "udp":
 			if ls, ok := lstate[fmt.Sprintf("%s udp %d", p.To, p.Port.Port)]; !ok || (ls.State != "ok" && ls.State != "any") {
 				continue
 			}
-			kinds[id] = "udp"
+			setKind(id, "udp")
 			src := "-"
 			if p.Port.Overlay {
-				if a, _, _ := c.Node(p.From).FlannelAddr(); a.IsValid() {
-					src = a.String()
-				}
+				src = flannelSrc(si)
 			}
 			line = fmt.Sprintf("udp %s %s %s %d %d %d\n", id, src, p.Addr, p.Port.Port, udpCount, 64)
 			if !opt.SkipMTU && p.Port.Port == overlayPort && p.MTU {
 				m := &MTUResult{From: p.From, To: p.To, Addr: p.Addr, Port: p.Port.Port, IfaceMTU: ifaceMTU(c.Node(p.From), p.Addr)}
 				mid := id + "m"
-				kinds[mid] = "mtu"
+				setKind(mid, "mtu")
 				mtuOf[mid] = m
 				mtus = append(mtus, m)
 				m.Tried = m.IfaceMTU
@@ -525,21 +580,7 @@ func RunPaths(ctx context.Context, c *Cluster, hosts []ProbeHost, opt PathOption
 	// answered: every probe has its answer — each connect its result, each datagram probe a
 	// first arrival — so the copies still being sent change nothing (the usual case: every
 	// path open ends the round at once, not after the last copy's 200 ms).
-	answered := func() bool {
-		for id, k := range kinds {
-			switch k {
-			case "tcp":
-				if _, ok := tcpRes[id]; !ok {
-					return false
-				}
-			case "udp", "mtu":
-				if len(got[id]) == 0 {
-					return false
-				}
-			}
-		}
-		return true
-	}
+	answered := func() bool { return unanswered == 0 }
 	roundWait := func(expect func() bool) {
 		deadline := time.Now().Add(opt.ConnectTimeout + 2*time.Second)
 		wait(deadline, func() bool {
@@ -555,21 +596,8 @@ func RunPaths(ctx context.Context, c *Cluster, hosts []ProbeHost, opt PathOption
 		})
 		wait(minTime(deadline, time.Now().Add(receiptGrace)), expect)
 	}
-	allReceived := func() bool {
-		for id, k := range kinds {
-			switch k {
-			case "udp":
-				if s, ok := sendRes[id]; ok && s.state == "sent" && len(got[id]) == 0 {
-					return false
-				}
-			case "mtu":
-				if s, ok := sendRes[id]; ok && s.state == "sent" && len(got[id]) == 0 {
-					return false
-				}
-			}
-		}
-		return true
-	}
+	// allReceived: every datagram probe sent has had an arrival.
+	allReceived := func() bool { return unreceived == 0 }
 	roundWait(allReceived)
 
 	// Round 2: an MTU ladder on the paths where full-size datagrams did not arrive but
@@ -596,7 +624,7 @@ func RunPaths(ctx context.Context, c *Cluster, hosts []ProbeHost, opt PathOption
 		}
 		for size, k := top, 0; size >= ladderFloor; size, k = size-ladderStep, k+1 {
 			lid := fmt.Sprintf("%sl%d", mid, k)
-			kinds[lid] = "mtu"
+			setKind(lid, "mtu")
 			mtuOf[lid] = m
 			ladder[si] = append(ladder[si], fmt.Sprintf("mtu %s %s %s %d %d %d\n", lid, m.src, m.Addr, m.Port, size-udpHeader(m.Addr), mtuCopies))
 		}
