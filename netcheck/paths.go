@@ -50,7 +50,7 @@ func PlanProbes(c *Cluster) []Probe {
 	var out []Probe
 	type pathKey struct {
 		from, to, port int
-		proto         string
+		proto          string
 	}
 	seen := map[pathKey]bool{}
 	n := len(c.Nodes)
