@@ -24,6 +24,7 @@ import (
 	"github.com/k3strap/k3strap/e2e/harness"
 	"github.com/k3strap/k3strap/events"
 	"github.com/k3strap/k3strap/facts"
+	"github.com/k3strap/k3strap/installer"
 	"github.com/k3strap/k3strap/k3s"
 	"github.com/k3strap/k3strap/netcheck"
 )
@@ -439,8 +440,8 @@ func BenchmarkScale(b *testing.B) {
 	}
 }
 
-// defaultConcurrency is k3strap's default --concurrency (installer.Options.defaults).
-const defaultConcurrency = 10
+// defaultConcurrency is k3strap's default --concurrency.
+const defaultConcurrency = installer.DefaultConcurrency
 
 func slicesWithout(args []string, drop ...string) []string {
 	var out []string
