@@ -155,15 +155,17 @@ cp %[3]s/usr/lib/x86_64-linux-gnu/libwrap.so.0* %[2]s/lib/
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
-	if _, err := r.floor(n, 50); err != nil {
+	if _, err := r.floor(n, 50, ""); err != nil {
 		b.Fatalf("warm-up: %v\n%s", err, sshdLog.String())
 	}
 	return r
 }
 
 // floor runs one plain ssh per host (the first n), conc at a time, each running the facts
-// script k3strap runs, and returns the wall time.
-func (r *scaleRig) floor(n, conc int) (time.Duration, error) {
+// script k3strap runs, and returns the wall time. With cm (a control path prefix) each ssh
+// leaves its connection open as a control master, as k3strap keeps its connection for the
+// next steps: probeFloor runs over it (and closeMasters ends them).
+func (r *scaleRig) floor(n, conc int, cm string) (time.Duration, error) {
 	script := facts.Script(facts.ScriptInput{Files: []string{"/etc/rancher/k3s/config.yaml", "/usr/local/bin/k3s"}})
 	sem := make(chan struct{}, conc)
 	var wg sync.WaitGroup
@@ -178,10 +180,14 @@ func (r *scaleRig) floor(n, conc int) (time.Duration, error) {
 			defer func() { <-sem }()
 			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 			defer cancel()
-			cmd := exec.CommandContext(ctx, "ip", "netns", "exec", r.ns, "ssh", "-i", r.key,
-				"-o", "UserKnownHostsFile="+filepath.Join(r.dir, "known_hosts"), "-o", "StrictHostKeyChecking=accept-new",
-				"-o", "BatchMode=yes", "-o", "LogLevel=ERROR", "-F", "none", "root@"+scaleAddr(i), "sh", "-c", shellQuote(script))
-			if out, err := cmd.CombinedOutput(); err != nil {
+			args := []string{"netns", "exec", r.ns, "ssh", "-i", r.key,
+				"-o", "UserKnownHostsFile=" + filepath.Join(r.dir, "known_hosts"), "-o", "StrictHostKeyChecking=accept-new",
+				"-o", "BatchMode=yes", "-o", "LogLevel=ERROR", "-F", "none"}
+			if cm != "" {
+				args = append(args, "-o", "ControlMaster=yes", "-o", "ControlPath="+cm+"%h", "-o", "ControlPersist=300")
+			}
+			cmd := exec.CommandContext(ctx, "ip", append(args, "root@"+scaleAddr(i), "sh", "-c", shellQuote(script))...)
+			if out, err := cmd.Output(); err != nil {
 				mu.Lock()
 				if first == nil {
 					first = fmt.Errorf("ssh %s: %v: %s", scaleAddr(i), err, out)
@@ -195,12 +201,13 @@ func (r *scaleRig) floor(n, conc int) (time.Duration, error) {
 }
 
 // probeFloor runs the path check's probe program (netcheck.ProbeScript) on each of the first n
-// hosts with plain ssh, all at once as k3strap does, over the paths k3strap tests
+// hosts with plain ssh over the connection the facts floor left open (cm, its control path
+// prefix; k3strap too opens a session on the connection it holds), all at once as k3strap does, over the paths k3strap tests
 // (netcheck.PlanProbes of the rig's cluster: one server, agents, flannel VXLAN; the rig's hosts
 // have no default route, so every path targets the inventory address, as in k3strap's run),
 // driven by netcheck.RunPaths with k3strap's connect timeout. It returns the wall time and the
 // number of probes; a path that is not open is an error (the floor must do the whole work).
-func (r *scaleRig) probeFloor(n int) (time.Duration, int, error) {
+func (r *scaleRig) probeFloor(n int, cm string) (time.Duration, int, error) {
 	nc := &netcheck.Cluster{Ports: k3s.NodePorts(k3s.NodePortOptions{})}
 	var hosts []netcheck.ProbeHost
 	for i := 1; i <= n; i++ {
@@ -210,7 +217,8 @@ func (r *scaleRig) probeFloor(n int) (time.Duration, int, error) {
 		hosts = append(hosts, netcheck.ProbeHost{Name: name, Run: func(ctx context.Context, script string, stdin io.Reader, onLine func(string)) error {
 			cmd := exec.CommandContext(ctx, "ip", "netns", "exec", r.ns, "ssh", "-i", r.key,
 				"-o", "UserKnownHostsFile="+filepath.Join(r.dir, "known_hosts"), "-o", "StrictHostKeyChecking=accept-new",
-				"-o", "BatchMode=yes", "-o", "LogLevel=ERROR", "-F", "none", "root@"+addr, "sh -c "+shellQuote(script))
+				"-o", "BatchMode=yes", "-o", "LogLevel=ERROR", "-F", "none", "-o", "ControlMaster=no", "-o", "ControlPath="+cm+"%h",
+				"root@"+addr, "sh -c "+shellQuote(script))
 			cmd.Stdin = stdin
 			out, err := cmd.StdoutPipe()
 			if err != nil {
@@ -235,6 +243,22 @@ func (r *scaleRig) probeFloor(n int) (time.Duration, int, error) {
 		return d, len(rep.Results), fmt.Errorf("probe floor: %d hosts not tested (%v), %d paths failed", len(rep.Hosts), rep.Hosts, len(rep.Failed()))
 	}
 	return d, len(rep.Results), nil
+}
+
+// closeMasters ends the control masters the facts floor left for the first n hosts (not timed).
+func (r *scaleRig) closeMasters(n int, cm string) {
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, 50)
+	for i := 1; i <= n; i++ {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer wg.Done()
+			defer func() { <-sem }()
+			_ = exec.Command("ip", "netns", "exec", r.ns, "ssh", "-F", "none", "-o", "ControlPath="+cm+"%h", "-O", "exit", "root@"+scaleAddr(i)).Run()
+		}()
+	}
+	wg.Wait()
 }
 
 const scaleInv = `apiVersion: k3strap.io/v1alpha1
@@ -329,6 +353,25 @@ func (r *scaleRig) k3strap(b *testing.B, args ...string) scaleRun {
 	return res
 }
 
+// pathsOutcome is "" when the paths step of a run's JSON events tested every path and all were
+// open (the rig's paths are), else its finishing message.
+func pathsOutcome(stdout string) string {
+	for _, l := range strings.Split(stdout, "\n") {
+		if !strings.Contains(l, `"phase":"`+string(events.PhasePaths)+`"`) {
+			continue
+		}
+		var e events.Event
+		if json.Unmarshal([]byte(l), &e) != nil || e.Type != events.PhaseFinished {
+			continue
+		}
+		if e.Status != events.StatusOK {
+			return e.Message
+		}
+		return ""
+	}
+	return ""
+}
+
 // phaseTime is how long a step took in a run's JSON events (its started and finished
 // events); 0 when it did not run.
 func phaseTime(stdout string, phase events.Phase) time.Duration {
@@ -383,7 +426,7 @@ func BenchmarkScale(b *testing.B) {
 				var floorSum, ourSum, factsSum, probeSum time.Duration
 				var rss int64
 				ratioMin, ratioMax := 0.0, 0.0
-				probes := 0
+				probes, iter := 0, 0
 				var last scaleRun
 				var paths time.Duration
 				for b.Loop() {
@@ -399,18 +442,27 @@ func BenchmarkScale(b *testing.B) {
 					if conc == 0 {
 						conc = defaultConcurrency
 					}
-					f, err := r.floor(n, conc)
+					if msg := pathsOutcome(last.stdout); msg != "" {
+						// the comparison holds only when k3strap tested every path as the floor does
+						b.Fatalf("k3strap's path check did not test every path: %s", msg)
+					}
+					iter++
+					cm := filepath.Join(r.dir, fmt.Sprintf("c%d-", iter))
+					f, err := r.floor(n, conc, cm)
 					if err != nil {
+						r.closeMasters(n, cm)
 						b.Fatal(err)
 					}
 					factsSum += f
 					var pf time.Duration
 					if phaseTime(last.stdout, events.PhasePaths) > 0 {
-						if pf, probes, err = r.probeFloor(n); err != nil {
-							b.Fatal(err)
-						}
-						probeSum += pf
+						pf, probes, err = r.probeFloor(n, cm)
 					}
+					r.closeMasters(n, cm)
+					if err != nil {
+						b.Fatal(err)
+					}
+					probeSum += pf
 					floorSum += f + pf
 					ratio := last.dur.Seconds() / (f + pf).Seconds()
 					if ratioMin == 0 || ratio < ratioMin {
