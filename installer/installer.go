@@ -111,6 +111,24 @@ type Options struct {
 // default: its first server may be plugged in later the same day.
 const DefaultJoinTimeout = 30 * time.Minute
 
+// The defaults of Options, the one place they are written: the command line's flags show and
+// use them (cmd/k3strap/root.go), a zero option takes them (defaults).
+const (
+	// DefaultTimeout is a server's or agent's bring-up timeout (--timeout).
+	DefaultTimeout = 10 * time.Minute
+	// DefaultPollInterval is how often the bring-up supervisor looks (--poll-interval).
+	DefaultPollInterval = 400 * time.Millisecond
+	// DefaultConcurrency is how many hosts are worked on at once (--concurrency).
+	DefaultConcurrency = 10
+	// DefaultConcurrentUploads is how many large uploads are in flight at once across hosts
+	// (--concurrent-uploads).
+	DefaultConcurrentUploads = 5
+	// DefaultRetries is how often a lost connection is re-established before a host fails.
+	DefaultRetries = 3
+	// DefaultUpgradeBatchPercent is the percentage of agents upgraded at once (--upgrade-batch).
+	DefaultUpgradeBatchPercent = 10
+)
+
 func (o *Options) defaults() {
 	if o.Exit == nil {
 		o.Exit = func(err error) (int, string) {
@@ -124,25 +142,25 @@ func (o *Options) defaults() {
 		o.StallGrace = k3s.StallGrace
 	}
 	if o.Timeout <= 0 {
-		o.Timeout = 10 * time.Minute
+		o.Timeout = DefaultTimeout
 	}
 	if o.PollInterval <= 0 {
-		o.PollInterval = 400 * time.Millisecond
+		o.PollInterval = DefaultPollInterval
 	}
 	if o.Concurrency <= 0 {
-		o.Concurrency = 10
+		o.Concurrency = DefaultConcurrency
 	}
 	if o.ConcurrentUploads <= 0 {
-		o.ConcurrentUploads = 5
+		o.ConcurrentUploads = DefaultConcurrentUploads
 	}
 	if o.KeepaliveInterval <= 0 {
 		o.KeepaliveInterval = remote.DefaultKeepaliveInterval
 	}
 	if o.Retries <= 0 {
-		o.Retries = 3
+		o.Retries = DefaultRetries
 	}
 	if o.UpgradeBatchPercent <= 0 {
-		o.UpgradeBatchPercent = 10
+		o.UpgradeBatchPercent = DefaultUpgradeBatchPercent
 	}
 }
 

@@ -167,7 +167,7 @@ func (s *session) waitNode(ctx context.Context, hs *hostState, kc *nodeView, ver
 	// whose CNI k3strap deploys: its node may stay NotReady, so registering is enough.
 	_, excluded := s.cniExcluded()[hs.host.Name]
 	nw := &bringup.NodeWait{
-		Host: hs.host, Service: hs.plan.Service, Version: version, Declared: hs.fresh, Excluded: excluded,
+		Host: hs.host, Taints: s.in.cluster.HostTaints(hs.host), Service: hs.plan.Service, Version: version, Declared: hs.fresh, Excluded: excluded,
 		WantEtcd: hs.host.EtcdMember() && len(s.in.cluster.Servers()) > 1,
 		Since:    bringup.Since(res.started, hs.facts.ClockSkew),
 		Deadline: s.waitDeadline(),

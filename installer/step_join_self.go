@@ -129,7 +129,7 @@ func (s *session) waitOwnNode(ctx context.Context, hs *hostState, res convergeRe
 		if err == nil {
 			var n corev1.Node
 			if jerr := json.Unmarshal(out, &n); jerr == nil {
-				if why = bringup.NodeLacks(&n, hs.host, wantEtcd, "", hs.fresh, since); why == "" {
+				if why = bringup.NodeLacks(&n, hs.host, s.in.cluster.HostTaints(hs.host), wantEtcd, "", hs.fresh, since); why == "" {
 					em.Step(hs.host.Name, "node", events.StatusOK, "node Ready")
 					return nil
 				}

@@ -33,8 +33,15 @@ func (preflightStep) Summary() string {
 }
 
 func (preflightStep) Run(ctx context.Context, s *session) error {
-	s.reportFileMethods(ctx)
+	// Deciding how files reach each host (an SFTP start) and reading the proxy environment are
+	// independent remote round trips: both at once, so the step waits for the longer, not the sum.
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		s.reportFileMethods(ctx)
+	}()
 	proxy, err := s.gatherProxy(ctx)
+	<-done
 	if err != nil {
 		return err
 	}

@@ -167,9 +167,7 @@ func (c *Cluster) HostConfig(h *Host) K3sConfig {
 		}
 		cfg.NodeLabel = appendUnique(cfg.NodeLabel, labels...)
 	}
-	for _, t := range h.Taints {
-		cfg.NodeTaint = appendUnique(cfg.NodeTaint, t.String())
-	}
+	cfg.NodeTaint, _ = hostTaints(cfg.NodeTaint, h) // hosttaints.go: the one rule
 	switch c.Spec.K3s.CloudController {
 	case CloudControllerExternal:
 		cfg.DisableCloudController = Bool(true)

@@ -99,9 +99,10 @@ func nodePortDrops(c *Cluster) []*drop {
 			dr.d.Uncertain = d.Uncertain
 		}
 	}
+	addrs := newPathAddrs(c) // srcAddr and ProbeAddr are the same rule
 	c.eachPath(func(p k3s.NodePort, i, j int) {
 		from, to := &c.Nodes[i], &c.Nodes[j]
-		src, dst := srcAddr(from, p), to.ProbeAddr(p)
+		src, dst := addrs.of(i, p), addrs.of(j, p)
 		if !src.IsValid() || !dst.IsValid() {
 			return
 		}

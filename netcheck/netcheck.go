@@ -221,6 +221,35 @@ func (n *Node) ProbeAddr(p k3s.NodePort) netip.Addr {
 	return a
 }
 
+// pathAddrs remembers, per node index and kind of port, the address a node's traffic on a
+// port leaves with and other nodes reach it at (ProbeAddr; srcAddr is the same rule): working
+// one out walks the host's interfaces and their addresses, and the loops over every path ask
+// for each node once per peer and port. Not safe for concurrent use; one per loop.
+type pathAddrs struct {
+	c *Cluster
+	m map[pathAddrKey]netip.Addr
+}
+
+type pathAddrKey struct {
+	node    int
+	overlay bool
+}
+
+func newPathAddrs(c *Cluster) *pathAddrs {
+	return &pathAddrs{c: c, m: map[pathAddrKey]netip.Addr{}}
+}
+
+// of returns c.Nodes[i].ProbeAddr(p), worked out once per node and kind of port.
+func (pa *pathAddrs) of(i int, p k3s.NodePort) netip.Addr {
+	k := pathAddrKey{i, p.Overlay}
+	a, ok := pa.m[k]
+	if !ok {
+		a = pa.c.Nodes[i].ProbeAddr(p)
+		pa.m[k] = a
+	}
+	return a
+}
+
 // names joins host names for messages.
 func names(ns []string) string {
 	ns = slices.Clone(ns)

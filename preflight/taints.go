@@ -173,17 +173,13 @@ func packagedComponents() []Component {
 }
 
 // blockingTaints returns h's NoSchedule / NoExecute taints as K3s will register them
-// (node-taint of the rendered config, which includes spec.hosts[].taints).
+// (inventory.Cluster.HostTaints).
 func blockingTaints(c *inventory.Cluster, h *inventory.Host) []inventory.Taint {
 	var out []inventory.Taint
-	seen := map[string]bool{}
-	for _, s := range c.HostConfig(h).NodeTaint {
-		t, err := inventory.ParseTaint(s)
-		if err != nil || !t.Blocks() || seen[t.String()] {
-			continue // invalid taints are reported by inventory validation
+	for _, t := range c.HostTaints(h) {
+		if t.Blocks() {
+			out = append(out, t)
 		}
-		seen[t.String()] = true
-		out = append(out, t)
 	}
 	return out
 }

@@ -36,6 +36,8 @@ type NodeWait struct {
 	// Excluded: a host kept out of the CNI (kernelPolicy exclude) on a cluster whose CNI
 	// k3strap deploys has no pod network and may stay NotReady: registering is enough.
 	Excluded bool
+	// Taints are the host's declared taints (inventory.Cluster.HostTaints, their one home).
+	Taints []inventory.Taint
 	// Deadline bounds the wait (Deadline, from when it began).
 	Deadline Deadline
 
@@ -69,7 +71,7 @@ func (nw *NodeWait) Observe(n *corev1.Node, listed bool, lost error, now time.Ti
 		if nw.Excluded {
 			return NodeVerdict{Kind: Up, Message: "node registered (excluded from the CNI: Ready not required)"}
 		}
-		why := NodeLacks(n, nw.Host, nw.WantEtcd, nw.Version, nw.Declared, nw.Since)
+		why := NodeLacks(n, nw.Host, nw.Taints, nw.WantEtcd, nw.Version, nw.Declared, nw.Since)
 		if why == "" {
 			msg := "node Ready"
 			if nw.Version != "" {
@@ -90,9 +92,9 @@ func (nw *NodeWait) Observe(n *corev1.Node, listed bool, lost error, now time.Ti
 
 // NodeLacks says what node n still lacks, "" when it is done: Ready by a kubelet whose
 // heartbeat is fresh since since (Fresh; zero accepts any), the kubelet version when version
-// is not "", h's declared labels and taints when declared, the etcd member label when
+// is not "", h's declared labels and taints (inventory.Cluster.HostTaints) when declared, the etcd member label when
 // wantEtcd.
-func NodeLacks(n *corev1.Node, h *inventory.Host, wantEtcd bool, version string, declared bool, since time.Time) string {
+func NodeLacks(n *corev1.Node, h *inventory.Host, taints []inventory.Taint, wantEtcd bool, version string, declared bool, since time.Time) string {
 	ready, stale := false, false
 	for _, c := range n.Status.Conditions {
 		if c.Type == corev1.NodeReady && c.Status == corev1.ConditionTrue {
@@ -115,7 +117,7 @@ func NodeLacks(n *corev1.Node, h *inventory.Host, wantEtcd bool, version string,
 				return fmt.Sprintf("label %s=%s missing", k, v)
 			}
 		}
-		for _, t := range h.Taints {
+		for _, t := range taints {
 			found := false
 			for _, nt := range n.Spec.Taints {
 				if nt.Key == t.Key && nt.Value == t.Value && nt.Effect == t.Effect {

@@ -55,13 +55,13 @@ func TestNodeLacks(t *testing.T) {
 		{"not an etcd member", real, agent, true, "", false, time.Time{}, "not an etcd member yet"},
 	}
 	for _, tt := range tests {
-		if got := NodeLacks(tt.n, tt.h, tt.etcd, tt.version, tt.declared, tt.since); got != tt.want {
+		if got := NodeLacks(tt.n, tt.h, tt.h.Taints, tt.etcd, tt.version, tt.declared, tt.since); got != tt.want {
 			t.Errorf("%s: %q, want %q", tt.name, got, tt.want)
 		}
 	}
 	etcd := real.DeepCopy()
 	etcd.Labels[k3s.LabelEtcd] = "true"
-	if got := NodeLacks(etcd, agent, true, "", false, time.Time{}); got != "" {
+	if got := NodeLacks(etcd, agent, agent.Taints, true, "", false, time.Time{}); got != "" {
 		t.Errorf("etcd member: %q", got)
 	}
 }
