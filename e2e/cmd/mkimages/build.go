@@ -247,7 +247,8 @@ func (g goInstall) build(ctx context.Context, _ *builder, _ built, out string) e
 }
 
 // pauseProgram compiles Kubernetes' pause.c (build/pause/linux of the Kubernetes release K3s
-// is built on, from the module proxy) as its Makefile does: gcc -Os -Wall -Werror -static.
+// is built on, from the module proxy) as its Makefile does: gcc -Os -Wall -Werror -static,
+// then strip.
 type pauseProgram struct{}
 
 var pauseTagRe = regexp.MustCompile(`(?m)^TAG \?= (\S+)$`)
@@ -274,7 +275,7 @@ func (pauseProgram) source(ctx context.Context, _ *builder) (built, error) {
 	cc, _ := run(ctx, "/", nil, "gcc", "-dumpfullversion")
 	h := sha256.Sum256(src)
 	return built{Digest: fmt.Sprintf("%s@%s %s build/pause/linux/pause.c sha256:%x", kubernetesModule, kubernetesVersion, sum, h),
-		Recipe: fmt.Sprintf("gcc %s -Os -Wall -Werror -static -DVERSION=v%s-%s pause.c", strings.TrimSpace(string(cc)), pauseTag, kubernetesVersion)}, nil
+		Recipe: fmt.Sprintf("gcc %s -Os -Wall -Werror -static -DVERSION=v%s-%s pause.c; strip", strings.TrimSpace(string(cc)), pauseTag, kubernetesVersion)}, nil
 }
 
 func (pauseProgram) build(ctx context.Context, _ *builder, _ built, out string) error {
@@ -284,6 +285,10 @@ func (pauseProgram) build(ctx context.Context, _ *builder, _ built, out string) 
 	}
 	_, err = run(ctx, filepath.Dir(out), nil, "gcc", "-Os", "-Wall", "-Werror", "-static", "-DVERSION=v"+pauseTag+"-"+kubernetesVersion,
 		"-o", out, filepath.Join(dir, "build/pause/linux/pause.c"))
+	if err != nil {
+		return err
+	}
+	_, err = run(ctx, filepath.Dir(out), nil, "strip", out)
 	return err
 }
 
