@@ -24,6 +24,8 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+
+	"github.com/k3strap/k3strap/events"
 )
 
 // realImagesArchive is the file name of the real images archive.
@@ -189,6 +191,8 @@ spec:
 //   - pvc: a PVC of class local-path is Bound by the real provisioner (its busybox helper pod
 //     made the directory), a pod writes a file into it, and the file is on the host under
 //     /var/lib/rancher/k3s/storage/.
+//   - doctor: `k3strap doctor` finds nothing wrong (its DNS and metrics checks judged against
+//     the real components).
 func TestRealComponents(t *testing.T) {
 	c := newRealCluster(t, 1)
 	ri := needRealImages(t, c)
@@ -259,13 +263,13 @@ func TestRealComponents(t *testing.T) {
 		c.waitPods("default", "app=bb", 1, 2*time.Minute)
 		ip := strings.TrimSpace(c.kubectl("", "get", "service", "web", "-o", "jsonpath={.spec.clusterIP}"))
 		kip := strings.TrimSpace(c.kubectl("", "get", "service", "kubernetes", "-o", "jsonpath={.spec.clusterIP}"))
-		for name, want := range map[string]string{"web.default.svc.cluster.local": ip, "kubernetes.default.svc.cluster.local": kip} {
+		for name, want := range map[string]string{"web.default.svc.cluster.local.": ip, "kubernetes.default.svc.cluster.local.": kip} {
 			out, err := c.execIn("bb", 30*time.Second, "nslookup", name)
 			if err != nil || !regexp.MustCompile(`(?m)^Address:\s+`+regexp.QuoteMeta(want)+`$`).MatchString(out) {
 				t.Errorf("nslookup %s: %v, want Address: %s\n%s", name, err, want, out)
 			}
 		}
-		out, err := c.execIn("bb", 60*time.Second, "nslookup", "k3strap-test.example.com")
+		out, err := c.execIn("bb", 60*time.Second, "nslookup", "k3strap-test.example.com.")
 		t.Logf("nslookup of an outside name: %v\n%s", err, out)
 		if err == nil || !strings.Contains(out, "SERVFAIL") {
 			t.Errorf("nslookup k3strap-test.example.com: %v, want a failure with SERVFAIL (CoreDNS without an upstream)\n%s", err, out)
@@ -327,6 +331,16 @@ func TestRealComponents(t *testing.T) {
 		}
 		if got := strings.TrimSpace(c.exec(0, "cat", path+"/proof")); got != "written-through-local-path" {
 			t.Errorf("%s/proof on the host: %q", path, got)
+		}
+	})
+	t.Run("doctor", func(t *testing.T) {
+		d := c.k3strap(2*time.Minute, "doctor")
+		for _, e := range d.ofType(events.DoctorFindingType) {
+			t.Logf("doctor: [%s %s] %s: %s %s", e.Doctor.Severity, e.Doctor.ID, e.Doctor.Node, e.Doctor.Title, e.Doctor.Message)
+		}
+		if d.code != 0 {
+			d.dump(t)
+			t.Errorf("doctor exited %d on a cluster whose real components all run", d.code)
 		}
 	})
 	t.Logf("whole test after the hosts were up: %s", time.Since(start).Round(time.Second))
