@@ -161,6 +161,9 @@ func (b *builder) program(ctx context.Context, im realImage) (built, error) {
 			return s, err
 		}
 		_, werr := f.Write(s.Bin)
+		if werr == nil {
+			werr = f.Chmod(0o644)
+		}
 		if cerr := f.Close(); werr == nil {
 			werr = cerr
 		}
