@@ -32,7 +32,7 @@ setup:
 	@# by source digest (a later run finds them there), only when the real lane is configured.
 	@if [ -n "$(K3S_BINARY)" ]; then \
 	  command -v gcc >/dev/null && [ -f /usr/lib/x86_64-linux-gnu/libc.a ] && [ -x /bin/busybox ] || { $(SUDO) apt-get update -qq && $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq gcc libc6-dev busybox-static >/dev/null; }; \
-	  set -x; $(GO) run ./e2e/cmd/mkimages real -cache $(HARNESS_DIR)/real-images $(HARNESS_DIR)/real-images/k3strap-real-images-amd64.tar.zst || [ $$? = 3 ]; \
+	  set -x; $(GO) run ./e2e/cmd/mkimages real -timeout 45m -cache $(HARNESS_DIR)/real-images $(HARNESS_DIR)/real-images/k3strap-real-images-amd64.tar.zst || [ $$? = 3 ]; \
 	fi
 
 # One static binary (the README's promise): no cgo, so no libc to match on the workstation, and
