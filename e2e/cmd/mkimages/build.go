@@ -51,9 +51,12 @@ type program interface {
 // built is a program's source identity and, once built, its bytes.
 type built struct {
 	Digest, Version, Recipe string
-	Bin                     []byte
-	Seconds                 float64
-	Cached                  bool
+	// Note is added to the image's description: why the release built is not the one the
+	// image reference names (empty when it is).
+	Note    string
+	Bin     []byte
+	Seconds float64
+	Cached  bool
 }
 
 // missingError is a build input that is not on this machine; the message says how to get it.
@@ -295,13 +298,22 @@ func (pauseProgram) build(ctx context.Context, _ *builder, _ built, out string) 
 	return err
 }
 
-// localPathProgram builds local-path-provisioner from a git directory of its repository (the
-// tag's commit, with the vendor/ directory it carries), as its scripts/build does.
+// localPathProgram builds local-path-provisioner as its scripts/build does, with the vendor/
+// directory its release carries: release localPathTag (the one K3s names) from a git
+// directory of its repository when one is given (b.localPathSrc), otherwise release
+// localPathProxyVersion from the Go module proxy, which refuses localPathTag; the image's
+// labels then say so.
 type localPathProgram struct{}
 
 func (localPathProgram) source(ctx context.Context, b *builder) (built, error) {
 	if b.localPathSrc == "" {
-		return built{}, &missingError{"no local-path-provisioner source: set LOCAL_PATH_PROVISIONER_SRC (or -local-path-src) to a git directory of github.com/rancher/local-path-provisioner holding tag " + localPathTag + " (.ci/run sets it when the mirror is beside the repository; the Go module proxy does not serve this version)"}
+		_, sum, err := moduleDownload(ctx, localPathModule, localPathProxyVersion)
+		if err != nil {
+			return built{}, err
+		}
+		return built{Digest: localPathModule + "@" + localPathProxyVersion + " " + sum, Version: localPathProxyVersion,
+			Recipe: fmt.Sprintf("go mod download %s@%s; CGO_ENABLED=0 go build -mod=vendor -trimpath -ldflags \"-X main.VERSION=%s -s -w\" (%s)", localPathModule, localPathProxyVersion, localPathProxyVersion, runtime.Version()),
+			Note:   " Release " + localPathProxyVersion + ", not " + localPathTag + " as the reference says: built from the Go module proxy, which refuses " + localPathTag + " (403); set LOCAL_PATH_PROVISIONER_SRC to a git directory of the repository to build " + localPathTag + "."}, nil
 	}
 	out, err := run(ctx, "/", nil, "git", "--git-dir="+b.localPathSrc, "rev-parse", localPathTag+"^{commit}")
 	if err != nil {
@@ -310,19 +322,28 @@ func (localPathProgram) source(ctx context.Context, b *builder) (built, error) {
 	if c := strings.TrimSpace(string(out)); c != localPathCommit {
 		return built{}, fmt.Errorf("%s: tag %s is commit %s, not %s", b.localPathSrc, localPathTag, c, localPathCommit)
 	}
-	return built{Digest: "github.com/rancher/local-path-provisioner@" + localPathTag + " commit " + localPathCommit,
+	return built{Digest: localPathModule + "@" + localPathTag + " commit " + localPathCommit, Version: localPathTag,
 		Recipe: fmt.Sprintf("git archive %s; CGO_ENABLED=0 go build -mod=vendor -trimpath -ldflags \"-X main.VERSION=%s -s -w\" (%s)", localPathTag, localPathTag, runtime.Version())}, nil
 }
 
-func (localPathProgram) build(ctx context.Context, b *builder, _ built, out string) error {
-	src := filepath.Join(filepath.Dir(out), "src")
-	if err := os.MkdirAll(src, 0o755); err != nil {
-		return err
+func (localPathProgram) build(ctx context.Context, b *builder, s built, out string) error {
+	var src string
+	if b.localPathSrc == "" {
+		dir, _, err := moduleDownload(ctx, localPathModule, localPathProxyVersion)
+		if err != nil {
+			return err
+		}
+		src = dir // read-only in the module cache; go build writes only out
+	} else {
+		src = filepath.Join(filepath.Dir(out), "src")
+		if err := os.MkdirAll(src, 0o755); err != nil {
+			return err
+		}
+		if _, err := run(ctx, "/", nil, "sh", "-c", `git --git-dir="$1" archive "$2" | tar -x -C "$3"`, "sh", b.localPathSrc, localPathCommit, src); err != nil {
+			return err
+		}
 	}
-	if _, err := run(ctx, "/", nil, "sh", "-c", `git --git-dir="$1" archive "$2" | tar -x -C "$3"`, "sh", b.localPathSrc, localPathCommit, src); err != nil {
-		return err
-	}
-	_, err := run(ctx, src, goEnv, "go", "build", "-mod=vendor", "-trimpath", "-ldflags", "-X main.VERSION="+localPathTag+" -s -w", "-o", out, ".")
+	_, err := run(ctx, src, goEnv, "go", "build", "-mod=vendor", "-trimpath", "-ldflags", "-X main.VERSION="+s.Version+" -s -w", "-o", out, ".")
 	return err
 }
 

@@ -21,7 +21,8 @@ type realImage struct {
 	// v1.36.3+k3s1 server: its containerd config and packaged manifests).
 	Component, NamedBy string
 	// Upstream is the project's repository (the image's org.opencontainers.image.source),
-	// Version the upstream release built, License its SPDX identifier.
+	// Version the upstream release built (empty: the program's source says), License its
+	// SPDX identifier.
 	Upstream, Version, License string
 	// Program builds the program (cached by its source digest).
 	Program program
@@ -54,6 +55,12 @@ const (
 	// localPathCommit is the commit tag v0.0.36 of github.com/rancher/local-path-provisioner
 	// names; a source whose tag names another commit is refused.
 	localPathCommit = "5d4bfc84b32cd9c5f56ed3aba921b1a3924ea2f0"
+	localPathModule = "github.com/rancher/local-path-provisioner"
+	// localPathProxyVersion is the release built from the Go module proxy when no git
+	// directory of localPathTag is given: the proxy answers 403 for v0.0.31 to v0.0.36, and
+	// v0.0.30 takes the same `start --config` command line and config.json K3s's
+	// local-storage.yaml passes (docs/testing-stand-ins.md).
+	localPathProxyVersion = "v0.0.30"
 	// busyboxRef's version is what K3s names; the program is Debian's busybox-static, whatever
 	// its version (the image's labels say which).
 	busyboxTag = "1.37.0"
@@ -95,7 +102,7 @@ var realImages = []realImage{
 	{
 		Ref:       "docker.io/rancher/local-path-provisioner:" + localPathTag,
 		Component: "Rancher local-path-provisioner", NamedBy: "server/manifests/local-storage.yaml",
-		Upstream: "https://github.com/rancher/local-path-provisioner", Version: localPathTag, License: "Apache-2.0",
+		Upstream: "https://github.com/rancher/local-path-provisioner", Version: "", License: "Apache-2.0", // localPathTag or localPathProxyVersion, as localPathProgram says
 		Program: localPathProgram{}, Path: "/usr/bin/local-path-provisioner",
 		Cmd: []string{"local-path-provisioner"}, Env: []string{imagePATH},
 		Dirs: []string{"/tmp/"},
@@ -119,7 +126,7 @@ func (im realImage) config(p built) v1.Config {
 	}
 	labels := map[string]string{
 		"org.opencontainers.image.title":       im.Component + " " + version,
-		"org.opencontainers.image.description": "The real " + im.Component + " " + version + ", built from its upstream source by k3strap's end-to-end tests (e2e/cmd/mkimages) because the test machines cannot pull images; the image around it is k3strap's, not upstream's.",
+		"org.opencontainers.image.description": "The real " + im.Component + " " + version + ", built from its upstream source by k3strap's end-to-end tests (e2e/cmd/mkimages) because the test machines cannot pull images; the image around it is k3strap's, not upstream's." + p.Note,
 		"org.opencontainers.image.source":      im.Upstream,
 		"org.opencontainers.image.version":     version,
 		"org.opencontainers.image.revision":    p.Digest,
