@@ -237,6 +237,18 @@ func TestRealComponents(t *testing.T) {
 			if l["io.k3strap.test-image.built-by"] != "k3strap e2e/cmd/mkimages" || l["io.k3strap.test-image.recipe"] == "" || l["io.k3strap.test-image.source-digest"] == "" {
 				t.Errorf("%s: labels %v, want mkimages's built-by, recipe and source-digest", ref, l)
 			}
+			if strings.HasPrefix(ref, "docker.io/rancher/local-path-provisioner:") {
+				// v0.0.36 (K3s's) from LOCAL_PATH_PROVISIONER_SRC, else v0.0.30 from the module
+				// proxy, which refuses v0.0.36 (docs/testing-stand-ins.md).
+				want := "v0.0.30"
+				if os.Getenv("LOCAL_PATH_PROVISIONER_SRC") != "" {
+					want = "v0.0.36"
+				}
+				t.Logf("%s: release %s, %s", ref, l["org.opencontainers.image.version"], l["io.k3strap.test-image.source-digest"])
+				if l["org.opencontainers.image.version"] != want {
+					t.Errorf("%s: version label %q, want %s", ref, l["org.opencontainers.image.version"], want)
+				}
+			}
 		}
 		for sel, ref := range map[string]string{
 			"k8s-app=kube-dns":           "docker.io/rancher/mirrored-coredns-coredns:1.14.6",

@@ -12,6 +12,9 @@
 //	    from their upstream source (pause, CoreDNS, metrics-server, local-path-provisioner and
 //	    its helper busybox) under the exact references K3s names; each program is cached in
 //	    DIR by its source digest. real.go lists the images and how each is built.
+//	    local-path-provisioner is K3s's release (v0.0.36) when -local-path-src (default
+//	    $LOCAL_PATH_PROVISIONER_SRC) names a git directory holding its tag, else v0.0.30
+//	    from the Go module proxy, which refuses v0.0.36; its labels say which.
 //	mkimages real-list
 //	    the references `real` writes, one a line.
 //
@@ -61,7 +64,7 @@ func main() {
 func realMain(args []string) int {
 	fs := flag.NewFlagSet("mkimages real", flag.ContinueOnError)
 	cache := fs.String("cache", "", "cache the built programs in `DIR`, keyed by source digest (default: no cache)")
-	lpp := fs.String("local-path-src", os.Getenv("LOCAL_PATH_PROVISIONER_SRC"), "a git directory of github.com/rancher/local-path-provisioner holding tag "+localPathTag+" (default $LOCAL_PATH_PROVISIONER_SRC)")
+	lpp := fs.String("local-path-src", os.Getenv("LOCAL_PATH_PROVISIONER_SRC"), "a git directory of github.com/rancher/local-path-provisioner holding tag "+localPathTag+", built instead of "+localPathProxyVersion+" from the module proxy (default $LOCAL_PATH_PROVISIONER_SRC)")
 	timeout := fs.Duration("timeout", 30*time.Minute, "give up after `D`")
 	if err := fs.Parse(args); err != nil {
 		return 2
