@@ -305,6 +305,9 @@ func (pauseProgram) build(ctx context.Context, _ *builder, _ built, out string) 
 // labels then say so.
 type localPathProgram struct{}
 
+// localPathProxyNote ends the description of the image of localPathProxyVersion.
+const localPathProxyNote = " Release " + localPathProxyVersion + ", not " + localPathTag + " as the reference says: built from the Go module proxy, which refuses " + localPathTag + " (403); set LOCAL_PATH_PROVISIONER_SRC to a git directory of the repository to build " + localPathTag + "."
+
 func (localPathProgram) source(ctx context.Context, b *builder) (built, error) {
 	if b.localPathSrc == "" {
 		_, sum, err := moduleDownload(ctx, localPathModule, localPathProxyVersion)
@@ -313,7 +316,7 @@ func (localPathProgram) source(ctx context.Context, b *builder) (built, error) {
 		}
 		return built{Digest: localPathModule + "@" + localPathProxyVersion + " " + sum, Version: localPathProxyVersion,
 			Recipe: fmt.Sprintf("go mod download %s@%s; CGO_ENABLED=0 go build -mod=vendor -trimpath -ldflags \"-X main.VERSION=%s -s -w\" (%s)", localPathModule, localPathProxyVersion, localPathProxyVersion, runtime.Version()),
-			Note:   " Release " + localPathProxyVersion + ", not " + localPathTag + " as the reference says: built from the Go module proxy, which refuses " + localPathTag + " (403); set LOCAL_PATH_PROVISIONER_SRC to a git directory of the repository to build " + localPathTag + "."}, nil
+			Note:   localPathProxyNote}, nil
 	}
 	out, err := run(ctx, "/", nil, "git", "--git-dir="+b.localPathSrc, "rev-parse", localPathTag+"^{commit}")
 	if err != nil {

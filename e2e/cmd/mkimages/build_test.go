@@ -149,3 +149,33 @@ func TestBusyboxImage(t *testing.T) {
 		t.Errorf("bin/busybox: %+v", h)
 	}
 }
+
+// TestLocalPathProxyReleaseLabelled: the local-path-provisioner image built from the module
+// proxy keeps K3s's reference but says, in its labels, the release it holds and why.
+func TestLocalPathProxyReleaseLabelled(t *testing.T) {
+	var im realImage
+	for _, i := range realImages {
+		if strings.Contains(i.Ref, "local-path-provisioner") {
+			im = i
+		}
+	}
+	if im.Ref != "docker.io/rancher/local-path-provisioner:"+localPathTag {
+		t.Fatalf("local-path-provisioner's reference %q, want K3s's (tag %s)", im.Ref, localPathTag)
+	}
+	for _, tc := range []struct {
+		p        built
+		version  string
+		describe string
+	}{
+		{built{Version: localPathProxyVersion, Note: localPathProxyNote}, "v0.0.30", "Release v0.0.30, not v0.0.36 as the reference says: built from the Go module proxy, which refuses v0.0.36 (403)"},
+		{built{Version: localPathTag}, "v0.0.36", "The real Rancher local-path-provisioner v0.0.36, built"},
+	} {
+		l := im.config(tc.p).Labels
+		if l["org.opencontainers.image.version"] != tc.version || !strings.HasSuffix(l["org.opencontainers.image.title"], " "+tc.version) {
+			t.Errorf("version %q, title %q, want %s", l["org.opencontainers.image.version"], l["org.opencontainers.image.title"], tc.version)
+		}
+		if d := l["org.opencontainers.image.description"]; !strings.Contains(d, tc.describe) {
+			t.Errorf("description %q does not say %q", d, tc.describe)
+		}
+	}
+}
