@@ -298,25 +298,28 @@ func (pauseProgram) build(ctx context.Context, _ *builder, _ built, out string) 
 	return err
 }
 
-// localPathProgram builds local-path-provisioner as its scripts/build does, with the vendor/
-// directory its release carries: release localPathTag (the one K3s names) from a git
-// directory of its repository when one is given (b.localPathSrc), otherwise release
-// localPathProxyVersion from the Go module proxy, which refuses localPathTag; the image's
-// labels then say so.
+// localPathProgram builds local-path-provisioner: release localPathTag (the one K3s names)
+// from a git directory of its repository when one is given (b.localPathSrc), with the vendor/
+// directory the release carries, as its scripts/build does; otherwise release
+// localPathProxyVersion from the Go module proxy, which refuses localPathTag, with
+// `go install` (the module's go.mod and go.sum; a module zip holds no vendor/), and the
+// image's labels say so (localPathProxyNote).
 type localPathProgram struct{}
 
 // localPathProxyNote ends the description of the image of localPathProxyVersion.
 const localPathProxyNote = " Release " + localPathProxyVersion + ", not " + localPathTag + " as the reference says: built from the Go module proxy, which refuses " + localPathTag + " (403); set LOCAL_PATH_PROVISIONER_SRC to a git directory of the repository to build " + localPathTag + "."
 
+// localPathProxy is the build of localPathProxyVersion from the module proxy.
+func localPathProxy() goInstall {
+	return goInstall{Module: localPathModule, Version: localPathProxyVersion, Package: localPathModule,
+		LDFlags: "-X main.VERSION=" + localPathProxyVersion + " -s -w"}
+}
+
 func (localPathProgram) source(ctx context.Context, b *builder) (built, error) {
 	if b.localPathSrc == "" {
-		_, sum, err := moduleDownload(ctx, localPathModule, localPathProxyVersion)
-		if err != nil {
-			return built{}, err
-		}
-		return built{Digest: localPathModule + "@" + localPathProxyVersion + " " + sum, Version: localPathProxyVersion,
-			Recipe: fmt.Sprintf("go mod download %s@%s; CGO_ENABLED=0 go build -mod=vendor -trimpath -ldflags \"-X main.VERSION=%s -s -w\" (%s)", localPathModule, localPathProxyVersion, localPathProxyVersion, runtime.Version()),
-			Note:   localPathProxyNote}, nil
+		s, err := localPathProxy().source(ctx, b)
+		s.Version, s.Note = localPathProxyVersion, localPathProxyNote
+		return s, err
 	}
 	out, err := run(ctx, "/", nil, "git", "--git-dir="+b.localPathSrc, "rev-parse", localPathTag+"^{commit}")
 	if err != nil {
@@ -330,23 +333,17 @@ func (localPathProgram) source(ctx context.Context, b *builder) (built, error) {
 }
 
 func (localPathProgram) build(ctx context.Context, b *builder, s built, out string) error {
-	var src string
 	if b.localPathSrc == "" {
-		dir, _, err := moduleDownload(ctx, localPathModule, localPathProxyVersion)
-		if err != nil {
-			return err
-		}
-		src = dir // read-only in the module cache; go build writes only out
-	} else {
-		src = filepath.Join(filepath.Dir(out), "src")
-		if err := os.MkdirAll(src, 0o755); err != nil {
-			return err
-		}
-		if _, err := run(ctx, "/", nil, "sh", "-c", `git --git-dir="$1" archive "$2" | tar -x -C "$3"`, "sh", b.localPathSrc, localPathCommit, src); err != nil {
-			return err
-		}
+		return localPathProxy().build(ctx, b, s, out)
 	}
-	_, err := run(ctx, src, goEnv, "go", "build", "-mod=vendor", "-trimpath", "-ldflags", "-X main.VERSION="+s.Version+" -s -w", "-o", out, ".")
+	src := filepath.Join(filepath.Dir(out), "src")
+	if err := os.MkdirAll(src, 0o755); err != nil {
+		return err
+	}
+	if _, err := run(ctx, "/", nil, "sh", "-c", `git --git-dir="$1" archive "$2" | tar -x -C "$3"`, "sh", b.localPathSrc, localPathCommit, src); err != nil {
+		return err
+	}
+	_, err := run(ctx, src, goEnv, "go", "build", "-mod=vendor", "-trimpath", "-ldflags", "-X main.VERSION="+localPathTag+" -s -w", "-o", out, ".")
 	return err
 }
 
