@@ -11,7 +11,7 @@ HARNESS    := e2e/harness/harness.sh
 SUDO       := $(shell [ "$$(id -u)" = 0 ] || echo sudo -E)
 export HARNESS_DIR ?= /var/tmp/k3strap-e2e
 
-.PHONY: all setup build artifacts demo demo-down test unit e2e bench vet fmt lint clean release-tools release release-check man
+.PHONY: all setup test-setup build artifacts demo demo-down test unit e2e bench vet fmt lint clean release-tools release release-check man
 
 all: build
 
@@ -26,10 +26,23 @@ setup:
 	@command -v chromium >/dev/null || { $(SUDO) apt-get update -qq && $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; }
 	$(GO) mod download
 	$(SUDO) bash $(HARNESS) base
+
+
+# What only the tests need, beyond setup (which `make demo` shares): the other host kinds' base
+# images and the real-K3s lane's component images.
+test-setup: setup
 	@# The other host kinds' base images (TestRealTrixie, TestRealOpenRC): Debian 13, and Debian 12
 	@# with sysvinit + OpenRC (each a debootstrap: 2-7 min measured on the loaded 2-core machine).
 	$(SUDO) bash $(HARNESS) base trixie
 	$(SUDO) bash $(HARNESS) base openrc
+	@# The real-K3s lane's component images, built from upstream source (e2e/cmd/mkimages real;
+	@# docs/testing-stand-ins.md): gcc and libc6-dev compile Kubernetes' pause.c, busybox-static
+	@# is local-path-provisioner's helper image. Built once into $(HARNESS_DIR)/real-images, keyed
+	@# by source digest (a later run finds them there), only when the real lane is configured.
+	@if [ -n "$(K3S_BINARY)" ]; then \
+	  command -v gcc >/dev/null && [ -f /usr/lib/x86_64-linux-gnu/libc.a ] && [ -x /bin/busybox ] || { $(SUDO) apt-get update -qq && $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq gcc libc6-dev busybox-static >/dev/null; }; \
+	  set -x; $(GO) run ./e2e/cmd/mkimages real -timeout 45m -cache $(HARNESS_DIR)/real-images $(HARNESS_DIR)/real-images/k3strap-real-images-amd64.tar.zst || [ $$? = 3 ]; \
+	fi
 
 # One static binary (the README's promise): no cgo, so no libc to match on the workstation, and
 # -trimpath so that no build machine's paths end up in it. The release builds the same way
@@ -98,7 +111,7 @@ demo-down:
 
 # Every test: unit tests and the end-to-end tests on throw-away hosts (they skip, saying why,
 # without root).
-test: setup vet
+test: test-setup vet
 	$(GO) test -race -count=1 -p 1 -timeout 60m ./...
 
 unit:

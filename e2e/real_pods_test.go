@@ -182,8 +182,14 @@ var importedRe = regexp.MustCompile(`Imported (\d+) images from (\S+) in ([0-9.]
 // and returns how many images it imported and how long the import took.
 func (c *testCluster) waitImported(i int, unit string, timeout time.Duration) (int, time.Duration) {
 	c.t.Helper()
+	return c.waitImportedFile(i, unit, standinImagesArchive, timeout)
+}
+
+// waitImportedFile is waitImported for the images archive named file.
+func (c *testCluster) waitImportedFile(i int, unit, file string, timeout time.Duration) (int, time.Duration) {
+	c.t.Helper()
 	deadline := time.Now().Add(timeout)
-	want := "/var/lib/rancher/k3s/agent/images/" + standinImagesArchive
+	want := "/var/lib/rancher/k3s/agent/images/" + file
 	for {
 		out, _ := c.execErr(i, 30*time.Second, "journalctl", "-u", unit, "--no-pager", "-o", "cat", "--grep", "Import")
 		for _, m := range importedRe.FindAllStringSubmatch(out, -1) {

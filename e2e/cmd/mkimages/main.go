@@ -1,15 +1,37 @@
 // Copyright The k3strap Authors.
 // SPDX-License-Identifier: Apache-2.0
 
-// Command mkimages writes a stand-in K3s airgap images archive for the simulator: a real
-// zstd-compressed tar (like k3s-airgap-images-<arch>.tar.zst) holding one file that says it is
-// not a real image bundle. Usage: mkimages OUT.tar.zst
+// Command mkimages writes the K3s airgap images archives of the end-to-end tests.
+//
+//	mkimages OUT.tar.zst
+//	    the simulator's archive: a real zstd-compressed tar (like
+//	    k3s-airgap-images-<arch>.tar.zst) holding one file that says it is not a real image
+//	    bundle (the simulator runs no containers).
+//	mkimages real [-cache DIR] [-local-path-src GITDIR] [-timeout D] OUT.tar.zst
+//	    the real components a K3s v1.36.3+k3s1 cluster runs with Traefik disabled, built here
+//	    from their upstream source (pause, CoreDNS, metrics-server, local-path-provisioner and
+//	    its helper busybox) under the exact references K3s names; each program is cached in
+//	    DIR by its source digest. real.go lists the images and how each is built.
+//	    local-path-provisioner is K3s's release (v0.0.36) when -local-path-src (default
+//	    $LOCAL_PATH_PROVISIONER_SRC) names a git directory holding its tag, else v0.0.30
+//	    from the Go module proxy, which refuses v0.0.36; its labels say which.
+//	mkimages real-list
+//	    the references `real` writes, one a line.
+//
+// Exit status: 0 done, 1 a build failed, 2 bad usage, 3 a build input is missing on this
+// machine (the message names it and how to get it).
 package main
 
 import (
 	"archive/tar"
+	"context"
+	"errors"
+	"flag"
 	"fmt"
 	"os"
+	"os/signal"
+	"syscall"
+	"time"
 
 	"github.com/klauspost/compress/zstd"
 )
@@ -17,14 +39,57 @@ import (
 const note = "k3strap simulator airgap bundle: no container images, for end-to-end tests and the demo only.\n"
 
 func main() {
+	if len(os.Args) >= 2 {
+		switch os.Args[1] {
+		case "real":
+			os.Exit(realMain(os.Args[2:]))
+		case "real-list":
+			for _, im := range realImages {
+				fmt.Println(im.Ref)
+			}
+			return
+		}
+	}
 	if len(os.Args) != 2 {
-		fmt.Fprintln(os.Stderr, "usage: mkimages OUT.tar.zst")
+		fmt.Fprintln(os.Stderr, "usage: mkimages OUT.tar.zst | real [-cache DIR] [-local-path-src GITDIR] OUT.tar.zst | real-list")
 		os.Exit(2)
 	}
 	if err := write(os.Args[1]); err != nil {
 		fmt.Fprintln(os.Stderr, "mkimages:", err)
 		os.Exit(1)
 	}
+}
+
+// realMain is `mkimages real`; it returns the exit status.
+func realMain(args []string) int {
+	fs := flag.NewFlagSet("mkimages real", flag.ContinueOnError)
+	cache := fs.String("cache", "", "cache the built programs in `DIR`, keyed by source digest (default: no cache)")
+	lpp := fs.String("local-path-src", os.Getenv("LOCAL_PATH_PROVISIONER_SRC"), "a git directory of github.com/rancher/local-path-provisioner holding tag "+localPathTag+", built instead of "+localPathProxyVersion+" from the module proxy (default $LOCAL_PATH_PROVISIONER_SRC)")
+	timeout := fs.Duration("timeout", 30*time.Minute, "give up after `D`")
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	if fs.NArg() != 1 {
+		fmt.Fprintln(os.Stderr, "usage: mkimages real [-cache DIR] [-local-path-src GITDIR] [-timeout D] OUT.tar.zst")
+		return 2
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	ctx, cancel := context.WithTimeout(ctx, *timeout)
+	defer cancel()
+	b := &builder{cacheDir: *cache, localPathSrc: *lpp, log: os.Stderr}
+	if err := b.writeArchive(ctx, fs.Arg(0)); err != nil {
+		fmt.Fprintln(os.Stderr, "mkimages real:", err)
+		var m *missingError
+		if errors.As(err, &m) {
+			return 3
+		}
+		if ctx.Err() != nil && errors.Is(context.Cause(ctx), context.Canceled) {
+			return 130
+		}
+		return 1
+	}
+	return 0
 }
 
 func write(path string) error {
