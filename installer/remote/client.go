@@ -10,8 +10,6 @@
 package remote
 
 import (
-	"bufio"
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -438,29 +436,13 @@ func (c *Client) stdin(cmd Cmd) io.Reader {
 // closed), a *DeadlineError when the command did not finish in time (stopped the same way),
 // and sudo refusing for lack of a password (wrapping ErrSudoPassword).
 func (c *Client) Run(ctx context.Context, cmd Cmd) (*Result, error) {
-	var out, errb bytes.Buffer
-	code, err := c.run(ctx, cmd, false, &out, &errb)
-	if err != nil {
-		return nil, err
-	}
-	res := &Result{Stdout: out.Bytes(), Stderr: errb.Bytes(), ExitCode: code}
-	if cmd.Sudo && code != 0 && sudoRefused(errb.Bytes()) {
-		return res, fmt.Errorf("%s: %w for user %s: %s (allow NOPASSWD sudo for k3strap's commands, or give the password with ssh.sudoPasswordEnv / ssh.sudoPasswordFile / --ask-sudo-password)",
-			c.cfg.Host, ErrSudoPassword, c.cfg.User, firstLine(errb.Bytes()))
-	}
-	return res, nil
+	return runResult(ctx, c.run, c.cfg.Host, c.cfg.User, cmd)
 }
 
 // Check runs cmd and turns a non-zero exit into a *CommandError carrying stderr's last lines.
 func (c *Client) Check(ctx context.Context, cmd Cmd) (*Result, error) {
 	res, err := c.Run(ctx, cmd)
-	if err != nil {
-		return res, err
-	}
-	if res.ExitCode != 0 {
-		return res, &CommandError{Host: c.cfg.Host, Command: cmd.String(), ExitCode: res.ExitCode, Stderr: tail(res.Stderr, 5)}
-	}
-	return res, nil
+	return checked(c.cfg.Host, cmd, res, err)
 }
 
 // Stream runs cmd and calls onLine for each line of its standard output as it arrives (the
@@ -469,28 +451,7 @@ func (c *Client) Check(ctx context.Context, cmd Cmd) (*Result, error) {
 // context has no deadline gets DefaultCommandTimeout). Standard error is returned in the
 // error when the exit is non-zero.
 func (c *Client) Stream(ctx context.Context, cmd Cmd, onLine func(string)) error {
-	pr, pw := io.Pipe()
-	var errb bytes.Buffer
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		sc := bufio.NewScanner(pr)
-		sc.Buffer(make([]byte, 64*1024), 16*1024*1024)
-		for sc.Scan() {
-			onLine(sc.Text())
-		}
-		_, _ = io.Copy(io.Discard, pr)
-	}()
-	code, err := c.run(ctx, cmd, true, pw, &errb)
-	_ = pw.Close()
-	<-done
-	if err != nil {
-		return err
-	}
-	if code != 0 {
-		return &CommandError{Host: c.cfg.Host, Command: cmd.String(), ExitCode: code, Stderr: tail(errb.Bytes(), 5)}
-	}
-	return nil
+	return streamLines(ctx, c.run, c.cfg.Host, cmd, onLine)
 }
 
 // cancelGrace is how long a cancelled command gets to end after SIGTERM and the channel close

@@ -534,14 +534,11 @@ func (c *Client) readFile(ctx context.Context, p string, timeout time.Duration) 
 	if err != nil {
 		return nil, err
 	}
-	if res.ExitCode != 0 {
-		if strings.Contains(string(res.Stderr), "No such file") {
-			return nil, fmt.Errorf("%s: %s: %w", c.cfg.Host, p, os.ErrNotExist)
-		}
-		return nil, &CommandError{Host: c.cfg.Host, Command: "cat " + p, ExitCode: res.ExitCode, Stderr: tail(res.Stderr, 3)}
+	b, err := catResult(c.cfg.Host, p, res)
+	if err == nil {
+		c.transfers.Add(1)
 	}
-	c.transfers.Add(1)
-	return res.Stdout, nil
+	return b, err
 }
 
 // countingReader feeds an upload: it counts and reports the bytes, records when the transfer

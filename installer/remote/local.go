@@ -4,8 +4,6 @@
 package remote
 
 import (
-	"bufio"
-	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -142,55 +140,18 @@ func (l *Local) stdin(cmd Cmd) io.Reader {
 // when unset); errors as Client.Run: cancellation, *DeadlineError, ErrSudoPassword, and a
 // command that could not be started.
 func (l *Local) Run(ctx context.Context, cmd Cmd) (*Result, error) {
-	var out, errb bytes.Buffer
-	code, err := l.run(ctx, cmd, false, &out, &errb)
-	if err != nil {
-		return nil, err
-	}
-	res := &Result{Stdout: out.Bytes(), Stderr: errb.Bytes(), ExitCode: code}
-	if cmd.Sudo && code != 0 && sudoRefused(errb.Bytes()) {
-		return res, fmt.Errorf("%s: %w for user %s: %s (allow NOPASSWD sudo for k3strap's commands, or give the password with ssh.sudoPasswordEnv / ssh.sudoPasswordFile / --ask-sudo-password)",
-			l.cfg.Host, ErrSudoPassword, l.user, firstLine(errb.Bytes()))
-	}
-	return res, nil
+	return runResult(ctx, l.run, l.cfg.Host, l.user, cmd)
 }
 
 // Check is Run with a non-zero exit turned into a *CommandError.
 func (l *Local) Check(ctx context.Context, cmd Cmd) (*Result, error) {
 	res, err := l.Run(ctx, cmd)
-	if err != nil {
-		return res, err
-	}
-	if res.ExitCode != 0 {
-		return res, &CommandError{Host: l.cfg.Host, Command: cmd.String(), ExitCode: res.ExitCode, Stderr: tail(res.Stderr, 5)}
-	}
-	return res, nil
+	return checked(l.cfg.Host, cmd, res, err)
 }
 
 // Stream runs cmd and calls onLine for each line of its standard output (see Client.Stream).
 func (l *Local) Stream(ctx context.Context, cmd Cmd, onLine func(string)) error {
-	pr, pw := io.Pipe()
-	var errb bytes.Buffer
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		sc := bufio.NewScanner(pr)
-		sc.Buffer(make([]byte, 64*1024), 16*1024*1024)
-		for sc.Scan() {
-			onLine(sc.Text())
-		}
-		_, _ = io.Copy(io.Discard, pr)
-	}()
-	code, err := l.run(ctx, cmd, true, pw, &errb)
-	_ = pw.Close()
-	<-done
-	if err != nil {
-		return err
-	}
-	if code != 0 {
-		return &CommandError{Host: l.cfg.Host, Command: cmd.String(), ExitCode: code, Stderr: tail(errb.Bytes(), 5)}
-	}
-	return nil
+	return streamLines(ctx, l.run, l.cfg.Host, cmd, onLine)
 }
 
 // run runs cmd's line under /bin/sh -c in its own process group; a cancelled or timed-out
@@ -269,14 +230,11 @@ func (l *Local) readFile(ctx context.Context, p string, timeout time.Duration) (
 	if err != nil {
 		return nil, err
 	}
-	if res.ExitCode != 0 {
-		if strings.Contains(string(res.Stderr), "No such file") {
-			return nil, fmt.Errorf("%s: %s: %w", l.cfg.Host, p, os.ErrNotExist)
-		}
-		return nil, &CommandError{Host: l.cfg.Host, Command: "cat " + p, ExitCode: res.ExitCode, Stderr: tail(res.Stderr, 3)}
+	b, err := catResult(l.cfg.Host, p, res)
+	if err == nil {
+		l.transfers.Add(1)
 	}
-	l.transfers.Add(1)
-	return res.Stdout, nil
+	return b, err
 }
 
 // WriteFile writes r to dst with mode atomically: as root into a temporary file beside dst,
