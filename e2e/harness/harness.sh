@@ -418,7 +418,7 @@ cmd_cloudinit_layer() {
     trap 'umount "$M/proc"' EXIT
     mv "$M/etc/resolv.conf" "$M/etc/resolv.conf.keep" 2>/dev/null || true
     cp "$M/etc/resolv.conf.harness" "$M/etc/resolv.conf"
-    echo "deb $MIRROR $SUITE main" > "$M/etc/apt/sources.list"
+    echo "deb $MIRROR $(suite_of bookworm) main" > "$M/etc/apt/sources.list"
     chroot "$M" env DEBIAN_FRONTEND=noninteractive apt-get update -qq &&
     chroot "$M" env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
       cloud-init >/dev/null
