@@ -170,7 +170,18 @@ func (l *Local) run(parent context.Context, cmd Cmd, stream bool, stdout, stderr
 	c := exec.CommandContext(ctx, "/bin/sh", "-c", cmd.line(l.become()))
 	c.Stdout, c.Stderr = stdout, stderr
 	if in := l.stdin(cmd); in != nil {
-		c.Stdin = in
+		// Through a pipe that Wait closes once the process exited, never as c.Stdin: exec's own
+		// copy of a reader that is not a file is waited for after the exit, and a reader that
+		// blocks until its writer is done (the supervisor's naps for the probe) then never lets
+		// Wait return. The copy ends with the pipe's close or the reader's end.
+		w, err := c.StdinPipe()
+		if err != nil {
+			return 0, fmt.Errorf("%s: starting %s: %w", l.cfg.Host, cmd.name(), err)
+		}
+		go func() {
+			_, _ = io.Copy(w, in)
+			_ = w.Close()
+		}()
 	}
 	c.Env = append(os.Environ(), "LC_ALL=C")
 	processGroup(c)

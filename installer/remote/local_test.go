@@ -8,6 +8,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
+	"io"
 	"net"
 	"os"
 	"path/filepath"
@@ -174,5 +175,29 @@ func TestLocalDialAndClose(t *testing.T) {
 	}
 	if l.Lost() != nil {
 		t.Error("Lost() != nil")
+	}
+}
+
+// TestLocalStdinOutlivesProcess: a command whose standard input is fed by a reader that blocks
+// until its writer is done (the supervisor's naps for the bring-up probe) returns when the
+// process exits, not when the reader ends.
+func TestLocalStdinOutlivesProcess(t *testing.T) {
+	l := newTestLocal(t)
+	pr, pw := io.Pipe()
+	defer pw.Close()
+	done := make(chan error, 1)
+	go func() {
+		done <- l.Stream(context.Background(), Command("sh", "-c", "read x; echo got $x").WithStdin(pr), func(string) {})
+	}()
+	if _, err := io.WriteString(pw, "1\n"); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the stream did not return after its process exited (its stdin reader still open)")
 	}
 }
