@@ -24,7 +24,7 @@ func (a *app) applyCmd() *cobra.Command {
 			return in.Apply(cmd.Context())
 		},
 	}
-	rf.register(cmd, true)
+	a.registerRunFlags(cmd, rf, true)
 	cmd.Flags().BoolVar(&prune, "prune", false, "remove the nodes that are no longer in the inventory (drain, delete, etcd member, uninstall), as remove-node does")
 	cmd.Flags().BoolVar(&reconcileTaints, "reconcile-taints", false, "repair node taint and label drift (read-modify-write, retried on conflict; K3s's own taints are never removed)")
 	return cmd

@@ -45,7 +45,7 @@ func (a *app) backupCmd() *cobra.Command {
 			return err
 		},
 	}
-	rf.register(list, false)
+	a.registerRunFlags(list, rf, false)
 	cmd.AddCommand(withSteps(list, "backup-list"))
 	return cmd // describeSteps appends backup's steps
 }

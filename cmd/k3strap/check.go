@@ -29,6 +29,6 @@ func (a *app) checkCmd() *cobra.Command {
 			return in.Check(cmd.Context())
 		},
 	}
-	rf.register(cmd, false)
+	a.registerRunFlags(cmd, rf, false)
 	return cmd
 }

@@ -64,7 +64,7 @@ func (a *app) doctorCmd() *cobra.Command {
 			return err
 		},
 	}
-	rf.register(cmd, false)
+	a.registerRunFlags(cmd, rf, false)
 	f := cmd.Flags()
 	f.StringArrayVar(&targets, "ssh", nil, "diagnose without an inventory: a node as [user@]host[:port] or a name from ~/.ssh/config (repeatable); the other nodes are found from the cluster")
 	f.BoolVar(&fix, "fix", false, "apply the safe, reversible repairs (lost taints and labels) after confirmation")

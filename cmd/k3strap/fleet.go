@@ -145,7 +145,7 @@ func (a *app) runFleet(cmd *cobra.Command, in *input, ff *fleetFlags) error {
 			return usageError{err}
 		}
 	}
-	rf, err := runFlagsOf(cmd)
+	rf, err := a.runFlagsOf(cmd)
 	if err != nil {
 		return err
 	}
@@ -212,25 +212,13 @@ func (a *app) confirmWave(ctx context.Context, next fleet.Wave, of int) (bool, e
 	}
 }
 
-// runFlagsOf returns the run flags cmd was given: a runFlags registered on a scratch command
-// takes the value of every flag set on cmd (the command's own runFlags live in its closure).
-func runFlagsOf(cmd *cobra.Command) (*runFlags, error) {
-	rf := &runFlags{}
-	scratch := &cobra.Command{}
-	rf.register(scratch, cmd.Flags().Lookup("kubeconfig-out") != nil)
-	var err error
-	cmd.Flags().Visit(func(fl *pflag.Flag) {
-		to := scratch.Flags().Lookup(fl.Name)
-		if to == nil || err != nil {
-			return
-		}
-		if sv, ok := fl.Value.(pflag.SliceValue); ok {
-			err = to.Value.(pflag.SliceValue).Replace(sv.GetSlice())
-		} else {
-			err = to.Value.Set(fl.Value.String())
-		}
-	})
-	return rf, err
+// runFlagsOf returns the run flags cmd registered (registerRunFlags), holding the values it
+// was given; an error only for a command that registered none (a programming error).
+func (a *app) runFlagsOf(cmd *cobra.Command) (*runFlags, error) {
+	if rf, ok := a.cmdRunFlags[cmd]; ok {
+		return rf, nil
+	}
+	return nil, fmt.Errorf("internal error: %s has no run flags", cmd.CommandPath())
 }
 
 // siteRunner runs a command on one site with the per-cluster engine, as the command does for

@@ -4,11 +4,13 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/k3strap/k3strap/events"
 	"github.com/k3strap/k3strap/fleet"
@@ -153,5 +155,35 @@ func TestFleetPreflightRuns(t *testing.T) {
 	code, out, errs = runArgs("fleet", "status", "-f", path)
 	if code != 0 || !strings.Contains(out, "fleet stores: 2 site(s)") || !strings.Contains(out, "totals: 2 pending") {
 		t.Errorf("fleet status: exit %d\n%s%s", code, out, errs)
+	}
+}
+
+// TestFleetRunFlagsTyped: a fleet run hands every site the command's own run flags, with the
+// values the command line gave them (no re-parsing through strings).
+func TestFleetRunFlagsTyped(t *testing.T) {
+	a := &app{ctx: context.Background(), stdin: strings.NewReader(""), stdout: &strings.Builder{}, stderr: &strings.Builder{}, v: NewViper()}
+	root := a.rootCmd()
+	for _, name := range []string{"apply", "upgrade", "preflight", "check", "doctor"} {
+		cmd, _, err := root.Find([]string{name})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := cmd.ParseFlags([]string{"--concurrency=7", "--ignore-preflight-errors=Swap,Memory", "--ssh-keepalive=3s"}); err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		rf, err := a.runFlagsOf(cmd)
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		if rf.concurrency != 7 || strings.Join(rf.ignore, ",") != "Swap,Memory" || rf.keepalive != 3*time.Second {
+			t.Errorf("%s: run flags concurrency %d, ignore %v, keepalive %s; want 7, [Swap Memory], 3s", name, rf.concurrency, rf.ignore, rf.keepalive)
+		}
+	}
+	validate, _, err := root.Find([]string{"validate"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.runFlagsOf(validate); err == nil {
+		t.Error("validate has run flags")
 	}
 }

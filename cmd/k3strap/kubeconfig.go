@@ -26,7 +26,7 @@ func (a *app) kubeconfigCmd() *cobra.Command {
 			return err
 		},
 	}
-	rf.register(cmd, false)
+	a.registerRunFlags(cmd, rf, false)
 	cmd.Flags().BoolVar(&req.Merge, "merge", false, "merge into an existing kubeconfig (default $KUBECONFIG or ~/.kube/config) and make the context current")
 	cmd.Flags().StringVar(&req.Context, "context", "", "name of the context, cluster and user (default: the cluster's name)")
 	cmd.Flags().StringVar(&req.Path, "kubeconfig-out", "", "file to write or merge into")

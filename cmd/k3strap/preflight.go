@@ -20,6 +20,6 @@ func (a *app) preflightCmd() *cobra.Command {
 			return err
 		},
 	}
-	rf.register(cmd, false)
+	a.registerRunFlags(cmd, rf, false)
 	return cmd
 }

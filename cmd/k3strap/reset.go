@@ -53,7 +53,7 @@ func (a *app) resetCmd() *cobra.Command {
 			return in.Reset(cmd.Context())
 		},
 	}
-	rf.register(cmd, false)
+	a.registerRunFlags(cmd, rf, false)
 	cmd.Flags().BoolVarP(&yes, "yes", "y", false, "do not ask for confirmation (for scripts)")
 	return cmd
 }

@@ -58,6 +58,10 @@ type app struct {
 	fleetView func(plain events.Sink) events.Sink
 
 	closers []func()
+
+	// cmdRunFlags are the run flags each command registered (registerRunFlags): a fleet run
+	// hands the command's own typed values to every site (fleet.go).
+	cmdRunFlags map[*cobra.Command]*runFlags
 	// cancel cancels the context of the command that runs (the terminal UI's q key).
 	cancel context.CancelFunc
 }
@@ -314,6 +318,17 @@ type runFlags struct {
 	local             bool
 }
 
+// registerRunFlags registers rf's flags on cmd (register) and records rf as cmd's run flags.
+func (a *app) registerRunFlags(cmd *cobra.Command, rf *runFlags, apply bool) {
+	rf.register(cmd, apply)
+	if a.cmdRunFlags == nil {
+		a.cmdRunFlags = map[*cobra.Command]*runFlags{}
+	}
+	a.cmdRunFlags[cmd] = rf
+}
+
+// register adds the run flags to cmd (apply: the flags of commands that install too), bound
+// to rf's fields.
 func (rf *runFlags) register(cmd *cobra.Command, apply bool) {
 	f := cmd.Flags()
 	f.DurationVar(&rf.keepalive, "ssh-keepalive", remote.DefaultKeepaliveInterval, "SSH keepalive period; a link is declared dead after 3 unanswered")

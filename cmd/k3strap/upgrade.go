@@ -63,7 +63,7 @@ func (a *app) upgradeCmd() *cobra.Command {
 			return in.Upgrade(cmd.Context())
 		},
 	}
-	rf.register(cmd, true)
+	a.registerRunFlags(cmd, rf, true)
 	cmd.Flags().StringVar(&via, "via", "", "how to upgrade: ssh (k3strap drains and upgrades each node) or suc (system-upgrade-controller; default: spec.k3s.upgrade.via, else ssh)")
 	cmd.Flags().BoolVar(&watch, "watch", false, "only watch an upgrade system-upgrade-controller is running (after Ctrl-C or from another machine)")
 	return cmd
