@@ -10,7 +10,7 @@ import (
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	)
+)
 
 // ReadTimeout bounds one Read as a whole.
 const ReadTimeout = 30 * time.Second
