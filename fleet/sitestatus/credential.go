@@ -108,13 +108,8 @@ func MakeCredential(ctx context.Context, kubeconfig, site string, ttl time.Durat
 			return nil, c.explain(err, "applying "+s.what, "")
 		}
 	}
-	obj := &unstructured.Unstructured{Object: map[string]any{
-		"apiVersion": Group + "/" + Version, "kind": Kind,
-		"metadata": map[string]any{"name": site, "namespace": Namespace, "labels": labels},
-		"spec":     map[string]any{"site": site},
-	}}
-	if _, err := c.dyn.Resource(GVR).Namespace(Namespace).Create(ctx, obj, metav1.CreateOptions{FieldManager: fieldManager}); err != nil && !apierrors.IsAlreadyExists(err) {
-		return nil, c.explain(err, "creating the SiteStatus object of site "+site, "")
+	if err := c.register(ctx, site); err != nil {
+		return nil, err
 	}
 	secs := int64(ttl / time.Second)
 	tr, err := c.core.CoreV1().ServiceAccounts(Namespace).CreateToken(ctx, name, &authenticationv1.TokenRequest{
@@ -161,4 +156,30 @@ func (c *client) siteKubeconfig(site, token string) ([]byte, error) {
 		return nil, &Error{Op: "writing the site's kubeconfig", Problem: c.redact(err.Error())}
 	}
 	return b, nil
+}
+
+// Register creates site's SiteStatus object when it does not exist (an operator's
+// kubeconfig: a push site's status is written with it, and needs the object). Errors are
+// *Error.
+func Register(ctx context.Context, kubeconfig, site string) error {
+	c, err := connect(kubeconfig)
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(ctx, WriteTimeout)
+	defer cancel()
+	return c.register(ctx, site)
+}
+
+// register creates site's SiteStatus object unless it exists.
+func (c *client) register(ctx context.Context, site string) error {
+	obj := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": Group + "/" + Version, "kind": Kind,
+		"metadata": map[string]any{"name": site, "namespace": Namespace, "labels": map[string]any{SiteLabel: site, "app.kubernetes.io/managed-by": "k3strap"}},
+		"spec":     map[string]any{"site": site},
+	}}
+	if _, err := c.dyn.Resource(GVR).Namespace(Namespace).Create(ctx, obj, metav1.CreateOptions{FieldManager: fieldManager}); err != nil && !apierrors.IsAlreadyExists(err) {
+		return c.explain(err, "creating the SiteStatus object of site "+site, "")
+	}
+	return nil
 }
