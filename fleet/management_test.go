@@ -36,7 +36,7 @@ func TestMergeManagement(t *testing.T) {
 	mgmt := []sitestatus.Site{
 		{Name: "s1", Reported: true, Status: sitestatus.Status{Source: "push", Version: "v1.36.3+k3s1", NodesReady: 2, NodesTotal: 3, LastSeen: now.Add(-10 * time.Minute)}},
 		{Name: "box-7", Reported: true, Status: sitestatus.Status{Source: "pull", Version: "v1.36.3+k3s1", NodesReady: 1, NodesTotal: 1, DoctorVerdict: "healthy",
-			LastResult: &sitestatus.Result{Command: "pull", ExitCode: 4, ExitMeaning: "a host step failed", Message: "install failed"},
+			LastResult:      &sitestatus.Result{Command: "pull", ExitCode: 4, ExitMeaning: "a host step failed", Message: "install failed"},
 			SourceReachable: &no, SourceMessage: "source unreachable", LastSeen: now.Add(-5 * time.Minute)}},
 		{Name: "box-8"},
 	}
