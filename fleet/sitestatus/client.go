@@ -180,3 +180,13 @@ func (c *client) redact(msg string) string {
 	}
 	return msg
 }
+
+// Server returns the API server URL of the kubeconfig file's current context ("" when the
+// file does not load: the call that uses it says why).
+func Server(kubeconfig string) string {
+	c, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
+	if err != nil {
+		return ""
+	}
+	return c.Host
+}
