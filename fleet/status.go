@@ -244,7 +244,7 @@ func orNone(s string) string {
 // failed, with the exit's meaning), version and nodes Ready as last seen, doctor's verdict,
 // then the totals.
 func (rep Report) WriteText(w io.Writer, now time.Time) error {
-	fmt.Fprintf(w, "fleet %s: %d site(s); state: %s\n", rep.Fleet, rep.Totals.Sites, strings.Join(orDash(rep.States), ", "))
+	fmt.Fprintf(w, "fleet %s: %d site(s); state: %s\n", orDashS(rep.Fleet), rep.Totals.Sites, strings.Join(orDash(rep.States), ", "))
 	if rep.Management != "" {
 		fmt.Fprintf(w, "management cluster %s: sites not seen for %s are stale\n", rep.Management, rep.StaleAfter)
 	}
