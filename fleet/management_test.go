@@ -7,6 +7,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -141,5 +142,34 @@ func TestRunReports(t *testing.T) {
 	}
 	if warned != 2 {
 		t.Errorf("%d report warnings, want 2", warned)
+	}
+}
+
+// TestLoadManagement: spec.management.kubeconfig is taken relative to the fleet file; an empty
+// spec.management and an unknown key under it are refused with the line and the fix.
+func TestLoadManagement(t *testing.T) {
+	dir := writeFiles(t, map[string]string{
+		"fleet.yaml": "apiVersion: k3strap.io/v1alpha1\nkind: Fleet\nmetadata: {name: f}\nspec:\n  management:\n    kubeconfig: mgmt/admin.kubeconfig\n  sites: [{path: a.yaml}]\n",
+		"a.yaml":     site("a", "10.0.0.1", ""),
+	})
+	f, errs := load(t, dir, LoadOptions{})
+	if len(errs) > 0 {
+		t.Fatal(errs)
+	}
+	if want := filepath.Join(dir, "mgmt", "admin.kubeconfig"); f.Spec.Management == nil || f.Spec.Management.Kubeconfig != want {
+		t.Errorf("management %+v, want kubeconfig %s", f.Spec.Management, want)
+	}
+	for body, want := range map[string]string{
+		"  management: {}\n":                        "fleet.yaml:5:3: spec.management names no kubeconfig",
+		"  management: {kubeconfig: x, token: y}\n": "token",
+	} {
+		dir := writeFiles(t, map[string]string{
+			"fleet.yaml": "apiVersion: k3strap.io/v1alpha1\nkind: Fleet\nmetadata: {name: f}\nspec:\n" + body + "  sites: [{path: a.yaml}]\n",
+			"a.yaml":     site("a", "10.0.0.1", ""),
+		})
+		_, errs := load(t, dir, LoadOptions{})
+		if !strings.Contains(errs.Error(), want) {
+			t.Errorf("%q: %v, want %q", body, errs, want)
+		}
 	}
 }
