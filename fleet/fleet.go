@@ -46,6 +46,18 @@ type Spec struct {
 	Defaults Defaults `yaml:"defaults,omitempty"`
 	// Rollout is the policy of apply and upgrade.
 	Rollout Rollout `yaml:"rollout,omitempty"`
+	// Management names the management cluster every site's status is written to after each
+	// run, and `k3strap fleet status` reads (docs/fleet.md "Status in a management
+	// cluster"); nil: none.
+	Management *Management `yaml:"management,omitempty"`
+}
+
+// Management is spec.management: the management cluster of the fleet's site status.
+type Management struct {
+	// Kubeconfig is an operator's kubeconfig file of the management cluster (relative to the
+	// fleet file's directory), allowed to create and write SiteStatus objects in
+	// k3strap-fleet. It holds a secret: k3strap reads it, never copies or prints it.
+	Kubeconfig string `yaml:"kubeconfig"`
 }
 
 // SiteRef is one entry of spec.sites.

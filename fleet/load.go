@@ -96,6 +96,9 @@ func Parse(path string, data []byte, opts LoadOptions) (*Fleet, error) {
 func (f *Fleet) resolveDefaults() {
 	at := &inventory.Cluster{Source: f.Source}
 	r := func(p *string) { *p = at.ResolvePath(*p) }
+	if m := f.Spec.Management; m != nil {
+		r(&m.Kubeconfig)
+	}
 	d := &f.Spec.Defaults
 	r(&d.SSH.KeyPath)
 	r(&d.SSH.KnownHosts)

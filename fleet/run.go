@@ -59,6 +59,9 @@ type RunOptions struct {
 	Exit func(error) (code int, meaning string)
 	// Now is the clock (nil: time.Now).
 	Now func() time.Time
+	// Report, when set, is called after each site's run with the site's record (report.go:
+	// spec.management's PushReporter); its error is a warning.
+	Report func(ctx context.Context, s *Site, st SiteState) error
 }
 
 // runner is one fleet run.
@@ -346,6 +349,7 @@ func (r *runner) site(ctx context.Context, w Wave, s *Site, sl *slot) {
 		}
 		r.setResult(res, a.err)
 		r.em.Site(res)
+		r.report(ctx, s)
 		return
 	}
 }

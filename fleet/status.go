@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/k3strap/k3strap/events"
+	"github.com/k3strap/k3strap/fleet/sitestatus"
 )
 
 // Report is the fleet's standing as its state files record it (`k3strap fleet status`). It
@@ -24,6 +25,10 @@ type Report struct {
 	Sites []SiteReport `json:"sites"`
 	// Totals count the sites by rollout status, nodes and doctor verdicts.
 	Totals Totals `json:"totals"`
+	// Management is the management cluster's API server whose SiteStatus objects were merged
+	// (MergeManagement; "" when none was read), StaleAfter the --stale-after it judged by.
+	Management string `json:"management,omitempty"`
+	StaleAfter string `json:"staleAfter,omitempty"`
 }
 
 // SiteReport is one site's line of the report.
@@ -53,6 +58,17 @@ type SiteReport struct {
 	Verdict string `json:"doctorVerdict,omitempty"`
 	// Orphan says the fleet file no longer lists the site (only a state file does).
 	Orphan bool `json:"orphan,omitempty"`
+	// Source is push (a state file or the fleet file knows it) or pull (only the management
+	// cluster does); set when a management cluster was read.
+	Source string `json:"source,omitempty"`
+	// Reported is the site's status as its SiteStatus object holds it (nil: the management
+	// cluster has none, or was not read).
+	Reported *sitestatus.Status `json:"reported,omitempty"`
+	// LastSeen is the latest of Reached and Reported.LastSeen; Stale says it is older than
+	// --stale-after, or the site was never seen (only judged when a management cluster was
+	// read).
+	LastSeen time.Time `json:"lastSeen,omitzero"`
+	Stale    bool      `json:"stale,omitempty"`
 }
 
 // Totals sum up a report.
@@ -66,6 +82,8 @@ type Totals struct {
 	Seen  int `json:"seen"`
 	// Verdicts counts doctor verdicts ("" = never run, as "none").
 	Verdicts map[string]int `json:"doctor"`
+	// Stale counts the stale sites (a management cluster read).
+	Stale int `json:"stale,omitempty"`
 }
 
 // Status merges state files into a report of f's sites (f may be nil: then the states' sites
@@ -159,6 +177,15 @@ func Status(f *Fleet, states map[string]*State, held func(path string) bool) Rep
 		}
 		m.Verdict = verdict(m.Doctor)
 		rep.Sites = append(rep.Sites, *m)
+	}
+	rep.total()
+	return rep
+}
+
+// total counts the report's sites (orphans aside) into its Totals.
+func (rep *Report) total() {
+	rep.Totals = Totals{ByStatus: map[string]int{}, Verdicts: map[string]int{}}
+	for _, m := range rep.Sites {
 		if m.Orphan {
 			continue
 		}
@@ -172,7 +199,11 @@ func Status(f *Fleet, states map[string]*State, held func(path string) bool) Rep
 		}
 		t.Verdicts[orNone(m.Verdict)]++
 	}
-	return rep
+	for _, m := range rep.Sites {
+		if m.Stale && !m.Orphan {
+			rep.Totals.Stale++
+		}
+	}
 }
 
 func containsSite(f *Fleet, name string) bool {
@@ -213,7 +244,10 @@ func orNone(s string) string {
 // failed, with the exit's meaning), version and nodes Ready as last seen, doctor's verdict,
 // then the totals.
 func (rep Report) WriteText(w io.Writer, now time.Time) error {
-	fmt.Fprintf(w, "fleet %s: %d site(s); state: %s\n", rep.Fleet, rep.Totals.Sites, strings.Join(orDash(rep.States), ", "))
+	fmt.Fprintf(w, "fleet %s: %d site(s); state: %s\n", orDashS(rep.Fleet), rep.Totals.Sites, strings.Join(orDash(rep.States), ", "))
+	if rep.Management != "" {
+		fmt.Fprintf(w, "management cluster %s: sites not seen for %s are stale\n", rep.Management, rep.StaleAfter)
+	}
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "SITE\tSHARD\tWAVE\tROLLOUT\tWHEN\tREACHED\tVERSION\tREADY\tDOCTOR\tDETAIL")
 	for _, s := range rep.Sites {
@@ -235,6 +269,12 @@ func (rep Report) WriteText(w io.Writer, now time.Time) error {
 		if !s.Reached.IsZero() {
 			reached = ago(now, s.Reached)
 		}
+		if !s.LastSeen.IsZero() {
+			reached = ago(now, s.LastSeen)
+		}
+		if r := s.Reported; r != nil && s.Rollout == nil && r.LastResult != nil && r.LastResult.ExitCode != 0 {
+			detail = reportedFailure(r.LastResult)
+		}
 		if s.Status == string(events.SiteDeferred) {
 			detail = deferredText(s)
 		}
@@ -245,6 +285,17 @@ func (rep Report) WriteText(w io.Writer, now time.Time) error {
 		}
 		if s.Orphan {
 			detail = "no longer in the fleet file"
+		}
+		if s.Source == "pull" {
+			detail = strings.TrimSuffix("pull site; "+detail, "; ")
+		}
+		if s.Stale {
+			status += " (stale)"
+			seen := "never seen"
+			if !s.LastSeen.IsZero() {
+				seen = "last seen " + ago(now, s.LastSeen)
+			}
+			detail = strings.TrimSuffix(seen+"; "+detail, "; ")
 		}
 		version, ready := "-", "-"
 		if c := s.Cluster; c != nil {
@@ -272,8 +323,12 @@ func (rep Report) WriteText(w io.Writer, now time.Time) error {
 			verdicts = append(verdicts, fmt.Sprintf("%d %s", n, map[bool]string{true: "not run", false: v}[v == "none"]))
 		}
 	}
-	_, err := fmt.Fprintf(w, "totals: %s; nodes Ready %d/%d (seen on %d of %d sites); doctor: %s\n",
-		strings.Join(orDash(parts), ", "), t.Ready, t.Nodes, t.Seen, t.Sites, strings.Join(orDash(verdicts), ", "))
+	stale := ""
+	if rep.Management != "" {
+		stale = fmt.Sprintf("; %d stale", t.Stale)
+	}
+	_, err := fmt.Fprintf(w, "totals: %s; nodes Ready %d/%d (seen on %d of %d sites); doctor: %s%s\n",
+		strings.Join(orDash(parts), ", "), t.Ready, t.Nodes, t.Seen, t.Sites, strings.Join(orDash(verdicts), ", "), stale)
 	return err
 }
 
@@ -314,6 +369,11 @@ func failureText(r *Record) string {
 		s += ": " + msg
 	}
 	return s
+}
+
+// reportedFailure says what a site reported as its failed last result.
+func reportedFailure(r *sitestatus.Result) string {
+	return failureText(&Record{ExitCode: r.ExitCode, Exit: r.ExitMeaning, Message: r.Command + ": " + r.Message})
 }
 
 func waveText(n int) string {

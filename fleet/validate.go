@@ -38,6 +38,7 @@ func (p *problems) add(path string, key bool, msg, fix string) {
 //     number ≥ 0 or a percentage; concurrency ≥ 0 (0: the default); siteTimeout ≥ 0;
 //     orderBy and groupBy label keys; unreachable: attempts 0–100 (0: the default),
 //     retryAfter and maxWait 0–24h, retryAfter at most maxWait (unreachable.go);
+//   - management: a kubeconfig file (whether it works is known only when it is used);
 //   - defaults: an install mode online or airgap, not both version and channel; the rest is
 //     judged in each site that takes it, by the inventory's rules, and reported at the
 //     defaults' line (load.go).
@@ -118,6 +119,10 @@ func (f *Fleet) validate() inventory.ErrorList {
 		if errs := validation.IsQualifiedName(l.key); len(errs) > 0 {
 			p.add(l.path, false, fmt.Sprintf("%q is not a label key: %s", l.key, strings.Join(errs, "; ")), "name a label of spec.sites[].labels, e.g. region")
 		}
+	}
+	if m := f.Spec.Management; m != nil && strings.TrimSpace(m.Kubeconfig) == "" {
+		p.add("spec.management", true, "spec.management names no kubeconfig",
+			"give kubeconfig: an operator's kubeconfig file of the management cluster (docs/fleet.md \"Status in a management cluster\"), or remove spec.management")
 	}
 	k := f.Spec.Defaults.K3s
 	switch k.Install {

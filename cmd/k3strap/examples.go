@@ -74,7 +74,14 @@ var commandExamples = map[string]string{
 	"fleet": `  k3strap apply -f fleet.yaml                 # a fleet file runs the fleet
   k3strap fleet status -f fleet.yaml`,
 	"fleet status": `  k3strap fleet status -f fleet.yaml
-  k3strap fleet status -f fleet.yaml -o json | jq .sites`,
+  k3strap fleet status -f fleet.yaml -o json | jq .sites
+  k3strap fleet status --management-kubeconfig mgmt.kubeconfig --stale-after 30m`,
+	"fleet management": `  k3strap fleet management install --kubeconfig mgmt.kubeconfig
+  k3strap fleet management credential --kubeconfig mgmt.kubeconfig --site store-1 --out store-1.kubeconfig`,
+	"fleet management install": `  k3strap fleet management install --kubeconfig mgmt.kubeconfig
+  kubectl get sitestatuses -n k3strap-fleet`,
+	"fleet management credential": `  k3strap fleet management credential --kubeconfig mgmt.kubeconfig --site store-1 --out store-1.kubeconfig
+  k3strap fleet management credential --kubeconfig mgmt.kubeconfig --site store-1 --out store-1.kubeconfig --expiration 720h`,
 	"completion": `  source <(k3strap completion bash)
   k3strap completion zsh > "${fpath[1]}/_k3strap"`,
 	"completion bash":       `  source <(k3strap completion bash)`,

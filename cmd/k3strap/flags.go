@@ -29,6 +29,15 @@ var intFlagRanges = map[string]intRange{
 // maxFlagDuration is the longest duration flag k3strap takes (the rule is inventory's).
 const maxFlagDuration = inventory.MaxDuration
 
+// longDurationFlags are the duration flags allowed longer than maxFlagDuration, each with its
+// own maximum: a site credential's lifetime (`fleet management credential --expiration`,
+// default a year) and how long a site may go unseen before `fleet status` calls it stale
+// (a box that reports weekly is not stale after a day).
+var longDurationFlags = map[string]time.Duration{
+	"expiration":  10 * 365 * 24 * time.Hour,
+	"stale-after": 90 * 24 * time.Hour,
+}
+
 // checkFlagRanges refuses, as a usage error (exit 2) naming the flag, the value and the range,
 // a whole-number flag of cmd outside intFlagRanges and a duration flag that is not positive
 // (every duration k3strap takes is a period, a timeout or a grace: zero or less would spin or
@@ -59,11 +68,15 @@ func checkFlagRanges(cmd *cobra.Command) error {
 			if err != nil {
 				return
 			}
+			limit := maxFlagDuration
+			if l, ok := longDurationFlags[f.Name]; ok {
+				limit = l
+			}
 			switch {
 			case d <= 0:
 				bad = usageError{fmt.Errorf("--%s %s is not a positive duration — fix: give a duration greater than zero, e.g. --%s %s", f.Name, d, f.Name, durationExample(f))}
-			case d > maxFlagDuration:
-				bad = usageError{fmt.Errorf("--%s %s is longer than %s — fix: give a shorter duration, e.g. --%s %s", f.Name, d, maxFlagDuration, f.Name, durationExample(f))}
+			case d > limit:
+				bad = usageError{fmt.Errorf("--%s %s is longer than %s — fix: give a shorter duration, e.g. --%s %s", f.Name, d, limit, f.Name, durationExample(f))}
 			}
 		}
 	})

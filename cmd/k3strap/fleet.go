@@ -20,6 +20,7 @@ import (
 
 	"github.com/k3strap/k3strap/events"
 	"github.com/k3strap/k3strap/fleet"
+	"github.com/k3strap/k3strap/fleet/sitestatus"
 	"github.com/k3strap/k3strap/frontend"
 	"github.com/k3strap/k3strap/frontend/tui"
 	"github.com/k3strap/k3strap/installer"
@@ -164,6 +165,11 @@ func (a *app) runFleet(cmd *cobra.Command, in *input, ff *fleetFlags) error {
 		Run:       a.siteRunner(cmd, rf),
 		Exit:      exitSummary,
 	}
+	if m := f.Spec.Management; m != nil {
+		// Each site's status goes to the management cluster after its run (a failure is a
+		// warning): docs/fleet.md "Status in a management cluster".
+		opts.Report = fleet.PushReporter(m.Kubeconfig)
+	}
 	if opts.Changes && f.Spec.Rollout.Pause && !(ff.yes != nil && *ff.yes) {
 		opts.Confirm = a.confirmWave
 		if _, _, ok := a.terminalSize(); !ok {
@@ -302,20 +308,25 @@ func (a *app) fleetCmd() *cobra.Command {
 		Short: "Report on a fleet of sites (apply, upgrade, preflight, check and doctor take a fleet file with -f)",
 		Args:  cobra.NoArgs,
 	}
-	c.AddCommand(a.fleetStatusCmd())
+	c.AddCommand(a.fleetStatusCmd(), a.fleetManagementCmd()) // fleet_management.go
 	return c
 }
 
 // fleetStatusCmd is `k3strap fleet status`: the state files' view of every site.
 func (a *app) fleetStatusCmd() *cobra.Command {
 	var states []string
+	var mgmt string
+	var staleAfter time.Duration
 	cmd := &cobra.Command{
-		Use:   "status -f FLEET [--state FILE ...]",
+		Use:   "status -f FLEET [--state FILE ...] [--management-kubeconfig FILE]",
 		Short: "Print per site the rollout's last result, version and nodes Ready as last seen, doctor's verdict, and the totals",
 		Long: "status reads the fleet's state files — by default the one next to the fleet file and every shard's\n" +
 			"(FLEET.state.json, FLEET.shard-I-of-N.state.json), or those given with --state — and merges them: per site the\n" +
 			"newest record of each command wins. It connects to no host: versions and nodes Ready are as the last apply or\n" +
-			"check saw them (`k3strap check -f FLEET` refreshes them). --output json prints the report as one JSON object.",
+			"check saw them (`k3strap check -f FLEET` refreshes them). --output json prints the report as one JSON object.\n\n" +
+			"With a management cluster (the fleet file's spec.management, or --management-kubeconfig) it also reads every\n" +
+			"site's SiteStatus object: pushed and pulled sites together, each with its status as reported; a site not seen\n" +
+			"for --stale-after (or never) is marked stale. See docs/fleet.md \"Status in a management cluster\".",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			var f *fleet.Fleet
@@ -334,8 +345,11 @@ func (a *app) fleetStatusCmd() *cobra.Command {
 					states = fleet.StatePaths(in.path)
 				}
 			}
-			if f == nil && len(states) == 0 {
-				return usageError{errors.New("give the fleet file with -f (its state files are found next to it), or state files with --state")}
+			if mgmt == "" && f != nil && f.Spec.Management != nil {
+				mgmt = f.Spec.Management.Kubeconfig
+			}
+			if f == nil && len(states) == 0 && mgmt == "" {
+				return usageError{errors.New("give the fleet file with -f (its state files are found next to it), state files with --state, or a management cluster with --management-kubeconfig")}
 			}
 			read := map[string]*fleet.State{}
 			for _, p := range states {
@@ -352,6 +366,13 @@ func (a *app) fleetStatusCmd() *cobra.Command {
 				return err
 			}
 			rep := fleet.Status(f, read, fleet.Held)
+			if mgmt != "" {
+				sites, err := sitestatus.Read(cmd.Context(), mgmt)
+				if err != nil {
+					return err
+				}
+				rep.MergeManagement(sitestatus.Server(mgmt), sites, staleAfter, time.Now())
+			}
 			if a.output == "json" {
 				return json.NewEncoder(a.stdout).Encode(rep)
 			}
@@ -365,6 +386,8 @@ func (a *app) fleetStatusCmd() *cobra.Command {
 		},
 	}
 	cmd.Flags().StringSliceVar(&states, "state", nil, "state files to merge (repeatable; default: the fleet file's and its shards')")
+	cmd.Flags().StringVar(&mgmt, "management-kubeconfig", "", "an operator's kubeconfig of the management cluster whose SiteStatus objects to merge (default: the fleet file's spec.management)")
+	cmd.Flags().DurationVar(&staleAfter, "stale-after", fleet.DefaultStaleAfter, "with a management cluster: mark sites not seen for this long (or never) stale")
 	return cmd
 }
 

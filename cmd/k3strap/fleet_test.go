@@ -187,3 +187,31 @@ func TestFleetRunFlagsTyped(t *testing.T) {
 		t.Error("validate has run flags")
 	}
 }
+
+// TestFleetManagementUsage: the management commands refuse a missing or bad flag with exit 2
+// and the fix, before connecting anywhere.
+func TestFleetManagementUsage(t *testing.T) {
+	kc := filepath.Join(t.TempDir(), "mgmt.kubeconfig") // never read: each case fails first
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"fleet", "management", "install"}, "--kubeconfig FILE"},
+		{[]string{"fleet", "management", "credential", "--kubeconfig", kc, "--out", "x"}, `--site "": give the site's name`},
+		{[]string{"fleet", "management", "credential", "--kubeconfig", kc, "--site", "Bad_Name", "--out", "x"}, `--site "Bad_Name"`},
+		{[]string{"fleet", "management", "credential", "--kubeconfig", kc, "--site", "store-1"}, "--out FILE"},
+		{[]string{"fleet", "management", "credential", "--kubeconfig", kc, "--site", "store-1", "--out", "x", "--expiration", "1m"}, "shorter than the TokenRequest API's minimum 10m0s"},
+		{[]string{"fleet", "status", "--management-kubeconfig", kc, "--stale-after", "0s"}, "--stale-after 0s is not a positive duration"},
+		{[]string{"fleet", "status"}, "--management-kubeconfig"},
+	} {
+		code, out, errs := runArgs(c.args...)
+		if code != exitInvalid || !strings.Contains(errs, c.want) {
+			t.Errorf("k3strap %s: exit %d, want %d with %q\n%s%s", strings.Join(c.args, " "), code, exitInvalid, c.want, out, errs)
+		}
+	}
+	// A kubeconfig that does not exist is named, with the fix.
+	code, _, errs := runArgs("fleet", "management", "install", "--kubeconfig", kc)
+	if code != exitError || !strings.Contains(errs, "loading the kubeconfig "+kc) || !strings.Contains(errs, "fix:") {
+		t.Errorf("install with a missing kubeconfig: exit %d\n%s", code, errs)
+	}
+}

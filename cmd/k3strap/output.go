@@ -27,23 +27,26 @@ import (
 // any other value with exit 2 before the command runs. A command missing from it runs steps
 // and prints events: auto, plain or json.
 var outputFormats = map[string][]string{
-	"validate":              {"plain", "json"},
-	"render":                {"plain", "json", "yaml"},
-	"steps":                 {"plain", "json", "yaml"},
-	"version":               {"plain", "json", "yaml"},
-	"schema":                {"json", "yaml", "plain"}, // plain: the JSON document as it is
-	"bundle":                {"plain"},
-	"timeline":              {"plain"}, // an HTML page, to -O or stdout
-	"fleet status":          {"plain", "json"},
-	"firstboot":             {"plain"},
-	"firstboot seed":        {"plain"},
-	"completion":            {"plain"},
-	"completion bash":       {"plain"},
-	"completion zsh":        {"plain"},
-	"completion fish":       {"plain"},
-	"completion powershell": {"plain"},
-	"help":                  {"plain"},
-	"gen-man":               {"plain"},
+	"validate":                    {"plain", "json"},
+	"render":                      {"plain", "json", "yaml"},
+	"steps":                       {"plain", "json", "yaml"},
+	"version":                     {"plain", "json", "yaml"},
+	"schema":                      {"json", "yaml", "plain"}, // plain: the JSON document as it is
+	"bundle":                      {"plain"},
+	"timeline":                    {"plain"}, // an HTML page, to -O or stdout
+	"fleet status":                {"plain", "json"},
+	"fleet management":            {"plain"},
+	"fleet management install":    {"plain"},
+	"fleet management credential": {"plain"},
+	"firstboot":                   {"plain"},
+	"firstboot seed":              {"plain"},
+	"completion":                  {"plain"},
+	"completion bash":             {"plain"},
+	"completion zsh":              {"plain"},
+	"completion fish":             {"plain"},
+	"completion powershell":       {"plain"},
+	"help":                        {"plain"},
+	"gen-man":                     {"plain"},
 }
 
 // eventFormats are the formats of a command that runs steps and prints events.
