@@ -29,13 +29,18 @@ var intFlagRanges = map[string]intRange{
 // maxFlagDuration is the longest duration flag k3strap takes (the rule is inventory's).
 const maxFlagDuration = inventory.MaxDuration
 
-// longDurationFlags are the duration flags allowed longer than maxFlagDuration, each with its
-// own maximum: a site credential's lifetime (`fleet management credential --expiration`,
-// default a year) and how long a site may go unseen before `fleet status` calls it stale
-// (a box that reports weekly is not stale after a day).
-var longDurationFlags = map[string]time.Duration{
-	"expiration":  10 * 365 * 24 * time.Hour,
-	"stale-after": 90 * 24 * time.Hour,
+// durationLimit is the longest value the duration flag name takes: maxFlagDuration, except
+// for a site credential's lifetime (`fleet management credential --expiration`, default a
+// year) and how long a site may go unseen before `fleet status` calls it stale (a box that
+// reports weekly is not stale after a day).
+func durationLimit(name string) time.Duration {
+	switch name {
+	case "expiration":
+		return 10 * 365 * 24 * time.Hour
+	case "stale-after":
+		return 90 * 24 * time.Hour
+	}
+	return maxFlagDuration
 }
 
 // checkFlagRanges refuses, as a usage error (exit 2) naming the flag, the value and the range,
@@ -68,10 +73,7 @@ func checkFlagRanges(cmd *cobra.Command) error {
 			if err != nil {
 				return
 			}
-			limit := maxFlagDuration
-			if l, ok := longDurationFlags[f.Name]; ok {
-				limit = l
-			}
+			limit := durationLimit(f.Name)
 			switch {
 			case d <= 0:
 				bad = usageError{fmt.Errorf("--%s %s is not a positive duration — fix: give a duration greater than zero, e.g. --%s %s", f.Name, d, f.Name, durationExample(f))}
