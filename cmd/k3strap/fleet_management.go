@@ -92,7 +92,7 @@ func (a *app) fleetManagementCredentialCmd() *cobra.Command {
 			if out == "" {
 				return usageError{errors.New("give the file to write the site's kubeconfig to with --out FILE (it holds the site's token; written 0600)")}
 			}
-			if ttl < sitestatus.MinCredentialTTL { // the upper bound: longDurationFlags (flags.go)
+			if ttl < sitestatus.MinCredentialTTL { // the upper bound: durationLimit (flags.go)
 				return usageError{fmt.Errorf("--expiration %s is shorter than the TokenRequest API's minimum %s", ttl, sitestatus.MinCredentialTTL)}
 			}
 			cred, err := sitestatus.MakeCredential(cmd.Context(), kubeconfig, site, ttl)
