@@ -58,7 +58,8 @@ man:
 # The release (.goreleaser.yaml; docs/release.md): `make release` builds a snapshot of it
 # offline into dist/ — static binaries for linux amd64/arm64/arm, darwin amd64/arm64 and
 # windows amd64, their archives, the checksums file, a CycloneDX SBOM per binary and an OCI
-# image (internal/cmd/ociimage: linux amd64/arm64/arm, no daemon, no base image pulled) — and
+# image (internal/cmd/ociimage, a build hook of GoReleaser's: linux amd64/arm64/arm, no daemon,
+# no base image pulled, listed in the checksums file) — and
 # `make release-check` checks it (internal/releasecheck: every archive, checksum, SBOM and
 # image, static binaries, the linux/amd64 binary runs `version`). The tools are pinned and installed
 # with `go install` (through the module proxy) when missing.
@@ -72,7 +73,6 @@ release-tools:
 
 release: release-tools
 	PATH=$(GOBIN_DIR):$$PATH K3STRAP_COMMIT=$$(git rev-parse --short=12 HEAD 2>/dev/null || echo none) goreleaser release --snapshot --clean
-	SOURCE_DATE_EPOCH=$$(git log -1 --format=%ct 2>/dev/null || date +%s) $(GO) run ./internal/cmd/ociimage -dist dist
 
 release-check:
 	K3STRAP_RELEASE_DIST=$(CURDIR)/dist $(GO) test -count=1 -v -run '^TestRelease' ./internal/releasecheck/

@@ -159,7 +159,9 @@ func plainLines(e events.Event) []string {
 		if u == nil {
 			return []string{prefix + e.Message}
 		}
-		return []string{prefix + fmt.Sprintf("upload %s %s/%s", u.File, HumanBytes(u.Bytes), HumanBytes(u.Total))}
+		// No verb: the prefix's phase column already says "upload" (an upload_progress event
+		// is emitted in events.PhaseUpload only, installer/converge.go).
+		return []string{prefix + fmt.Sprintf("%s %s/%s", u.File, HumanBytes(u.Bytes), HumanBytes(u.Total))}
 	case events.Finding:
 		f := e.Finding
 		if f == nil {

@@ -46,7 +46,7 @@ func TestPlainEveryLineHasThePrefix(t *testing.T) {
 	}
 	for _, want := range []string{
 		"09:04:05 cp1 connect connect: ok (connected to 192.0.2.10:22 as root)",
-		"09:04:05 cp1 upload upload /usr/local/bin/k3s 1.0 MiB/4.0 MiB",
+		"09:04:05 cp1 upload /usr/local/bin/k3s 1.0 MiB/4.0 MiB",
 		"09:04:05 cp1 preflight [WARNING Swap] swap is on",
 		"09:04:05 cp1 preflight     fix: swapoff -a",
 		"09:04:05 cp1 supervise +2.2s api-ready",

@@ -88,7 +88,7 @@ func TestPlainProgressRateLimits(t *testing.T) {
 	}
 	var verbose bytes.Buffer
 	ciRun(&Plain{W: &verbose, Verbose: true})
-	if n := strings.Count(verbose.String(), "cp1 upload upload /usr/local/bin/k3s"); n < 50 {
+	if n := strings.Count(verbose.String(), "cp1 upload /usr/local/bin/k3s"); n < 50 {
 		t.Errorf("--verbose printed %d of cp1's 51 progress events", n)
 	}
 }
@@ -102,11 +102,11 @@ func TestPlainProgressEveryTenSeconds(t *testing.T) {
 		p.Emit(events.Event{Version: 1, Time: t0.Add(time.Duration(s) * time.Second), Type: events.UploadProgress, Phase: events.PhaseUpload,
 			Host: "edge1", Upload: &events.Upload{File: "/var/lib/rancher/k3s/agent/images/airgap.tar.zst", Bytes: int64(s+1) * 1000, Total: 1 << 30}})
 	}
-	got := strings.Count(buf.String(), "edge1 upload upload")
+	got := strings.Count(buf.String(), "edge1 upload")
 	if got != 6 {
 		t.Errorf("a 60 s upload below 1 %% printed %d lines, want 6 (one per %s):\n%s", got, ProgressEvery, buf.String())
 	}
-	if !strings.Contains(buf.String(), "09:00:10 edge1 upload upload /var/lib/rancher/k3s/agent/images/airgap.tar.zst 10.7 KiB/1.0 GiB (0%, 1000 B/s, ETA ") {
+	if !strings.Contains(buf.String(), "09:00:10 edge1 upload /var/lib/rancher/k3s/agent/images/airgap.tar.zst 10.7 KiB/1.0 GiB (0%, 1000 B/s, ETA ") {
 		t.Errorf("unexpected line format:\n%s", buf.String())
 	}
 }

@@ -70,7 +70,8 @@ var commandExamples = map[string]string{
   k3strap apply -f fleet.yaml -o json | k3strap timeline -f - -O fleet.html`,
 	"schema": `  k3strap schema > cluster.schema.json
   # first line of cluster.yaml:
-  # yaml-language-server: $schema=./cluster.schema.json`,
+  # yaml-language-server: $schema=./cluster.schema.json
+  k3strap schema Fleet > fleet.schema.json`,
 	"fleet": `  k3strap apply -f fleet.yaml                 # a fleet file runs the fleet
   k3strap fleet status -f fleet.yaml`,
 	"fleet status": `  k3strap fleet status -f fleet.yaml

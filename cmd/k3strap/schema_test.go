@@ -14,8 +14,9 @@ import (
 	"github.com/k3strap/k3strap/schema"
 )
 
-// TestSchemaCommand: `k3strap schema` prints the embedded inventory schema byte for byte, -o
-// yaml the same document as YAML, and a bad -o is a usage error (exit 2).
+// TestSchemaCommand: `k3strap schema` prints the embedded inventory schema byte for byte,
+// `schema Fleet` the fleet file's, -o yaml the same document as YAML, and a bad kind or -o is a
+// usage error (exit 2).
 func TestSchemaCommand(t *testing.T) {
 	code, out, errOut := runCLI("schema")
 	if code != 0 || !bytes.Equal([]byte(out), schema.Cluster()) {
@@ -38,6 +39,21 @@ func TestSchemaCommand(t *testing.T) {
 	b, _ := json.Marshal(fromYAML)
 	if !bytes.Equal(a, b) {
 		t.Errorf("schema -o yaml is not the same document as the JSON")
+	}
+
+	// The fleet file's schema: by its kind, in any case.
+	for _, arg := range []string{"Fleet", "fleet"} {
+		code, out, errOut = runCLI("schema", arg)
+		if code != 0 || !bytes.Equal([]byte(out), schema.Fleet()) {
+			t.Errorf("schema %s: exit %d, stderr %q, %d bytes out (want the %d of schema.Fleet())", arg, code, errOut, len(out), len(schema.Fleet()))
+		}
+	}
+	if code, out, _ = runCLI("schema", "Cluster"); code != 0 || !bytes.Equal([]byte(out), schema.Cluster()) {
+		t.Errorf("schema Cluster: exit %d, not schema.Cluster()", code)
+	}
+	code, out, errOut = runCLI("schema", "Bogus")
+	if code != exitInvalid || out != "" || !strings.Contains(errOut, `"Bogus"`) || !strings.Contains(errOut, "Fleet") {
+		t.Errorf("schema Bogus: exit %d (want %d), stdout %d bytes, stderr %q", code, exitInvalid, len(out), errOut)
 	}
 
 	code, out, errOut = runCLI("schema", "-o", "table")

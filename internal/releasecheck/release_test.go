@@ -99,10 +99,11 @@ func byType(arts []artifact, typ string) map[string]artifact {
 
 func sha(b []byte) string { s := sha256.Sum256(b); return hex.EncodeToString(s[:]) }
 
-// TestReleaseChecksums: the checksums file lists every archive and SBOM, and each listed
-// file's SHA-256 is the one written (what `sha256sum -c` checks for a user).
+// TestReleaseChecksums: the checksums file lists every archive and SBOM and the OCI image
+// (checksum.extra_files: GoReleaser does not know it as an artifact), and each listed file's
+// SHA-256 is the one written (what `sha256sum -c` checks for a user).
 func TestReleaseChecksums(t *testing.T) {
-	dir, _, arts := dist(t)
+	dir, version, arts := dist(t)
 	var sums []artifact
 	for _, a := range arts {
 		if a.Type == "Checksum" {
@@ -143,6 +144,9 @@ func TestReleaseChecksums(t *testing.T) {
 	}
 	if n != 2*len(platforms) {
 		t.Errorf("%d archives and SBOMs, want %d (one each per platform)", n, 2*len(platforms))
+	}
+	if img := "k3strap_" + version + "_oci.tar"; !listed[img] {
+		t.Errorf("the OCI image %s is not in %s (.goreleaser.yaml checksum.extra_files)", img, sums[0].Name)
 	}
 }
 

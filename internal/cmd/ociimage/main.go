@@ -2,11 +2,18 @@
 // SPDX-License-Identifier: Apache-2.0
 
 // Command ociimage writes k3strap's OCI image from a release's Linux binaries, offline: no
-// Docker daemon, no base image pulled. `make release` runs it after GoReleaser (whose kos and
-// dockers pipes need a registry or a daemon); it reads dist/artifacts.json and writes
-// dist/k3strap_VERSION_oci.tar, an OCI image layout whose one entry (named VERSION) is an index
-// of linux/amd64, linux/arm64 and linux/arm/v7 images that `skopeo copy oci-archive:...` or `podman load` take
-// (docs/release.md).
+// Docker daemon, no base image pulled. GoReleaser runs it as a post hook of every build target
+// (.goreleaser.yaml: builds.hooks.post, so a tagged `goreleaser release` makes it as `make
+// release` does, before its checksums pipe: checksum.extra_files lists the image and
+// release.extra_files uploads it). Its kos and dockers pipes would need a registry or a daemon.
+//
+// Each call adds one target's binary (-binary, -goos, -goarch, -goarm; a non-Linux target is
+// left out) to dist/ociimage-platforms.json, then writes dist/k3strap_VERSION_oci.tar from every
+// binary recorded so far, in platform order: an OCI image layout whose one entry (named VERSION)
+// is an index of the linux/amd64, linux/arm64 and linux/arm/v7 images, which `skopeo copy
+// oci-archive:...` or `podman load` take (docs/release.md). GoReleaser builds targets in
+// parallel, so calls take a lock (a directory, dist/ociimage.lock, waited for at most
+// lockWait); the last one writes the image of every Linux target.
 //
 // Each image is what distroless/static holds that k3strap needs, built here: /etc/passwd and
 // /etc/group with root and nonroot (65532), the CA bundle of the build machine (for Rancher's
@@ -29,6 +36,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	v1 "github.com/google/go-containerregistry/pkg/v1"
@@ -42,39 +50,99 @@ import (
 // nonroot is distroless's unprivileged user and group id.
 const nonroot = 65532
 
-type artifact struct {
-	Name   string `json:"name"`
-	Path   string `json:"path"`
-	GOOS   string `json:"goos"`
-	GOARCH string `json:"goarch"`
-	GOARM  string `json:"goarm"`
-	Type   string `json:"type"`
+// lockWait is the longest a call waits for another's lock: writing the image of three
+// binaries takes seconds; a lock older than this is one a killed call left behind.
+const lockWait = 5 * time.Minute
+
+// target is one Linux binary recorded in dist/ociimage-platforms.json: its path relative to
+// the repository root (GoReleaser's {{ .Path }}) and its platform.
+type target struct {
+	Path     string      `json:"path"`
+	Platform v1.Platform `json:"platform"`
 }
 
 func main() {
 	dist := flag.String("dist", "dist", "GoReleaser's dist directory")
+	bin := flag.String("binary", "", "the target's binary (GoReleaser's {{ .Path }})")
+	goos := flag.String("goos", "", "the target's GOOS ({{ .Os }}); only linux goes into the image")
+	goarch := flag.String("goarch", "", "the target's GOARCH ({{ .Arch }})")
+	goarm := flag.String("goarm", "", "the target's GOARM ({{ .Arm }}), for arm")
 	caBundle := flag.String("ca-bundle", "/etc/ssl/certs/ca-certificates.crt", "CA certificates (PEM) placed at /etc/ssl/certs/ca-certificates.crt")
 	src := flag.String("src", ".", "repository root (LICENSE, NOTICE)")
 	flag.Parse()
-	out, err := run(*dist, *caBundle, *src)
+	if *bin == "" || *goos == "" || *goarch == "" {
+		fmt.Fprintln(os.Stderr, "ociimage: -binary, -goos and -goarch are required (GoReleaser's post hook passes them: .goreleaser.yaml)")
+		os.Exit(2)
+	}
+	if *goos != "linux" {
+		return
+	}
+	p := v1.Platform{OS: "linux", Architecture: *goarch}
+	if *goarm != "" {
+		p.Variant = "v" + strings.TrimPrefix(*goarm, "v")
+	}
+	out, err := add(*dist, target{Path: *bin, Platform: p}, *caBundle, *src)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "ociimage:", err)
 		os.Exit(1)
 	}
-	fmt.Println("ociimage: wrote", out)
+	fmt.Println("ociimage: wrote", out, "with", p.String())
 }
 
-func run(dist, caBundle, src string) (string, error) {
+// add records t under the lock and writes the image of every recorded target.
+func add(dist string, t target, caBundle, src string) (string, error) {
+	unlock, err := lock(filepath.Join(dist, "ociimage.lock"), lockWait)
+	if err != nil {
+		return "", err
+	}
+	defer unlock()
+	rec := filepath.Join(dist, "ociimage-platforms.json")
+	var targets []target
+	if _, err := os.Stat(rec); err == nil {
+		if err := readJSON(rec, &targets); err != nil {
+			return "", err
+		}
+	}
+	targets = slices.DeleteFunc(targets, func(o target) bool { return o.Platform.String() == t.Platform.String() })
+	targets = append(targets, t)
+	slices.SortFunc(targets, func(a, b target) int { return strings.Compare(a.Platform.String(), b.Platform.String()) })
+	b, err := json.MarshalIndent(targets, "", "  ")
+	if err != nil {
+		return "", err
+	}
+	if err := os.WriteFile(rec, b, 0o644); err != nil {
+		return "", err
+	}
+	return write(dist, targets, caBundle, src)
+}
+
+// lock takes the lock directory dir, waiting at most wait for another call to release it;
+// the returned func releases it.
+func lock(dir string, wait time.Duration) (func(), error) {
+	deadline := time.Now().Add(wait)
+	for {
+		err := os.Mkdir(dir, 0o700)
+		if err == nil {
+			return func() { _ = os.Remove(dir) }, nil
+		}
+		if !errors.Is(err, fs.ErrExist) {
+			return nil, err
+		}
+		if time.Now().After(deadline) {
+			return nil, fmt.Errorf("%s is still held after %s (a killed run leaves it: remove it, or build with --clean)", dir, wait)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// write writes dist/k3strap_VERSION_oci.tar holding one image per target, in the order given.
+func write(dist string, targets []target, caBundle, src string) (string, error) {
 	var meta struct {
 		Version string    `json:"version"`
 		Commit  string    `json:"commit"`
 		Date    time.Time `json:"date"`
 	}
-	var arts []artifact
 	if err := readJSON(filepath.Join(dist, "metadata.json"), &meta); err != nil {
-		return "", err
-	}
-	if err := readJSON(filepath.Join(dist, "artifacts.json"), &arts); err != nil {
 		return "", err
 	}
 	created := meta.Date.UTC()
@@ -91,28 +159,17 @@ func run(dist, caBundle, src string) (string, error) {
 	}
 	idx := v1.ImageIndex(empty.Index)
 	idx = mutate.IndexMediaType(idx, types.OCIImageIndex)
-	n := 0
-	for _, a := range arts {
-		if a.Type != "Binary" || a.GOOS != "linux" {
-			continue
-		}
-		bin, err := os.ReadFile(filepath.Join(dist, filepath.Base(filepath.Dir(a.Path)), filepath.Base(a.Path)))
+	for _, t := range targets {
+		bin, err := os.ReadFile(t.Path)
 		if err != nil {
 			return "", err
 		}
-		p := v1.Platform{OS: "linux", Architecture: a.GOARCH}
-		if a.GOARM != "" {
-			p.Variant = "v" + a.GOARM
-		}
+		p := t.Platform
 		img, err := image(base, bin, p, meta.Version, created)
 		if err != nil {
 			return "", err
 		}
 		idx = mutate.AppendManifests(idx, mutate.IndexAddendum{Add: img, Descriptor: v1.Descriptor{Platform: &p}})
-		n++
-	}
-	if n == 0 {
-		return "", errors.New("no linux binaries in " + filepath.Join(dist, "artifacts.json"))
 	}
 	idx = mutate.Annotations(idx, map[string]string{
 		"org.opencontainers.image.title":    "k3strap",
@@ -135,7 +192,11 @@ func run(dist, caBundle, src string) (string, error) {
 		return "", err
 	}
 	out := dir + ".tar"
-	if err := tarDir(dir, out, created); err != nil {
+	// Written aside and renamed: a reader (the checksums pipe) never sees half an archive.
+	if err := tarDir(dir, out+".part", created); err != nil {
+		return "", err
+	}
+	if err := os.Rename(out+".part", out); err != nil {
 		return "", err
 	}
 	return out, os.RemoveAll(dir)
@@ -144,7 +205,7 @@ func run(dist, caBundle, src string) (string, error) {
 func readJSON(path string, v any) error {
 	b, err := os.ReadFile(path)
 	if err != nil {
-		return fmt.Errorf("%w (run GoReleaser first: make release)", err)
+		return fmt.Errorf("%w (GoReleaser writes it: make release)", err)
 	}
 	if err := json.Unmarshal(b, v); err != nil {
 		return fmt.Errorf("%s: %w", path, err)
