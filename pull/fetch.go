@@ -122,7 +122,9 @@ func fetchGit(ctx context.Context, c *Config) (Desired, error) {
 		return Desired{}, fmt.Errorf("the state repository %s: %w", rp, err)
 	}
 	spec := gitconfig.RefSpec("+" + name.String() + ":" + fetchRef)
-	err = repo.FetchContext(actx, &git.FetchOptions{RemoteURL: g.URL, RefSpecs: []gitconfig.RefSpec{spec}, Tags: git.NoTags, Force: true})
+	// An anonymous remote on the state repository: the URL is the configuration's, never stored.
+	fr := git.NewRemote(repo.Storer, &gitconfig.RemoteConfig{Name: "origin", URLs: []string{g.URL}})
+	err = fr.FetchContext(actx, &git.FetchOptions{RefSpecs: []gitconfig.RefSpec{spec}, Tags: git.NoTags, Force: true})
 	if err != nil && !errors.Is(err, git.NoErrAlreadyUpToDate) {
 		if ctx.Err() != nil {
 			return Desired{}, ctx.Err()
