@@ -14,6 +14,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -95,6 +96,9 @@ func (r *siteRepo) start() {
 	r.daemon = exec.Command("git", "daemon", "--reuseaddr", "--export-all", "--verbose",
 		"--listen="+host, "--port="+port, "--base-path="+r.base, r.base)
 	r.daemon.Stdout, r.daemon.Stderr = r.daemonOutput, r.daemonOutput
+	// `git daemon` runs git-daemon as its child: a process group of their own, ended as one.
+	r.daemon.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	r.daemon.WaitDelay = 5 * time.Second
 	if err := r.daemon.Start(); err != nil {
 		r.t.Fatalf("git daemon: %v", err)
 	}
@@ -112,12 +116,12 @@ func (r *siteRepo) start() {
 	}
 }
 
-// stop ends the git daemon this test started (its process alone).
+// stop ends the git daemon this test started (its process group alone).
 func (r *siteRepo) stop() {
 	if r.daemon == nil || r.daemon.Process == nil {
 		return
 	}
-	_ = r.daemon.Process.Kill()
+	_ = syscall.Kill(-r.daemon.Process.Pid, syscall.SIGKILL)
 	_ = r.daemon.Wait()
 	r.daemon = nil
 }
@@ -128,6 +132,8 @@ func (r *siteRepo) stop() {
 //     again, it changes nothing;
 //   - the first signed commit (pinned key) is fetched, verified and converged by the unit:
 //     K3s installed in local mode, status applied with desired = applied = that commit;
+//   - a signed commit whose taint K3s's own pods do not tolerate is refused by the engine's
+//     preflight (FirstNodeTaints, exit 3), not applied;
 //   - a signed commit adding a node label and a taint is applied and visible on the node;
 //   - a commit signed by an unknown key and a commit whose signature does not match (altered
 //     after signing) are refused: status refused with the reason and a fix, applied revision
@@ -257,8 +263,18 @@ retryFor: 15s
 	c.waitNodeFor(box.Name, true, 3*time.Minute)
 	t.Logf("box converged from Git (K3s installed in local mode) %s since start", time.Since(start).Round(time.Second))
 
+	// A signed commit the engine's safety rules refuse (preflight FirstNodeTaints: a taint on
+	// the only node that K3s's own pods do not tolerate): not applied, the reason and fix in
+	// the status, exit 3.
+	repo.commit(pinned, inventory(map[string]any{"taint": "dedicated=edge:NoSchedule"}), "store9: dedicated")
+	st = runUnit("taint the system pods do not tolerate")
+	if st.Result.State != pull.ResultFailed || st.Result.ExitCode != 3 || st.Result.Step != "converge/preflight" ||
+		!strings.Contains(st.Result.Message, "FirstNodeTaints") || st.Result.Fix == "" || st.AppliedRevision != rev1 {
+		t.Errorf("untolerated taint: status %+v, want failed at converge/preflight (exit 3, FirstNodeTaints, a fix), %s still applied", st, rev1)
+	}
+
 	// A node label and a taint, in a signed commit.
-	rev2 := repo.commit(pinned, inventory(map[string]any{"tier": "edge", "taint": "dedicated=edge:NoSchedule"}), "store9: edge tier, dedicated")
+	rev2 := repo.commit(pinned, inventory(map[string]any{"tier": "edge", "taint": "CriticalAddonsOnly=true:NoExecute"}), "store9: edge tier, critical add-ons only")
 	st = runUnit("label and taint commit")
 	if st.Result.State != pull.ResultApplied || st.AppliedRevision != rev2 {
 		t.Fatalf("label and taint commit: status %+v, want %s applied\njournal:\n%s", st, rev2, journal())
@@ -268,10 +284,10 @@ retryFor: 15s
 		var n corev1.Node
 		c.kubectlJSON(0, &n, "get", "node", box.Name)
 		tainted := slices.ContainsFunc(n.Spec.Taints, func(tt corev1.Taint) bool {
-			return tt.Key == "dedicated" && tt.Value == "edge" && tt.Effect == corev1.TaintEffectNoSchedule
+			return tt.Key == "CriticalAddonsOnly" && tt.Value == "true" && tt.Effect == corev1.TaintEffectNoExecute
 		})
 		if n.Labels["tier"] != "edge" || n.Labels["site"] != "store-9" || !tainted {
-			t.Errorf("%s: node %s labels %v taints %v, want tier=edge, site=store-9 and dedicated=edge:NoSchedule", when, box.Name, n.Labels, n.Spec.Taints)
+			t.Errorf("%s: node %s labels %v taints %v, want tier=edge, site=store-9 and CriticalAddonsOnly=true:NoExecute", when, box.Name, n.Labels, n.Spec.Taints)
 		}
 	}
 	checkNode("after the signed change")
@@ -311,7 +327,7 @@ retryFor: 15s
 	}
 	c.waitNodeFor(box.Name, true, time.Minute)
 	repo.start()
-	rev5 := repo.commit(pinned, inventory(map[string]any{"tier": "edge", "taint": "dedicated=edge:NoSchedule"}), "store9: back to the reviewed state")
+	rev5 := repo.commit(pinned, inventory(map[string]any{"tier": "edge", "taint": "CriticalAddonsOnly=true:NoExecute"}), "store9: back to the reviewed state")
 	st = runUnit("git daemon back")
 	if !st.SourceReachable || st.SourceMessage != "ok" || st.AppliedRevision != rev5 || st.Result.State != pull.ResultApplied {
 		t.Errorf("source back: status %+v, want reachable and %s applied\njournal:\n%s", st, rev5, journal())

@@ -17,6 +17,16 @@ import (
 // safety rules as `apply`); changed says whether anything changed.
 type Converger func(ctx context.Context, inventory string) (changed bool, err error)
 
+// ConvergeError is a converge that failed, as the engine's events told it: the step, what
+// happened and its fix (the status shows them); Err is the run's error (its exit code).
+type ConvergeError struct {
+	Step, Msg, Fix string
+	Err            error
+}
+
+func (e *ConvergeError) Error() string { return e.Msg }
+func (e *ConvergeError) Unwrap() error { return e.Err }
+
 // Runner is one `pull run`.
 type Runner struct {
 	Config *Config
@@ -125,6 +135,13 @@ func (r *Runner) fetch(ctx context.Context) (Desired, error) {
 func (r *Runner) finish(st Status, state, step string, err error, fix string) (Status, error) {
 	changed := st.Result.Changed
 	st.Result = Result{State: state, Step: step, Fix: fix, Changed: changed}
+	var cv *ConvergeError
+	if errors.As(err, &cv) { // the engine's own account: its step and fix
+		st.Result.Step += "/" + cv.Step
+		if cv.Fix != "" {
+			st.Result.Fix = cv.Fix
+		}
+	}
 	if err != nil {
 		st.Result.Message = err.Error()
 	} else if state == ResultUpToDate {

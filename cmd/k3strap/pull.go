@@ -150,6 +150,9 @@ func (a *app) pullConverge(c *pull.Config, timeout, joinTimeout time.Duration) p
 			fs.State = firstboot.StateFailed
 		}
 		collect.Fill(&fs)
+		if err != nil && fs.Message != "" {
+			err = &pull.ConvergeError{Step: fs.Step, Msg: fs.Message, Fix: fs.Fix, Err: err}
+		}
 		return fs.Changed, err
 	}
 }
