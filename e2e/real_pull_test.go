@@ -302,7 +302,7 @@ retryFor: 15s
 	}
 	// A commit whose signature does not match: the pinned key's signature over another
 	// message (the object altered after signing), pushed as main.
-	repo.commit(pinned, bad, "store9: rogue tier, signed")
+	repo.commit(pinned, inventory(map[string]any{"tier": "rogue-2"}), "store9: rogue tier, signed")
 	raw := repo.git(repo.work, "cat-file", "commit", "HEAD") + "\n"
 	forged := filepath.Join(t.TempDir(), "forged")
 	if err := os.WriteFile(forged, []byte(strings.Replace(raw, "rogue tier, signed", "harmless", 1)), 0o644); err != nil {

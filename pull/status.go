@@ -91,7 +91,7 @@ func WriteStatus(stateDir string, st Status) error {
 // Line is the status's one line for the journal.
 func (s Status) Line() string {
 	l := fmt.Sprintf("k3strap pull: %s: %s (exit %d, %s); desired %s, applied %s; source: %s", s.Host, s.Result.State, s.Result.ExitCode, s.Result.ExitMeaning, short(s.DesiredRevision), short(s.AppliedRevision), s.SourceMessage)
-	if s.Result.Message != "" && s.Result.State != ResultApplied && s.Result.State != ResultUpToDate {
+	if s.Result.Message != "" && s.Result.State != ResultApplied && s.Result.State != ResultUpToDate && s.Result.Message != s.SourceMessage {
 		l += " — " + s.Result.Message
 	}
 	if s.Result.Fix != "" {

@@ -186,14 +186,18 @@ func (a *app) firstbootRun(cmd *cobra.Command, rep firstboot.Reporter, timeout, 
 // localInstaller is the engine for host h of c on this box in local mode, the one way `firstboot
 // run` and `pull run` converge a box: this host only, the kubeconfig written into dir, every
 // event through collect (which keeps what the status needs) to the output sink. On error it
-// returns the step that failed ("options", "output").
-func (a *app) localInstaller(c *inventory.Cluster, h *inventory.Host, dir string, timeout, joinTimeout time.Duration, collect *firstboot.Collector) (*installer.Installer, string, error) {
+// returns the step that failed ("options", "output"). mods adjust the options (pull mode
+// repairs taint drift).
+func (a *app) localInstaller(c *inventory.Cluster, h *inventory.Host, dir string, timeout, joinTimeout time.Duration, collect *firstboot.Collector, mods ...func(*installer.Options)) (*installer.Installer, string, error) {
 	opts, err := a.installerOptions(c, &runFlags{timeout: timeout, hosts: []string{h.Name}, concurrency: 1, keepalive: 10 * time.Second,
 		kubeconfigOut: filepath.Join(dir, "kubeconfig"), stallGrace: k3s.StallGrace})
 	if err != nil {
 		return nil, "options", err
 	}
 	opts.JoinTimeout = joinTimeout
+	for _, m := range mods {
+		m(&opts)
+	}
 	sink, err := a.sink()
 	if err != nil {
 		return nil, "output", err

@@ -5,6 +5,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -113,7 +114,7 @@ func pullError(err error) error {
 
 // pullConverge converges this box to a verified inventory: host c.Host in local mode (any other
 // host the inventory marks local is reached as usual), the token from the inventory or
-// c.TokenFile, the same engine as `firstboot run` (localInstaller).
+// c.TokenFile, the same engine as `firstboot run` (localInstaller), taint drift repaired.
 func (a *app) pullConverge(c *pull.Config, timeout, joinTimeout time.Duration) pull.Converger {
 	return func(ctx context.Context, path string) (bool, error) {
 		inv, err := inventory.Load(path, inventory.LoadOptions{})
@@ -136,7 +137,9 @@ func (a *app) pullConverge(c *pull.Config, timeout, joinTimeout time.Duration) p
 			inv.Spec.K3s.Token = tok
 		}
 		collect := &firstboot.Collector{}
-		in, _, err := a.localInstaller(inv, h, c.StateDir, timeout, joinTimeout, collect)
+		// The repository is the truth: node taint and label drift is repaired, as `apply
+		// --reconcile-taints` does (K3s's own taints are never removed).
+		in, _, err := a.localInstaller(inv, h, c.StateDir, timeout, joinTimeout, collect, func(o *installer.Options) { o.ReconcileTaints = true })
 		if err != nil {
 			return false, err
 		}
@@ -215,7 +218,7 @@ func (a *app) pullStatusCmd() *cobra.Command {
 	var config string
 	cmd := &cobra.Command{
 		Use:   "status [--config " + pull.ConfigPath + "]",
-		Short: "Print the last pull run's status (status.json)",
+		Short: "Print the last pull run's status line (-o json: status.json)",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			c, err := loadPullConfig(config)
@@ -225,6 +228,11 @@ func (a *app) pullStatusCmd() *cobra.Command {
 			st, err := pull.ReadStatus(c.StateDir)
 			if err != nil {
 				return err
+			}
+			if a.output == "json" {
+				b, _ := json.MarshalIndent(st, "", "  ")
+				fmt.Fprintln(a.stdout, string(b))
+				return nil
 			}
 			if st.Result.State == "" {
 				fmt.Fprintf(a.stdout, "k3strap pull: no run yet (%s/%s is absent)\n", c.StateDir, pull.StatusName)
