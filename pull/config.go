@@ -14,6 +14,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"net/http"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -59,6 +60,9 @@ type Config struct {
 
 	// Path is the file the configuration was read from (not in the file).
 	Path string `yaml:"-"`
+	// HTTPClient fetches an HTTPS source (not in the file; nil: http.DefaultClient, which
+	// trusts the system's CAs).
+	HTTPClient *http.Client `yaml:"-"`
 }
 
 // Source is the desired state's origin.

@@ -265,7 +265,11 @@ func fetchHTTPS(ctx context.Context, c *Config) (Desired, error) {
 	if err != nil {
 		return Desired{}, &ConfigError{File: c.Path, Msg: "source.https.url: " + err.Error()}
 	}
-	resp, err := http.DefaultClient.Do(req)
+	client := c.HTTPClient
+	if client == nil {
+		client = http.DefaultClient
+	}
+	resp, err := client.Do(req)
 	if err != nil {
 		if ctx.Err() != nil {
 			return Desired{}, ctx.Err()

@@ -6,7 +6,11 @@ package pull
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -316,5 +320,40 @@ func TestRunCancelled(t *testing.T) {
 	_, err := runner.Run(ctx)
 	if !errors.Is(err, context.Canceled) {
 		t.Errorf("err = %v, want context.Canceled", err)
+	}
+}
+
+func TestFetchHTTPSPinnedDigest(t *testing.T) {
+	body := []byte(inv1)
+	srv := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != "/store7/cluster.yaml" {
+			http.NotFound(w, r)
+			return
+		}
+		w.Write(body)
+	}))
+	defer srv.Close()
+	sum := sha256.Sum256([]byte(inv1))
+	c := &Config{Source: Source{HTTPS: &HTTPSSource{URL: srv.URL + "/store7/cluster.yaml", SHA256: hex.EncodeToString(sum[:])}},
+		StateDir: filepath.Join(t.TempDir(), "state"), HTTPClient: srv.Client()}
+	d, err := Fetch(context.Background(), c)
+	if err != nil || d.Revision != "sha256:"+hex.EncodeToString(sum[:]) {
+		t.Fatalf("pinned file: %+v, %v", d, err)
+	}
+	if b, _ := os.ReadFile(d.Inventory); string(b) != inv1 {
+		t.Errorf("inventory = %q", b)
+	}
+	body = []byte(inv2) // the file changed on the server, the pin did not
+	_, err = Fetch(context.Background(), c)
+	var re *RefusedError
+	if !errors.As(err, &re) || re.Reason != "digest does not match" {
+		t.Errorf("changed file: err = %v, want refused (digest does not match)", err)
+	}
+	if b, _ := os.ReadFile(d.Inventory); string(b) != inv1 {
+		t.Errorf("after the refusal the inventory is %q, want the verified one kept", b)
+	}
+	c.Source.HTTPS.URL = srv.URL + "/store8/cluster.yaml"
+	if _, err := Fetch(context.Background(), c); !errors.As(err, new(*UnreachableError)) || !strings.Contains(err.Error(), "404") {
+		t.Errorf("missing file: err = %v, want unreachable naming the 404", err)
 	}
 }
