@@ -3,6 +3,7 @@ module github.com/k3strap/k3strap
 go 1.26.8
 
 require (
+	aead.dev/minisign v0.3.0
 	al.essio.dev/pkg/shellescape v1.6.1
 	charm.land/bubbles/v2 v2.2.1
 	charm.land/bubbletea/v2 v2.0.10

@@ -4,7 +4,8 @@
 // Package pull is pull mode (docs/edge-pull.md): a box fetches its site's desired state (an
 // inventory) from a Git repository or an HTTPS URL, verifies it before anything else — the
 // commit's SSH signature against a pinned allowed_signers file (git's gpg.format=ssh,
-// ssh-keygen(1) "ALLOWED SIGNERS"), or a pinned sha256 for an HTTPS file — and converges the
+// ssh-keygen(1) "ALLOWED SIGNERS"), or for an HTTPS file its minisign signature by a pinned
+// key or its pinned sha256 — and converges the
 // box in local mode when the verified revision differs from the one applied. It keeps a status
 // file (desired and applied revision, whether the source was reachable, the last result) and
 // writes the systemd service and timer that run it.
@@ -22,6 +23,7 @@ import (
 	"strings"
 	"time"
 
+	"aead.dev/minisign"
 	"go.yaml.in/yaml/v3"
 )
 
@@ -79,10 +81,13 @@ type GitSource struct {
 	Path string `yaml:"path"`
 }
 
-// HTTPSSource is one inventory file at an HTTPS URL, verified by its pinned SHA256 (hex).
+// HTTPSSource is one inventory file at an HTTPS URL, verified by its pinned SHA256 (hex), or
+// by a minisign signature at URL+".minisig" (minisign's convention) made by the key in the
+// file MinisignKey (minisign -G's minisign.pub), or both.
 type HTTPSSource struct {
-	URL    string `yaml:"url"`
-	SHA256 string `yaml:"sha256"`
+	URL         string `yaml:"url"`
+	SHA256      string `yaml:"sha256"`
+	MinisignKey string `yaml:"minisignKey"`
 }
 
 // Verify names the pinned keys: AllowedSigners is an OpenSSH allowed_signers file
@@ -226,8 +231,16 @@ func (c *Config) validate(doc *yaml.Node) error {
 		if u.User != nil {
 			return bad("source.https.url", "the URL carries credentials, which would reach logs and the status", "drop them from the URL")
 		}
-		if !regexp.MustCompile(`^[0-9a-f]{64}$`).MatchString(h.SHA256) {
-			return bad("source.https", "the source has no verification: source.https needs sha256, the file's pinned SHA-256 (64 lowercase hex digits)", "set it to `sha256sum FILE`'s first field; unverified desired state is never applied")
+		if h.SHA256 == "" && h.MinisignKey == "" {
+			return bad("source.https", "the source has no verification: source.https needs sha256 (the file's pinned SHA-256) or minisignKey (the signer's minisign public key file)", "set sha256 to `sha256sum FILE`'s first field, or sign the file with minisign and set minisignKey; unverified desired state is never applied")
+		}
+		if h.SHA256 != "" && !regexp.MustCompile(`^[0-9a-f]{64}$`).MatchString(h.SHA256) {
+			return bad("source.https.sha256", "sha256 must be 64 lowercase hex digits", "set it to `sha256sum FILE`'s first field")
+		}
+		if h.MinisignKey != "" {
+			if _, err := minisign.PublicKeyFromFile(h.MinisignKey); err != nil {
+				return bad("source.https.minisignKey", "not a minisign public key: "+err.Error(), "give the path of the signer's minisign.pub (minisign -G writes it)")
+			}
 		}
 		if c.Verify.AllowedSigners != "" {
 			return bad("verify.allowedSigners", "verify.allowedSigners verifies Git commits; an HTTPS file is verified by source.https.sha256", "drop verify.allowedSigners")
@@ -269,7 +282,14 @@ func (c *Config) SourceString() string {
 		return fmt.Sprintf("%s ref %s path %s", redactURL(g.URL), g.Ref, g.Path)
 	}
 	if h := c.Source.HTTPS; h != nil {
-		return redactURL(h.URL) + " sha256 " + h.SHA256
+		s := redactURL(h.URL)
+		if h.SHA256 != "" {
+			s += " sha256 " + h.SHA256
+		}
+		if h.MinisignKey != "" {
+			s += " minisign key " + h.MinisignKey
+		}
+		return s
 	}
 	return ""
 }

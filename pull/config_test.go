@@ -42,6 +42,8 @@ func TestLoadConfig(t *testing.T) {
 		{"unknown key", "host: s1\nsource:\n  git:\n    url: x\n    branch: main\n", 5, "field branch not found"},
 		{"git without verification", "source:\n  git:\n    url: git://h/r.git\n    ref: main\n    path: c.yaml\n", 2, "no verification"},
 		{"https without digest", "source:\n  https:\n    url: https://h/c.yaml\n", 2, "no verification"},
+		{"https with a bad digest", "source:\n  https:\n    url: https://h/c.yaml\n    sha256: abc\n", 4, "64 lowercase hex"},
+		{"https with a bad minisign key", "source:\n  https:\n    url: https://h/c.yaml\n    minisignKey: " + signers + "\n", 4, "not a minisign public key"},
 		{"http URL", "source:\n  https:\n    url: http://h/c.yaml\n    sha256: " + strings.Repeat("a", 64) + "\n", 3, "must be an https:// URL"},
 		{"no source", "host: s1\n", 0, "no source"},
 		{"both sources", "source:\n  git: {url: u, ref: r, path: p}\n  https: {url: 'https://h/c', sha256: x}\n", 1, "both set"},

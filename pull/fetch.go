@@ -18,6 +18,7 @@ import (
 	"strings"
 	"time"
 
+	"aead.dev/minisign"
 	git "github.com/go-git/go-git/v5"
 	gitconfig "github.com/go-git/go-git/v5/config"
 	"github.com/go-git/go-git/v5/plumbing"
@@ -258,38 +259,22 @@ func writeTree(stateDir string, tree *object.Tree) error {
 
 func fetchHTTPS(ctx context.Context, c *Config) (Desired, error) {
 	h := c.Source.HTTPS
-	src := redactURL(h.URL)
-	actx, cancel := context.WithTimeout(ctx, attemptTimeout)
-	defer cancel()
-	req, err := http.NewRequestWithContext(actx, http.MethodGet, h.URL, nil)
+	b, err := httpsGet(ctx, c, h.URL)
 	if err != nil {
-		return Desired{}, &ConfigError{File: c.Path, Msg: "source.https.url: " + err.Error()}
-	}
-	client := c.HTTPClient
-	if client == nil {
-		client = http.DefaultClient
-	}
-	resp, err := client.Do(req)
-	if err != nil {
-		if ctx.Err() != nil {
-			return Desired{}, ctx.Err()
-		}
-		return Desired{}, &UnreachableError{Source: src, Err: err}
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		return Desired{}, &UnreachableError{Source: src, Err: fmt.Errorf("HTTP %s", resp.Status)}
-	}
-	b, err := io.ReadAll(io.LimitReader(resp.Body, maxHTTPSFile+1))
-	if err != nil {
-		return Desired{}, &UnreachableError{Source: src, Err: err}
+		return Desired{}, err
 	}
 	sum := sha256.Sum256(b)
 	got := hex.EncodeToString(sum[:])
 	rev := "sha256:" + got
-	if len(b) > maxHTTPSFile || got != h.SHA256 {
-		return Desired{}, &RefusedError{Revision: rev, Reason: "digest does not match", Msg: fmt.Sprintf("%s has sha256 %s, the pinned one is %s", src, got, h.SHA256),
+	if h.SHA256 != "" && got != h.SHA256 {
+		return Desired{}, &RefusedError{Revision: rev, Reason: "digest does not match", Msg: fmt.Sprintf("%s has sha256 %s, the pinned one is %s", redactURL(h.URL), got, h.SHA256),
 			Fix: "if the file was changed on purpose, pin its new sha256 in source.https.sha256 (a reviewed change of the box's configuration)"}
+	}
+	var who Verified
+	if h.MinisignKey != "" {
+		if who, err = verifyMinisign(ctx, c, b, rev); err != nil {
+			return Desired{}, err
+		}
 	}
 	if err := os.MkdirAll(c.StateDir, 0o700); err != nil {
 		return Desired{}, err
@@ -312,5 +297,75 @@ func fetchHTTPS(ctx context.Context, c *Config) (Desired, error) {
 		return Desired{}, err
 	}
 	_ = os.RemoveAll(dst + ".old")
-	return Desired{Revision: rev, Inventory: filepath.Join(dst, name)}, nil
+	return Desired{Revision: rev, Signer: who, Inventory: filepath.Join(dst, name)}, nil
+}
+
+// httpsGet fetches url (at most maxHTTPSFile bytes); a failure to get a 200 is an
+// *UnreachableError (404 included: the error names the status).
+func httpsGet(ctx context.Context, c *Config, url string) ([]byte, error) {
+	src := redactURL(url)
+	actx, cancel := context.WithTimeout(ctx, attemptTimeout)
+	defer cancel()
+	req, err := http.NewRequestWithContext(actx, http.MethodGet, url, nil)
+	if err != nil {
+		return nil, &ConfigError{File: c.Path, Msg: "source.https.url: " + err.Error()}
+	}
+	client := c.HTTPClient
+	if client == nil {
+		client = http.DefaultClient
+	}
+	resp, err := client.Do(req)
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+		return nil, &UnreachableError{Source: src, Err: err}
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return nil, &UnreachableError{Source: src, Err: fmt.Errorf("HTTP %s", resp.Status)}
+	}
+	b, err := io.ReadAll(io.LimitReader(resp.Body, maxHTTPSFile+1))
+	if err != nil {
+		return nil, &UnreachableError{Source: src, Err: err}
+	}
+	if len(b) > maxHTTPSFile {
+		return nil, &UnreachableError{Source: src, Err: fmt.Errorf("larger than %d bytes", maxHTTPSFile)}
+	}
+	return b, nil
+}
+
+// verifyMinisign checks the file b against its minisign signature at URL+".minisig" and the
+// pinned key (minisign(1): a missing signature is "unsigned", another key ID "unknown key",
+// a signature not over b "signature does not match"). Errors: *RefusedError,
+// *UnreachableError, *ConfigError for an unreadable key file.
+func verifyMinisign(ctx context.Context, c *Config, b []byte, rev string) (Verified, error) {
+	h := c.Source.HTTPS
+	key, err := minisign.PublicKeyFromFile(h.MinisignKey)
+	if err != nil {
+		return Verified{}, &ConfigError{File: c.Path, Msg: "source.https.minisignKey: " + err.Error(), Fix: "give the path of the signer's minisign.pub"}
+	}
+	sig, err := httpsGet(ctx, c, h.URL+".minisig")
+	var ue *UnreachableError
+	if errors.As(err, &ue) && strings.Contains(ue.Err.Error(), "404") {
+		return Verified{}, &RefusedError{Revision: rev, Reason: "unsigned", Msg: "there is no signature at " + redactURL(h.URL) + ".minisig",
+			Fix: "sign the file with the pinned key (minisign -Sm FILE) and publish FILE.minisig beside it"}
+	}
+	if err != nil {
+		return Verified{}, err
+	}
+	var s minisign.Signature
+	if err := s.UnmarshalText(sig); err != nil {
+		return Verified{}, &RefusedError{Revision: rev, Reason: "signature does not match", Msg: "the minisign signature cannot be read: " + err.Error(), Fix: "sign the file again with the pinned key (minisign -Sm FILE)"}
+	}
+	id := fmt.Sprintf("%016X", key.ID())
+	if s.KeyID != key.ID() {
+		return Verified{}, &RefusedError{Revision: rev, Reason: "unknown key", Msg: fmt.Sprintf("the file is signed by minisign key %016X, the pinned key is %s", s.KeyID, id),
+			Fix: "sign with the pinned key, or pin the signer's key in source.https.minisignKey (a reviewed change of the box's configuration)"}
+	}
+	if !minisign.Verify(key, b, sig) {
+		return Verified{}, &RefusedError{Revision: rev, Reason: "signature does not match", Msg: "the minisign signature by key " + id + " does not verify over the file: it was altered after signing",
+			Fix: "find out who changed the file; sign it again with the pinned key and publish it"}
+	}
+	return Verified{Principals: "minisign", Fingerprint: id}, nil
 }

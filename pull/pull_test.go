@@ -6,9 +6,11 @@ package pull
 import (
 	"bytes"
 	"context"
+	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -17,6 +19,7 @@ import (
 	"strings"
 	"testing"
 
+	"aead.dev/minisign"
 	"github.com/cenkalti/backoff/v4"
 )
 
@@ -355,5 +358,57 @@ func TestFetchHTTPSPinnedDigest(t *testing.T) {
 	c.Source.HTTPS.URL = srv.URL + "/store8/cluster.yaml"
 	if _, err := Fetch(context.Background(), c); !errors.As(err, new(*UnreachableError)) || !strings.Contains(err.Error(), "404") {
 		t.Errorf("missing file: err = %v, want unreachable naming the 404", err)
+	}
+}
+
+func TestFetchHTTPSMinisign(t *testing.T) {
+	pub, priv, err := minisign.GenerateKey(rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, otherPriv, err := minisign.GenerateKey(rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	files := map[string][]byte{"/s7.yaml": []byte(inv1), "/s7.yaml.minisig": minisign.Sign(priv, []byte(inv1))}
+	srv := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, ok := files[r.URL.Path]
+		if !ok {
+			http.NotFound(w, r)
+			return
+		}
+		w.Write(b)
+	}))
+	defer srv.Close()
+	keyText, err := pub.MarshalText()
+	if err != nil {
+		t.Fatal(err)
+	}
+	keyFile := filepath.Join(t.TempDir(), "minisign.pub")
+	if err := os.WriteFile(keyFile, keyText, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	c := &Config{Source: Source{HTTPS: &HTTPSSource{URL: srv.URL + "/s7.yaml", MinisignKey: keyFile}},
+		StateDir: filepath.Join(t.TempDir(), "state"), HTTPClient: srv.Client()}
+	d, err := Fetch(context.Background(), c)
+	if err != nil || d.Signer.Principals != "minisign" || d.Signer.Fingerprint != fmt.Sprintf("%016X", pub.ID()) {
+		t.Fatalf("signed by the pinned key: %+v, %v", d, err)
+	}
+	files["/s7.yaml"] = []byte(inv2) // altered after signing
+	_, err = Fetch(context.Background(), c)
+	var re *RefusedError
+	if !errors.As(err, &re) || re.Reason != "signature does not match" {
+		t.Errorf("altered file: err = %v, want refused (signature does not match)", err)
+	}
+	files["/s7.yaml.minisig"] = minisign.Sign(otherPriv, []byte(inv2))
+	if _, err = Fetch(context.Background(), c); !errors.As(err, &re) || re.Reason != "unknown key" {
+		t.Errorf("another key: err = %v, want refused (unknown key)", err)
+	}
+	delete(files, "/s7.yaml.minisig")
+	if _, err = Fetch(context.Background(), c); !errors.As(err, &re) || re.Reason != "unsigned" {
+		t.Errorf("no signature: err = %v, want refused (unsigned)", err)
+	}
+	if b, _ := os.ReadFile(d.Inventory); string(b) != inv1 {
+		t.Errorf("after the refusals the inventory is %q, want the verified one kept", b)
 	}
 }
