@@ -21,6 +21,7 @@ import (
 
 	"aead.dev/minisign"
 	"github.com/cenkalti/backoff/v4"
+	"github.com/gofrs/flock"
 )
 
 // gitRepo is a real repository in a temporary directory whose commits are signed with real
@@ -410,5 +411,26 @@ func TestFetchHTTPSMinisign(t *testing.T) {
 	}
 	if b, _ := os.ReadFile(d.Inventory); string(b) != inv1 {
 		t.Errorf("after the refusals the inventory is %q, want the verified one kept", b)
+	}
+}
+
+func TestRunOneAtATime(t *testing.T) {
+	c := gitConfig(t, "git://127.0.0.1:1/site.git", "main", "unused")
+	if err := os.MkdirAll(c.StateDir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	other := flock.New(filepath.Join(c.StateDir, LockName))
+	if ok, err := other.TryLock(); !ok || err != nil {
+		t.Fatalf("lock: %t %v", ok, err)
+	}
+	defer other.Unlock()
+	runner := &Runner{Config: c, Log: &bytes.Buffer{}, Exit: func(error) (int, string) { return 1, "" },
+		Converge: func(context.Context, string) (bool, error) { t.Error("converged"); return false, nil }}
+	_, err := runner.Run(context.Background())
+	if !errors.As(err, new(*BusyError)) {
+		t.Errorf("err = %v, want a *BusyError", err)
+	}
+	if _, err := os.Stat(filepath.Join(c.StateDir, StatusName)); err == nil {
+		t.Error("a busy run wrote the status")
 	}
 }

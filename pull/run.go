@@ -8,9 +8,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
+	"path/filepath"
 	"time"
 
 	"github.com/cenkalti/backoff/v4"
+	"github.com/gofrs/flock"
 )
 
 // Converger converges this box to the inventory at path (local mode, the same engine and
@@ -26,6 +29,16 @@ type ConvergeError struct {
 
 func (e *ConvergeError) Error() string { return e.Msg }
 func (e *ConvergeError) Unwrap() error { return e.Err }
+
+// LockName is the lock file in the state directory a run holds.
+const LockName = ".lock"
+
+// BusyError is a run that found another one running on the same state directory.
+type BusyError struct{ Path string }
+
+func (e *BusyError) Error() string {
+	return "another `k3strap pull run` is running (it holds " + e.Path + "): this one does nothing; the timer runs again at the next interval"
+}
 
 // Runner is one `pull run`.
 type Runner struct {
@@ -45,11 +58,26 @@ type Runner struct {
 
 // Run fetches, verifies and, when the verified revision differs from the applied one (or
 // Force), converges; it writes status.json before returning and returns the status and the
-// run's error: *UnreachableError after retrying for RetryFor, *RefusedError, *RefError,
+// run's error: *BusyError (another run holds the state directory: nothing done, no status
+// written), *UnreachableError after retrying for RetryFor, *RefusedError, *RefError,
 // *ConfigError, the converge's error, or ctx's. A refused, unreachable or bad state leaves the
 // applied revision and the box as they were.
 func (r *Runner) Run(ctx context.Context) (Status, error) {
 	c := r.Config
+	// One run at a time per state directory (the timer's and one by hand): the repository,
+	// the tree and the status are this run's until it ends.
+	if err := os.MkdirAll(c.StateDir, 0o700); err != nil {
+		return Status{}, err
+	}
+	lock := flock.New(filepath.Join(c.StateDir, LockName))
+	locked, err := lock.TryLock()
+	if err != nil {
+		return Status{}, fmt.Errorf("locking %s: %w", lock.Path(), err)
+	}
+	if !locked {
+		return Status{}, &BusyError{Path: lock.Path()}
+	}
+	defer lock.Unlock()
 	prev, err := ReadStatus(c.StateDir)
 	if err != nil {
 		fmt.Fprintf(r.Log, "k3strap pull: the previous status is unreadable (%v); starting afresh\n", err)
