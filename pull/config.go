@@ -15,6 +15,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"net/url"
 	"os"
@@ -145,6 +146,9 @@ func LoadConfig(path string) (*Config, error) {
 	dec := yaml.NewDecoder(bytes.NewReader(b))
 	dec.KnownFields(true)
 	if err := dec.Decode(&c); err != nil {
+		if errors.Is(err, io.EOF) {
+			return nil, &ConfigError{File: path, Msg: "the file is empty", Fix: "write the source and its verification (docs/edge-pull.md)"}
+		}
 		var te *yaml.TypeError
 		if errors.As(err, &te) && len(te.Errors) > 0 {
 			line, msg := 0, te.Errors[0]

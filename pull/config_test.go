@@ -46,6 +46,8 @@ func TestLoadConfig(t *testing.T) {
 		{"https with a bad minisign key", "source:\n  https:\n    url: https://h/c.yaml\n    minisignKey: " + signers + "\n", 4, "not a minisign public key"},
 		{"http URL", "source:\n  https:\n    url: http://h/c.yaml\n    sha256: " + strings.Repeat("a", 64) + "\n", 3, "must be an https:// URL"},
 		{"no source", "host: s1\n", 0, "no source"},
+		{"empty", "", 0, "empty"},
+		{"not YAML", "source: [\n", 1, "not valid YAML"},
 		{"both sources", "source:\n  git: {url: u, ref: r, path: p}\n  https: {url: 'https://h/c', sha256: x}\n", 1, "both set"},
 		{"path escapes", "source:\n  git:\n    url: u\n    ref: r\n    path: ../c.yaml\nverify: {allowedSigners: " + signers + "}\n", 5, "relative path inside the repository"},
 		{"password in URL", "source:\n  git:\n    url: https://u:secret@h/r.git\n    ref: r\n    path: c.yaml\n", 3, "carries a password"},
