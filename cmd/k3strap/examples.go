@@ -52,6 +52,14 @@ var commandExamples = map[string]string{
 	"firstboot seed": `  k3strap firstboot seed -f site.yaml -O seeds/                 # every host, bundle copied
   k3strap firstboot seed -f site.yaml -O seeds/ --host a1 --bundle-on-media /media/usb/site.tar
   genisoimage -V cidata -r -J -o a1.iso seeds/a1                 # a NoCloud volume holding the payload too`,
+	"pull": `  k3strap pull install                       # on the box: service and timer from /etc/k3strap/pull.yaml
+  k3strap pull status`,
+	"pull run": `  k3strap pull run                           # what the timer runs: fetch, verify, converge when changed
+  k3strap pull run --config /etc/k3strap/pull.yaml --force`,
+	"pull install": `  k3strap pull install
+  k3strap pull install --root /mnt/image --binary /var/lib/k3strap/k3strap   # into an image`,
+	"pull status": `  k3strap pull status
+  k3strap pull status -o json                # status.json as it is`,
 	"firstboot run": `  systemctl status k3strap-firstboot; cat /var/lib/k3strap/status
   k3strap firstboot run --dir /var/lib/k3strap --join-timeout 1h`,
 	"restore": `  k3strap restore -f cluster.yaml --snapshot before-upgrade

@@ -154,18 +154,10 @@ func (a *app) firstbootRun(cmd *cobra.Command, rep firstboot.Reporter, timeout, 
 		return fail("inventory", usageError{fmt.Errorf("%s: no host %s with connection: local", inv, info.Host)}, "write the seed again with `k3strap firstboot seed --host "+info.Host+"`")
 	}
 	collect := &firstboot.Collector{}
-	opts, err := a.installerOptions(c, &runFlags{timeout: timeout, hosts: []string{h.Name}, concurrency: 1, keepalive: 10 * time.Second,
-		kubeconfigOut: filepath.Join(dir, "kubeconfig"), stallGrace: k3s.StallGrace})
+	in, step, err := a.localInstaller(c, h, dir, timeout, joinTimeout, collect)
 	if err != nil {
-		return fail("options", err, "")
+		return fail(step, err, "")
 	}
-	opts.JoinTimeout = joinTimeout
-	sink, err := a.sink()
-	if err != nil {
-		return fail("output", err, "")
-	}
-	collect.Next = sink
-	in := installer.New(c, opts, collect)
 	fmt.Fprintf(a.stdout, "k3strap first boot: host %s of cluster %s (%s), local mode\n", h.Name, c.Metadata.Name, h.Role)
 	if c.IsFirstServer(h) {
 		err = in.Apply(cmd.Context())
@@ -189,6 +181,29 @@ func (a *app) firstbootRun(cmd *cobra.Command, rep firstboot.Reporter, timeout, 
 	}
 	fmt.Fprintln(a.stdout, st.Line())
 	return err
+}
+
+// localInstaller is the engine for host h of c on this box in local mode, the one way `firstboot
+// run` and `pull run` converge a box: this host only, the kubeconfig written into dir, every
+// event through collect (which keeps what the status needs) to the output sink. On error it
+// returns the step that failed ("options", "output"). mods adjust the options (pull mode
+// repairs taint drift).
+func (a *app) localInstaller(c *inventory.Cluster, h *inventory.Host, dir string, timeout, joinTimeout time.Duration, collect *firstboot.Collector, mods ...func(*installer.Options)) (*installer.Installer, string, error) {
+	opts, err := a.installerOptions(c, &runFlags{timeout: timeout, hosts: []string{h.Name}, concurrency: 1, keepalive: 10 * time.Second,
+		kubeconfigOut: filepath.Join(dir, "kubeconfig"), stallGrace: k3s.StallGrace})
+	if err != nil {
+		return nil, "options", err
+	}
+	opts.JoinTimeout = joinTimeout
+	for _, m := range mods {
+		m(&opts)
+	}
+	sink, err := a.sink()
+	if err != nil {
+		return nil, "output", err
+	}
+	collect.Next = sink
+	return installer.New(c, opts, collect), "", nil
 }
 
 // checkBundle checks that the bundle seed.json names is there with the sha256 recorded.

@@ -145,7 +145,7 @@ func (a *app) rootCmd() *cobra.Command {
 	}
 	// One file per command: validate.go, preflight.go, render.go, apply.go, upgrade.go, ...
 	root.AddCommand(a.validateCmd(), a.preflightCmd(), a.renderCmd(), a.applyCmd(), a.upgradeCmd(), a.resetCmd(), a.kubeconfigCmd(), a.checkCmd(), a.doctorCmd(), a.versionCmd(), a.initCmd(), a.stepsCmd(),
-		a.backupCmd(), a.restoreCmd(), a.removeNodeCmd(), a.rotateCmd(), a.bundleCmd(), a.firstbootCmd())
+		a.backupCmd(), a.restoreCmd(), a.removeNodeCmd(), a.rotateCmd(), a.bundleCmd(), a.firstbootCmd(), a.pullCmd())
 	root.AddCommand(a.schemaCmd(), a.manCmd(), a.timelineCmd())
 	a.fleetCommands(root) // fleet.go: fleet files, `k3strap fleet`
 	// cobra adds help and completion when it runs; added now, they get examples, man pages,

@@ -1,0 +1,88 @@
+// Copyright The k3strap Authors.
+// SPDX-License-Identifier: Apache-2.0
+
+package main
+
+import (
+	"crypto/ed25519"
+	"crypto/rand"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"golang.org/x/crypto/ssh"
+
+	"github.com/k3strap/k3strap/pull"
+)
+
+// pullSetup writes an allowed_signers file (a fresh ed25519 key) and a pull.yaml whose Git source
+// is url, and returns the configuration's path and the state directory.
+func pullSetup(t *testing.T, url, extra string) (string, string) {
+	t.Helper()
+	dir := t.TempDir()
+	pub, _, err := ed25519.GenerateKey(rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sk, err := ssh.NewPublicKey(pub)
+	if err != nil {
+		t.Fatal(err)
+	}
+	signers := writeFile(t, dir, "allowed_signers", "ops@example.com "+string(ssh.MarshalAuthorizedKey(sk)), 0o644)
+	state := filepath.Join(dir, "state")
+	cfg := writeFile(t, dir, "pull.yaml", "host: s1\nsource:\n  git:\n    url: "+url+"\n    ref: main\n    path: site/cluster.yaml\nverify:\n  allowedSigners: "+signers+"\nstateDir: "+state+"\n"+extra, 0o600)
+	return cfg, state
+}
+
+// pull run: an invalid configuration is exit 2 naming the file and line and nothing is
+// written; an unreachable source is exit 10 (deferred) with the status saying so.
+func TestPullRunExitCodes(t *testing.T) {
+	dir := t.TempDir()
+	bad := writeFile(t, dir, "pull.yaml", "source:\n  git:\n    url: git://h/r.git\n    ref: main\n    path: c.yaml\n", 0o600)
+	code, _, stderr := runCLI("pull", "run", "--config", bad)
+	if code != exitInvalid || !strings.Contains(stderr, bad+":2:") || !strings.Contains(stderr, "no verification") {
+		t.Errorf("config without verification: exit %d, stderr %q; want 2 naming %s:2", code, stderr, bad)
+	}
+	if _, err := os.Stat(filepath.Join(dir, pull.StatusName)); err == nil {
+		t.Error("a status was written for an invalid configuration")
+	}
+	code, _, stderr = runCLI("pull", "run", "--config", filepath.Join(dir, "missing.yaml"))
+	if code != exitInvalid || !strings.Contains(stderr, "missing.yaml") {
+		t.Errorf("missing configuration: exit %d, stderr %q", code, stderr)
+	}
+
+	cfg, state := pullSetup(t, "git://127.0.0.1:1/site.git", "retryFor: 1s\n")
+	code, stdout, _ := runCLI("pull", "run", "--config", cfg, "-o", "plain")
+	st, err := pull.ReadStatus(state)
+	if code != exitDeferred || err != nil || st.SourceReachable || !strings.HasPrefix(st.SourceMessage, "source unreachable") ||
+		st.Result.ExitCode != exitDeferred || st.Result.State != pull.ResultUnreachable {
+		t.Errorf("unreachable source: exit %d, status %+v, %v\n%s", code, st, err, stdout)
+	}
+	code, stdout, _ = runCLI("pull", "status", "--config", cfg, "-o", "json")
+	var got pull.Status
+	if code != 0 || json.Unmarshal([]byte(stdout), &got) != nil || got.Result.State != pull.ResultUnreachable {
+		t.Errorf("pull status -o json: exit %d\n%s", code, stdout)
+	}
+}
+
+// pull install --root writes the units once; again it leaves them.
+func TestPullInstallRoot(t *testing.T) {
+	cfg, _ := pullSetup(t, "git://127.0.0.1:1/site.git", "interval: 15m\n")
+	root := t.TempDir()
+	code, stdout, stderr := runCLI("pull", "install", "--config", cfg, "--root", root, "--binary", "/usr/local/bin/k3strap")
+	if code != 0 || !strings.Contains(stdout, "written") {
+		t.Fatalf("install: exit %d %s %s", code, stdout, stderr)
+	}
+	b, err := os.ReadFile(filepath.Join(root, pull.UnitDir, pull.ServiceName))
+	if err != nil || !strings.Contains(string(b), "ExecStart=/usr/local/bin/k3strap pull run --config "+cfg) {
+		t.Errorf("service: %v\n%s", err, b)
+	}
+	if b, _ := os.ReadFile(filepath.Join(root, pull.UnitDir, pull.TimerName)); !strings.Contains(string(b), "OnUnitInactiveSec=900s") {
+		t.Errorf("timer:\n%s", b)
+	}
+	if code, stdout, _ := runCLI("pull", "install", "--config", cfg, "--root", root, "--binary", "/usr/local/bin/k3strap"); code != 0 || !strings.Contains(stdout, "unchanged") {
+		t.Errorf("install again: exit %d %s; want unchanged", code, stdout)
+	}
+}
