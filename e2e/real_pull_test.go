@@ -20,6 +20,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 
+	"github.com/k3strap/k3strap/fleet/sitestatus"
 	"github.com/k3strap/k3strap/pull"
 )
 
@@ -263,6 +264,23 @@ retryFor: 15s
 	c.waitNodeFor(box.Name, true, 3*time.Minute)
 	t.Logf("box converged from Git (K3s installed in local mode) %s since start", time.Since(start).Round(time.Second))
 
+	// From now on the box reports every run into a management cluster — its own K3s here (any
+	// Kubernetes is one): the CRD installed, the site's own credential made on the box, and
+	// pull.yaml naming both (docs/fleet.md "Status in a management cluster").
+	const admin, siteCred, siteName = "/etc/rancher/k3s/k3s.yaml", "/etc/k3strap/mgmt.kubeconfig", "store-9"
+	c.exec(0, bin, "fleet", "management", "install", "--kubeconfig", admin, "--output", "plain")
+	c.exec(0, bin, "fleet", "management", "credential", "--kubeconfig", admin, "--site", siteName, "-O", siteCred, "--output", "plain")
+	write(pull.ConfigPath, []byte(cfg+"management:\n  kubeconfig: "+siteCred+"\n  site: "+siteName+"\n"), 0o644)
+	// siteStatus reads the box's SiteStatus object through the admin kubeconfig.
+	siteStatus := func() sitestatus.Status {
+		t.Helper()
+		var obj struct {
+			Status sitestatus.Status `json:"status"`
+		}
+		c.kubectlJSON(0, &obj, "get", "sitestatuses", "-n", sitestatus.Namespace, siteName)
+		return obj.Status
+	}
+
 	// A signed commit the engine's safety rules refuse (preflight FirstNodeTaints: a taint on
 	// the only node that K3s's own pods do not tolerate): not applied, the reason and fix in
 	// the status, exit 3.
@@ -291,6 +309,14 @@ retryFor: 15s
 		}
 	}
 	checkNode("after the signed change")
+	if ss := siteStatus(); ss.Source != sitestatus.SourcePull || ss.AppliedRevision != rev2 || ss.DesiredRevision != rev2 ||
+		ss.NodesReady != 1 || ss.NodesTotal != 1 || ss.Version != r.Version || ss.LastResult == nil || ss.LastResult.ExitCode != 0 ||
+		ss.SourceReachable == nil || !*ss.SourceReachable || time.Since(ss.LastSeen) > 5*time.Minute {
+		t.Errorf("the management cluster's SiteStatus %s after the applied change: %+v (last result %+v)", siteName, ss, ss.LastResult)
+	}
+	if j := journal(); !strings.Contains(j, "status reported to the management cluster") {
+		t.Errorf("the journal does not say the status was reported:\n%s", lastLines(j, 20))
+	}
 
 	// A commit signed by an unknown key: refused, nothing applied.
 	bad := inventory(map[string]any{"tier": "rogue"})
@@ -326,6 +352,10 @@ retryFor: 15s
 		t.Errorf("source stopped: status %+v, want source unreachable, %s kept", st, rev2)
 	}
 	c.waitNodeFor(box.Name, true, time.Minute)
+	if ss := siteStatus(); ss.SourceReachable == nil || *ss.SourceReachable || !strings.HasPrefix(ss.SourceMessage, "source unreachable") ||
+		ss.AppliedRevision != rev2 || ss.LastResult == nil || ss.LastResult.ExitCode != st.Result.ExitCode {
+		t.Errorf("the management cluster's SiteStatus %s with the source stopped: %+v, want source unreachable, %s applied", siteName, ss, rev2)
+	}
 	repo.start()
 	rev5 := repo.commit(pinned, inventory(map[string]any{"tier": "edge", "taint": "CriticalAddonsOnly=true:NoExecute"}), "store9: back to the reviewed state")
 	st = runUnit("git daemon back")
@@ -333,5 +363,8 @@ retryFor: 15s
 		t.Errorf("source back: status %+v, want reachable and %s applied\njournal:\n%s", st, rev5, journal())
 	}
 	checkNode("after the source came back")
+	if ss := siteStatus(); ss.SourceReachable == nil || !*ss.SourceReachable || ss.AppliedRevision != rev5 || ss.LastResult == nil || ss.LastResult.ExitCode != 0 {
+		t.Errorf("the management cluster's SiteStatus %s after the source came back: %+v, want %s applied", siteName, ss, rev5)
+	}
 	t.Logf("TestRealPull took %s", time.Since(start).Round(time.Second))
 }

@@ -26,6 +26,7 @@ import (
 
 	"aead.dev/minisign"
 	"go.yaml.in/yaml/v3"
+	"k8s.io/apimachinery/pkg/util/validation"
 )
 
 // Defaults of a pull configuration (docs/edge-pull.md "Configuration").
@@ -60,6 +61,8 @@ type Config struct {
 	StateDir string `yaml:"stateDir"`
 	// TokenFile is the cluster token (first line, mode 0600); unused when the inventory has one.
 	TokenFile string `yaml:"tokenFile"`
+	// Management, when set, is the management cluster each run's status is reported into.
+	Management *Management `yaml:"management"`
 
 	// Path is the file the configuration was read from (not in the file).
 	Path string `yaml:"-"`
@@ -96,6 +99,16 @@ type HTTPSSource struct {
 // namespace.
 type Verify struct {
 	AllowedSigners string `yaml:"allowedSigners"`
+}
+
+// Management names the management cluster a box reports its status into (docs/fleet.md
+// "Status in a management cluster"): Kubeconfig is the path of the site's own credential, the
+// kubeconfig `k3strap fleet management credential` writes (mode 0600; it may write only this
+// site's SiteStatus), and Site the site's name there (a DNS-1123 label: the SiteStatus object's
+// name).
+type Management struct {
+	Kubeconfig string `yaml:"kubeconfig"`
+	Site       string `yaml:"site"`
 }
 
 // Duration is a YAML duration written as Go writes it (30s, 5m, 1h).
@@ -275,6 +288,14 @@ func (c *Config) validate(doc *yaml.Node) error {
 	}
 	if !filepath.IsAbs(c.StateDir) || !filepath.IsAbs(c.TokenFile) {
 		return bad("stateDir", "stateDir and tokenFile must be absolute paths", "write them from /")
+	}
+	if m := c.Management; m != nil {
+		if m.Kubeconfig == "" || !filepath.IsAbs(m.Kubeconfig) {
+			return bad("management", "management.kubeconfig must be the absolute path of the site's credential", "write the file `k3strap fleet management credential --site NAME -O FILE` made to the box and give its path from /")
+		}
+		if errs := validation.IsDNS1123Label(m.Site); len(errs) > 0 {
+			return bad("management", fmt.Sprintf("management.site %q is not a site name (a DNS-1123 label: lower-case letters, digits and '-')", m.Site), "set it to the site's name, the one the credential was made for")
+		}
 	}
 	return nil
 }

@@ -29,6 +29,9 @@ func TestLoadConfig(t *testing.T) {
 	if err != nil {
 		t.Fatalf("LoadConfig: %v", err)
 	}
+	if m, err := LoadConfig(writeConfig(t, good+"management:\n  kubeconfig: /etc/k3strap/mgmt.kubeconfig\n  site: store-7\n")); err != nil || m.Management == nil || m.Management.Site != "store-7" {
+		t.Errorf("a management section: %+v, %v", m, err)
+	}
 	if c.Host != "s1" || time.Duration(c.Interval) != 10*time.Minute || time.Duration(c.RetryFor) != DefaultRetryFor ||
 		c.StateDir != DefaultStateDir || c.TokenFile != DefaultTokenFile || c.Source.Git.Ref != "main" {
 		t.Errorf("config = %+v", c)
@@ -53,6 +56,8 @@ func TestLoadConfig(t *testing.T) {
 		{"password in URL", "source:\n  git:\n    url: https://u:secret@h/r.git\n    ref: r\n    path: c.yaml\n", 3, "carries a password"},
 		{"bad duration", good + "retryFor: soon\n", 10, "not a duration"},
 		{"retry longer than interval", good + "retryFor: 1h\n", 10, "between 0 and the interval"},
+		{"management without a site", good + "management:\n  kubeconfig: /etc/k3strap/mgmt.kubeconfig\n", 10, "not a site name"},
+		{"management with a relative kubeconfig", good + "management:\n  kubeconfig: mgmt.kubeconfig\n  site: s1\n", 10, "absolute path"},
 		{"missing signers file", strings.Replace(good, signers, "/nonexistent/allowed_signers", 1), 8, "no such file"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {

@@ -10,13 +10,19 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"slices"
 	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/k3strap/k3strap/events"
 	"github.com/k3strap/k3strap/firstboot"
+	"github.com/k3strap/k3strap/fleet/sitestatus"
 	"github.com/k3strap/k3strap/installer"
 	"github.com/k3strap/k3strap/inventory"
 	"github.com/k3strap/k3strap/pull"
@@ -80,15 +86,90 @@ func (a *app) pullRunCmd() *cobra.Command {
 	return cmd
 }
 
-// reportPullStatus sends a pull run's status to the management cluster.
-//
-// LEAD: wire fleet/sitestatus here after merging (docs/edge-pull.md "Status"): map st
-// (DesiredRevision, AppliedRevision, SourceReachable/SourceMessage, Result.ExitCode/ExitMeaning,
-// Time) into a sitestatus.Status and call sitestatus.Write(ctx, kubeconfig, site, s); a failure
-// to report goes to the journal (a.stderr), it does not change the run's exit code. Until then
-// the status is status.json in the state directory and the journal lines only.
+// reportPullStatus sends a pull run's status to the management cluster when the
+// configuration names one (management:), as the site's own credential; a failure to report
+// goes to the journal (stderr) and never changes the run's exit code: the box's status.json
+// holds the same.
 func (a *app) reportPullStatus(ctx context.Context, c *pull.Config, st pull.Status) {
-	_, _, _ = ctx, c, st
+	m := c.Management
+	if m == nil || ctx.Err() != nil {
+		return
+	}
+	s := pullSiteStatus(st, localNodes(ctx, k3sKubeconfig))
+	if err := sitestatus.Write(ctx, m.Kubeconfig, m.Site, s); err != nil {
+		fmt.Fprintf(a.stderr, "k3strap pull: the status was not reported to the management cluster %s (status.json has it): %v\n", sitestatus.Server(m.Kubeconfig), err)
+		return
+	}
+	fmt.Fprintf(a.stdout, "k3strap pull: status reported to the management cluster %s as site %s\n", sitestatus.Server(m.Kubeconfig), m.Site)
+}
+
+// k3sKubeconfig is the admin kubeconfig a K3s server writes (docs/k3s.md "Files").
+const k3sKubeconfig = "/etc/rancher/k3s/k3s.yaml"
+
+// nodeCount is what a box sees of its cluster's nodes: the kubelet versions (sorted, unique),
+// how many nodes are Ready and how many there are.
+type nodeCount struct {
+	versions     []string
+	ready, total int
+}
+
+// localNodes lists the cluster's nodes through the local server's kubeconfig (a server box;
+// nil on an agent, or when the API does not answer within 10 s).
+func localNodes(ctx context.Context, kubeconfig string) *nodeCount {
+	if _, err := os.Stat(kubeconfig); err != nil {
+		return nil
+	}
+	cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
+	if err != nil {
+		return nil
+	}
+	cfg.Timeout = 10 * time.Second
+	cs, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	nodes, err := cs.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return nil
+	}
+	n := &nodeCount{total: len(nodes.Items)}
+	for _, node := range nodes.Items {
+		if v := node.Status.NodeInfo.KubeletVersion; v != "" && !slices.Contains(n.versions, v) {
+			n.versions = append(n.versions, v)
+		}
+		for _, cond := range node.Status.Conditions {
+			if cond.Type == corev1.NodeReady && cond.Status == corev1.ConditionTrue {
+				n.ready++
+			}
+		}
+	}
+	slices.Sort(n.versions)
+	return n
+}
+
+// pullSiteStatus is the SiteStatus of a pull run's status st (and the nodes the box sees, nil
+// when unknown): its revisions, whether the source answered, the run's outcome, and the run's
+// time as LastSeen.
+func pullSiteStatus(st pull.Status, nodes *nodeCount) sitestatus.Status {
+	reachable := st.SourceReachable
+	out := sitestatus.Status{
+		Source:          sitestatus.SourcePull,
+		DesiredRevision: st.DesiredRevision,
+		AppliedRevision: st.AppliedRevision,
+		SourceReachable: &reachable,
+		LastSeen:        st.Time,
+		LastResult: &sitestatus.Result{Command: "pull", ExitCode: st.Result.ExitCode, ExitMeaning: st.Result.ExitMeaning,
+			Message: st.Result.Message, Time: st.Time},
+	}
+	if !reachable {
+		out.SourceMessage = st.SourceMessage
+	}
+	if nodes != nil {
+		out.Version, out.NodesReady, out.NodesTotal = strings.Join(nodes.versions, ","), nodes.ready, nodes.total
+	}
+	return out
 }
 
 // pullError maps pull's errors to the exit table: bad configuration, a missing ref and refused

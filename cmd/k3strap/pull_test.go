@@ -11,9 +11,11 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"golang.org/x/crypto/ssh"
 
+	"github.com/k3strap/k3strap/fleet/sitestatus"
 	"github.com/k3strap/k3strap/pull"
 )
 
@@ -84,5 +86,28 @@ func TestPullInstallRoot(t *testing.T) {
 	}
 	if code, stdout, _ := runCLI("pull", "install", "--config", cfg, "--root", root, "--binary", "/usr/local/bin/k3strap"); code != 0 || !strings.Contains(stdout, "unchanged") {
 		t.Errorf("install again: exit %d %s; want unchanged", code, stdout)
+	}
+}
+
+// TestPullSiteStatus: a pull run's status becomes the site's SiteStatus: revisions, the
+// source's reachability (its message only when it failed), the run's outcome as the last
+// result and its time as LastSeen, and the nodes the box sees when it sees any.
+func TestPullSiteStatus(t *testing.T) {
+	at := time.Date(2026, 11, 27, 2, 0, 0, 0, time.UTC)
+	st := pull.Status{DesiredRevision: "c2", AppliedRevision: "c1", SourceReachable: true, SourceMessage: "ok", Time: at,
+		Result: pull.Result{State: "failed", Message: "preflight refused cp1", ExitCode: 3, ExitMeaning: "preflight refused a host"}}
+	s := pullSiteStatus(st, &nodeCount{versions: []string{"v1.36.3+k3s1"}, ready: 1, total: 2})
+	if s.Source != sitestatus.SourcePull || s.DesiredRevision != "c2" || s.AppliedRevision != "c1" || !s.LastSeen.Equal(at) ||
+		s.SourceReachable == nil || !*s.SourceReachable || s.SourceMessage != "" ||
+		s.Version != "v1.36.3+k3s1" || s.NodesReady != 1 || s.NodesTotal != 2 {
+		t.Errorf("status = %+v", s)
+	}
+	if r := s.LastResult; r == nil || r.Command != "pull" || r.ExitCode != 3 || r.ExitMeaning != "preflight refused a host" || r.Message != "preflight refused cp1" || !r.Time.Equal(at) {
+		t.Errorf("last result = %+v", r)
+	}
+	st.SourceReachable, st.SourceMessage = false, "source unreachable: dial tcp 10.0.0.1:9418: connection refused"
+	s = pullSiteStatus(st, nil)
+	if *s.SourceReachable || s.SourceMessage != st.SourceMessage || s.NodesTotal != 0 || s.Version != "" {
+		t.Errorf("unreachable, no nodes: %+v", s)
 	}
 }
