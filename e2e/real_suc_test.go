@@ -115,6 +115,7 @@ func sucStall(t *testing.T, r run) (host string, info *events.ErrorInfo) {
 	t.Helper()
 	for _, e := range r.ofType(events.Error) {
 		if e.Phase == events.PhaseSUCWatch && e.Error != nil && e.Error.Diagnosis != "" {
+			t.Logf("stall on %s: %s: %s; evidence %q", e.Host, e.Error.Diagnosis, e.Error.Message, e.Error.Evidence)
 			return e.Host, e.Error
 		}
 	}
