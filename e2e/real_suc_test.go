@@ -25,6 +25,7 @@ import (
 	batchv1 "k8s.io/api/batch/v1"
 
 	"github.com/k3strap/k3strap/events"
+	"github.com/k3strap/k3strap/templates/suc"
 )
 
 // sucImagesArchive is the file name of the SUC images archive on the hosts.
@@ -93,13 +94,22 @@ func needSUCImages(t *testing.T, c *testCluster) sucImagesBuilt {
 	return si
 }
 
-// realServerAgent is the real lane's 1 server + 1 agent, neither with a declared taint.
-const realServerAgent = `apiVersion: k3strap.io/v1alpha1
+// realServerAgentSUC is the real lane's 1 server + 1 agent, neither with a declared taint;
+// Extra.sucManifest names spec.k3s.upgrade.suc.manifest.
+const realServerAgentSUC = `apiVersion: k3strap.io/v1alpha1
 kind: Cluster
 metadata:
   name: real
 spec:
-{{template "spec-k3s-real" .}}
+  k3s:
+{{template "k3s-real" .}}
+    config:
+{{template "k3s-real-config" .}}
+{{- with .Extra.sucManifest}}
+    upgrade:
+      suc:
+        manifest: {{.}}
+{{- end}}
 {{template "ssh-root" .}}
   hosts:
     - name: cp1
@@ -123,31 +133,36 @@ func sucStall(t *testing.T, r run) (host string, info *events.ErrorInfo) {
 }
 
 // TestRealUpgradeSUC (real K3s, 1 server + 1 agent): `k3strap upgrade --via suc` deploys the
-// real system-upgrade-controller (built from its source by mkimages real-suc) and the watch
-// diagnoses what the real controller's Jobs meet. Only v1.36.3 exists here, so the Plans move
-// the nodes to the release they run; the agent a1 carries a taint the inventory does not
-// declare (dedicated=edge:NoSchedule, set with kubectl), so the rendered Plans do not
-// tolerate it.
+// real system-upgrade-controller (built from its source by mkimages real-suc, with the kubectl
+// and k3s-upgrade images its Jobs run) and the watch follows and diagnoses what the real
+// controller's Jobs do. Only v1.36.3 exists here, so the Plans move the nodes to the release
+// they run (the upgrade script then leaves the binary alone); the agent a1 carries a taint
+// the inventory does not declare (dedicated=edge:NoSchedule, set with kubectl), so the
+// rendered Plans do not tolerate it.
 //   - images: both nodes import the SUC archive; the controller pod runs the built image
-//     (mkimages's labels, commit v0.20.1-22-gd357e23) whose --version says so; a1 holds
-//     rancher/k3s-upgrade tagged with the release.
+//     (mkimages's labels, commit v0.20.1-22-gd357e23) whose --version says so.
 //   - jobs: the real controller creates one Job per node for the Plans k3strap applied (label
 //     upgrade.cattle.io/plan, the node in upgrade.cattle.io/node), and a1's Job does not
 //     tolerate dedicated=edge.
-//   - image pull: `upgrade --watch` stalls on cp1 with suc-image-pull naming SUC's kubectl
-//     image (rancher/kubectl:v1.30.3, which no archive here holds, pulled Always as SUC's
-//     manifest says) — what an airgapped cluster without a registry meets.
-//   - taint: with cp1 opted out (k3s-upgrade=disabled), `upgrade --watch` stalls on a1 with
+//   - image-pull: with SUC's own manifest (SYSTEM_UPGRADE_JOB_IMAGE_PULL_POLICY Always) the
+//     watch stalls on cp1 with suc-image-pull naming rancher/kubectl:v1.30.3 although that
+//     image is in cp1's containerd: Always asks the registry (docs/upgrade.md, Airgap).
+//   - taint: after the fix docs/upgrade.md gives (a manifest pulling IfNotPresent, the
+//     controller restarted, the stuck Jobs deleted), cp1's Job completes — cordoned by the
+//     real kubectl, the upgrade script finding the release in place, K3s not restarted,
+//     uncordoned and labelled by the controller — and the watch stalls on a1 with
 //     suc-job-untolerated-taint naming the taint, from the real scheduler's message.
+//   - complete: with the taint gone, `upgrade --watch` ends with exit 0: a1 prepared (the
+//     server Plan done), drained by the real kubectl, its Job complete, uncordoned and labelled.
 func TestRealUpgradeSUC(t *testing.T) {
 	start := time.Now()
 	c := newRealCluster(t, 2)
 	si := needSUCImages(t, c)
 	t.Logf("mkimages real-suc took %.1f s:\n%s", si.seconds, strings.TrimSpace(si.log))
-	if len(si.refs) != 2 {
-		t.Fatalf("mkimages real-suc wrote %d images (%v), want the controller and k3s-upgrade", len(si.refs), si.refs)
+	if len(si.refs) != 3 {
+		t.Fatalf("mkimages real-suc wrote %d images (%v), want the controller, kubectl and k3s-upgrade", len(si.refs), si.refs)
 	}
-	c.writeInventory(realServerAgent, nil)
+	c.writeInventory(realServerAgentSUC, nil)
 	r := c.k3strap(5*time.Minute, "apply")
 	if r.code != 0 {
 		r.dump(t)
@@ -171,6 +186,7 @@ func TestRealUpgradeSUC(t *testing.T) {
 		}
 	}
 	c.exec(0, "k3s", "kubectl", "taint", "node", "a1", "dedicated=edge:NoSchedule")
+	k3sUnit := c.unitState(0, "k3s")
 	t.Logf("cluster up and SUC images imported after %s", time.Since(start).Round(time.Second))
 
 	// 1. Deploy SUC and the Plans. Both nodes run the Plans' release already: a watch that
@@ -205,10 +221,6 @@ func TestRealUpgradeSUC(t *testing.T) {
 			!strings.Contains(l["io.k3strap.test-image.source-digest"], "d357e2302999662071e0467b96e94f31b5c470ba") {
 			t.Errorf("%s: labels %v, want mkimages's, version v0.20.1-22-gd357e23 and the commit", ref, l)
 		}
-		up := "docker.io/rancher/k3s-upgrade:" + strings.ReplaceAll(c.real.Version, "+", "-")
-		if out, err := c.execErr(1, 30*time.Second, "k3s", "crictl", "inspecti", "-q", up); err != nil || out == "" {
-			t.Errorf("a1 has no %s: %v %s", up, err, out)
-		}
 		v := c.exec(0, "k3s", "kubectl", "exec", "-n", "system-upgrade", pods[0].Name, "--", "/bin/system-upgrade-controller", "--version")
 		if !strings.Contains(v, "v0.20.1-22-gd357e23 (d357e23)") {
 			t.Errorf("the controller's --version says %q, want v0.20.1-22-gd357e23 (d357e23)", v)
@@ -216,34 +228,23 @@ func TestRealUpgradeSUC(t *testing.T) {
 	})
 
 	t.Run("jobs", func(t *testing.T) {
-		deadline := time.Now().Add(time.Minute)
-		for {
-			var l batchv1.JobList
-			c.kubectlJSON(0, &l, "get", "jobs", "-n", "system-upgrade")
-			byNode := map[string]batchv1.Job{}
-			for _, j := range l.Items {
-				byNode[j.Labels["upgrade.cattle.io/node"]] = j
+		jobs := c.sucJobs(t, time.Minute, func(j map[string]batchv1.Job) bool { return j["cp1"].Name != "" && j["a1"].Name != "" })
+		a1, srv := jobs["a1"], jobs["cp1"]
+		if a1.Labels["upgrade.cattle.io/plan"] != "k3s-agent" || srv.Labels["upgrade.cattle.io/plan"] != "k3s-server" {
+			t.Errorf("jobs' plans: a1 %q, cp1 %q; want k3s-agent and k3s-server", a1.Labels["upgrade.cattle.io/plan"], srv.Labels["upgrade.cattle.io/plan"])
+		}
+		for _, tol := range a1.Spec.Template.Spec.Tolerations {
+			if tol.Key == "dedicated" || (tol.Key == "" && tol.Operator == "Exists") {
+				t.Errorf("a1's job tolerates %+v: the undeclared taint dedicated=edge must not be tolerated", tol)
 			}
-			a1, srv := byNode["a1"], byNode["cp1"]
-			if a1.Name != "" && srv.Name != "" {
-				if a1.Labels["upgrade.cattle.io/plan"] != "k3s-agent" || srv.Labels["upgrade.cattle.io/plan"] != "k3s-server" {
-					t.Errorf("jobs' plans: a1 %q, cp1 %q; want k3s-agent and k3s-server", a1.Labels["upgrade.cattle.io/plan"], srv.Labels["upgrade.cattle.io/plan"])
-				}
-				for _, tol := range a1.Spec.Template.Spec.Tolerations {
-					if tol.Key == "dedicated" || (tol.Key == "" && tol.Operator == "Exists") {
-						t.Errorf("a1's job tolerates %+v: the undeclared taint dedicated=edge must not be tolerated", tol)
-					}
-				}
-				return
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("the controller made no job for both nodes within a minute: %v", byNode)
-			}
-			time.Sleep(2 * time.Second)
 		}
 	})
 
+	kubectlRef := "docker.io/rancher/kubectl:v1.30.3"
 	t.Run("image-pull", func(t *testing.T) {
+		if out, err := c.execErr(0, 30*time.Second, "k3s", "crictl", "inspecti", "-q", kubectlRef); err != nil || out == "" {
+			t.Fatalf("cp1 has no %s: %v %s", kubectlRef, err, out)
+		}
 		r2 := c.k3strap(3*time.Minute, "upgrade", "--watch", "--stall-grace", "10s")
 		defer r2.dump(t)
 		h, d := sucStall(t, r2)
@@ -255,13 +256,36 @@ func TestRealUpgradeSUC(t *testing.T) {
 		}
 	})
 
+	// 2. The fix docs/upgrade.md (Airgap) gives: a manifest whose Jobs pull IfNotPresent; the
+	// controller restarted to read it; the Jobs made with Always deleted (SUC makes them again).
+	manifest := string(suc.ControllerManifests(suc.Options{}))
+	always := `SYSTEM_UPGRADE_JOB_IMAGE_PULL_POLICY: "Always"`
+	if !strings.Contains(manifest, always) {
+		t.Fatalf("SUC's manifest no longer says %s", always)
+	}
+	mf := filepath.Join(c.dir, "suc-ifnotpresent.yaml")
+	if err := os.WriteFile(mf, []byte(strings.Replace(manifest, always, `SYSTEM_UPGRADE_JOB_IMAGE_PULL_POLICY: "IfNotPresent"`, 1)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	c.writeInventory(realServerAgentSUC, map[string]any{"sucManifest": mf})
+	r3 := c.k3strap(3*time.Minute, "upgrade", "--via", "suc", "--stall-grace", "10s")
+	defer r3.dump(t)
+	if h, d := sucStall(t, r3); r3.code != 4 || h != "cp1" || d == nil || d.Diagnosis != "suc-image-pull" {
+		t.Fatalf("upgrade --via suc with the IfNotPresent manifest, before the restart: exit %d, stall on %q %+v; want the old Job's suc-image-pull on cp1", r3.code, h, d)
+	}
+	if pp := c.exec(0, "k3s", "kubectl", "get", "configmap", "-n", "system-upgrade", "default-controller-env", "-o", "jsonpath={.data.SYSTEM_UPGRADE_JOB_IMAGE_PULL_POLICY}"); pp != "IfNotPresent" {
+		t.Fatalf("k3strap applied the manifest, yet the pull policy is %q", pp)
+	}
+	c.exec(0, "k3s", "kubectl", "-n", "system-upgrade", "rollout", "restart", "deployment/system-upgrade-controller")
+	c.exec(0, "k3s", "kubectl", "-n", "system-upgrade", "rollout", "status", "deployment/system-upgrade-controller", "--timeout=50s")
+	c.exec(0, "k3s", "kubectl", "-n", "system-upgrade", "delete", "jobs", "--all", "--wait=true", "--timeout=50s")
+
 	t.Run("taint", func(t *testing.T) {
-		c.exec(0, "k3s", "kubectl", "label", "node", "cp1", "k3s-upgrade=disabled")
-		r3 := c.k3strap(3*time.Minute, "upgrade", "--watch", "--stall-grace", "10s")
-		defer r3.dump(t)
-		h, d := sucStall(t, r3)
-		if r3.code != 4 || h != "a1" || d == nil || d.Diagnosis != "suc-job-untolerated-taint" {
-			t.Fatalf("upgrade --watch: exit %d, stall on %q %+v; want exit 4, a1, suc-job-untolerated-taint", r3.code, h, d)
+		r4 := c.k3strap(3*time.Minute, "upgrade", "--watch", "--stall-grace", "20s")
+		defer r4.dump(t)
+		h, d := sucStall(t, r4)
+		if r4.code != 4 || h != "a1" || d == nil || d.Diagnosis != "suc-job-untolerated-taint" {
+			t.Fatalf("upgrade --watch: exit %d, stall on %q %+v; want exit 4, a1, suc-job-untolerated-taint", r4.code, h, d)
 		}
 		if !strings.Contains(d.Message, "dedicated=edge:NoSchedule") {
 			t.Errorf("the diagnosis does not name the taint: %s", d.Message)
@@ -270,6 +294,92 @@ func TestRealUpgradeSUC(t *testing.T) {
 		if !strings.Contains(ev, "untolerated taint") || !strings.Contains(ev, "dedicated=edge:NoSchedule") {
 			t.Errorf("evidence lacks the scheduler's message or the taint: %q", d.Evidence)
 		}
+		// cp1's Job, made with IfNotPresent, completes: cordon by the real kubectl, the script
+		// finding the release in place; the controller uncordons and labels cp1.
+		jobs := c.sucJobs(t, 2*time.Minute, func(j map[string]batchv1.Job) bool { return jobComplete(j["cp1"]) })
+		logs := c.exec(0, "k3s", "kubectl", "logs", "-n", "system-upgrade", "job/"+jobs["cp1"].Name, "--all-containers")
+		t.Logf("cp1's job %s:\n%s", jobs["cp1"].Name, logs)
+		if !strings.Contains(logs, "node/cp1 cordoned") || !strings.Contains(logs, "is already this release") {
+			t.Errorf("cp1's job log lacks the cordon or the script's verdict:\n%s", logs)
+		}
+		c.waitSUCDone(t, "cp1", "k3s-server")
+		if now := c.unitState(0, "k3s"); now != k3sUnit {
+			t.Errorf("K3s on cp1 restarted although its binary is the release: %s, was %s", now, k3sUnit)
+		}
+	})
+
+	t.Run("complete", func(t *testing.T) {
+		c.exec(0, "k3s", "kubectl", "taint", "node", "a1", "dedicated=edge:NoSchedule-")
+		r5 := c.k3strap(4*time.Minute, "upgrade", "--watch", "--stall-grace", "90s")
+		defer r5.dump(t)
+		if r5.code != 0 {
+			h, d := sucStall(t, r5)
+			t.Fatalf("upgrade --watch after the taint went: exit %d (stall on %q %+v), want 0", r5.code, h, d)
+		}
+		reached := false
+		for _, e := range r5.events {
+			if e.Host == "a1" && e.Phase == events.PhaseSUCWatch && e.Step == events.SUCStepUncordon {
+				reached = true
+			}
+		}
+		if !reached {
+			t.Error("the watch reported no uncordon step for a1")
+		}
+		jobs := c.sucJobs(t, time.Minute, func(j map[string]batchv1.Job) bool { return jobComplete(j["a1"]) })
+		logs := c.exec(0, "k3s", "kubectl", "logs", "-n", "system-upgrade", "job/"+jobs["a1"].Name, "--all-containers")
+		t.Logf("a1's job %s:\n%s", jobs["a1"].Name, logs)
+		if !strings.Contains(logs, "Plan k3s-server applies to no node") || !strings.Contains(logs, "node/a1 drained") || !strings.Contains(logs, "is already this release") {
+			t.Errorf("a1's job log lacks the prepare, the drain or the script's verdict:\n%s", logs)
+		}
+		c.waitSUCDone(t, "a1", "k3s-agent")
 	})
 	t.Logf("TestRealUpgradeSUC: %s", time.Since(start).Round(time.Second))
+}
+
+// sucJobs polls SUC's Jobs, by node, until ok holds of them; it fails the test after timeout.
+func (c *testCluster) sucJobs(t *testing.T, timeout time.Duration, ok func(map[string]batchv1.Job) bool) map[string]batchv1.Job {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for {
+		var l batchv1.JobList
+		c.kubectlJSON(0, &l, "get", "jobs", "-n", "system-upgrade")
+		byNode := map[string]batchv1.Job{}
+		for _, j := range l.Items {
+			byNode[j.Labels["upgrade.cattle.io/node"]] = j
+		}
+		if ok(byNode) {
+			return byNode
+		}
+		if time.Now().After(deadline) {
+			pods, _ := c.execErr(0, 30*time.Second, "k3s", "kubectl", "get", "pods", "-n", "system-upgrade", "-o", "wide")
+			t.Fatalf("SUC's jobs not as wanted within %s: %d jobs; pods:\n%s", timeout, len(byNode), pods)
+		}
+		time.Sleep(2 * time.Second)
+	}
+}
+
+func jobComplete(j batchv1.Job) bool {
+	for _, c := range j.Status.Conditions {
+		if c.Type == batchv1.JobComplete && c.Status == "True" {
+			return true
+		}
+	}
+	return false
+}
+
+// waitSUCDone waits (one minute) until node carries the label of plan
+// (plan.upgrade.cattle.io/<plan>) and is schedulable: SUC's mark of a node done.
+func (c *testCluster) waitSUCDone(t *testing.T, node, plan string) {
+	t.Helper()
+	deadline := time.Now().Add(time.Minute)
+	for {
+		n := c.node(node)
+		if _, ok := n.Labels["plan.upgrade.cattle.io/"+plan]; ok && !n.Spec.Unschedulable {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: no label plan.upgrade.cattle.io/%s or still cordoned after a minute: labels %v, unschedulable %v", node, plan, n.Labels, n.Spec.Unschedulable)
+		}
+		time.Sleep(2 * time.Second)
+	}
 }

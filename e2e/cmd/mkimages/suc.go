@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
 	"runtime"
 	"strings"
 
@@ -37,11 +38,11 @@ const sucNote = " Commit " + sucDescribe + " (" + sucCommit + "), the snapshot w
 //go:embed k3supgrade/upgrade.sh
 var upgradeScript []byte
 
-// sucImages are the images `k3strap upgrade --via suc` makes a cluster pull, as far as they
-// can be made here: system-upgrade-controller built from a git directory of its source
-// (b.sucSrc), and rancher/k3s-upgrade holding the K3s binary b.k3sBinary (its tag is that
-// binary's release, as SUC names it from the Plan's version). SUC's kubectl image (cordon and
-// drain init containers) is not among them (docs/testing-stand-ins.md).
+// sucImages are the images `k3strap upgrade --via suc` makes a cluster pull: system-upgrade-
+// controller built from a git directory of its source (b.sucSrc), the kubectl image its Jobs
+// cordon and drain with (the release SUC's manifest names, kubectlProgram), and
+// rancher/k3s-upgrade holding the K3s binary b.k3sBinary (its tag is that binary's release, as
+// SUC names it from the Plan's version).
 func sucImages(b *builder) ([]realImage, error) {
 	if b.k3sBinary == "" {
 		return nil, &missingError{"no K3s binary for rancher/k3s-upgrade: set -k3s-binary or K3S_BINARY (a K3s release's k3s)"}
@@ -50,6 +51,10 @@ func sucImages(b *builder) ([]realImage, error) {
 	if err != nil || rel == "" {
 		return nil, &missingError{fmt.Sprintf("%s: cannot read its K3s release: %v", b.k3sBinary, err)}
 	}
+	kubectlRef, kubectlVersion, err := sucKubectlImage()
+	if err != nil {
+		return nil, err
+	}
 	return []realImage{
 		{
 			Ref:       "docker.io/" + suc.ControllerImage,
@@ -57,6 +62,14 @@ func sucImages(b *builder) ([]realImage, error) {
 			Upstream: "https://github.com/rancher/system-upgrade-controller", Version: sucDescribe, License: "Apache-2.0",
 			Program: sucProgram{}, Path: "/bin/system-upgrade-controller",
 			Entrypoint: []string{"/bin/system-upgrade-controller"}, User: "65534:65534",
+			Dirs: []string{"/tmp/"},
+		},
+		{
+			Ref:       kubectlRef,
+			Component: "kubectl", NamedBy: "templates/suc/manifests/system-upgrade-controller.yaml (SYSTEM_UPGRADE_JOB_KUBECTL_IMAGE: SUC's cordon and drain init containers)",
+			Upstream: "https://github.com/kubernetes/kubernetes/tree/" + kubectlVersion + "/cmd/kubectl", Version: kubectlVersion, License: "Apache-2.0",
+			Program: kubectlProgram{Version: kubectlVersion}, Path: "/bin/kubectl",
+			Entrypoint: []string{"/bin/kubectl"}, Env: []string{imagePATH, "HOME=/tmp"},
 			Dirs: []string{"/tmp/"},
 		},
 		{
@@ -144,4 +157,76 @@ func k3sUpgradeFiles(b *builder) ([]imagearchive.Entry, error) {
 		files = append(files, imagearchive.Entry{Name: l, Link: busyboxPath})
 	}
 	return files, nil
+}
+
+// kubectlImageRe is the kubectl image of SUC's manifest (its config map's
+// SYSTEM_UPGRADE_JOB_KUBECTL_IMAGE).
+var kubectlImageRe = regexp.MustCompile(`(?m)^\s*SYSTEM_UPGRADE_JOB_KUBECTL_IMAGE:\s*"(rancher/kubectl):(v1\.\d+\.\d+)"`)
+
+// sucKubectlImage returns the kubectl image reference SUC's embedded manifest names, fully
+// qualified, and its Kubernetes release.
+func sucKubectlImage() (ref, version string, err error) {
+	m := kubectlImageRe.FindSubmatch(suc.Manifest("system-upgrade-controller.yaml"))
+	if m == nil {
+		return "", "", fmt.Errorf("templates/suc: SUC's manifest names no rancher/kubectl:vX.Y.Z in SYSTEM_UPGRADE_JOB_KUBECTL_IMAGE")
+	}
+	return "docker.io/" + string(m[1]) + ":" + string(m[2]), string(m[2]), nil
+}
+
+// kubectlProgram builds kubectl of Kubernetes release Version: its main package,
+// cmd/kubectl/kubectl.go of k8s.io/kubernetes at Version (module proxy), in a module of its
+// own requiring the staging modules of that release (k8s.io/kubectl, client-go,
+// component-base at v0.Y.Z) — k8s.io/kubernetes itself cannot be built as a dependency (its
+// go.mod replaces them with ./staging) — with the version ldflags of its hack/lib/version.sh.
+type kubectlProgram struct{ Version string }
+
+// staging is the staging modules' version of Kubernetes release v1.Y.Z: v0.Y.Z.
+func (k kubectlProgram) staging() string { return "v0" + strings.TrimPrefix(k.Version, "v1") }
+
+func (k kubectlProgram) ldflags() string {
+	return "-s -w -X k8s.io/client-go/pkg/version.gitVersion=" + k.Version + " -X k8s.io/component-base/version.gitVersion=" + k.Version
+}
+
+func (k kubectlProgram) goMod() string {
+	return fmt.Sprintf("module k3strap.test/kubectl\n\ngo 1.22\n\nrequire (\n\tk8s.io/client-go %[1]s\n\tk8s.io/component-base %[1]s\n\tk8s.io/kubectl %[1]s\n)\n", k.staging())
+}
+
+func (k kubectlProgram) source(ctx context.Context, _ *builder) (built, error) {
+	dir, sum, err := moduleDownload(ctx, kubernetesModule, k.Version)
+	if err != nil {
+		return built{}, err
+	}
+	main, err := os.ReadFile(filepath.Join(dir, "cmd/kubectl/kubectl.go"))
+	if err != nil {
+		return built{}, err
+	}
+	h := sha256.Sum256(main)
+	return built{Digest: fmt.Sprintf("%s@%s %s cmd/kubectl/kubectl.go sha256:%x; k8s.io/kubectl, client-go, component-base %s", kubernetesModule, k.Version, sum, h, k.staging()),
+		Recipe: fmt.Sprintf("cmd/kubectl/kubectl.go of %s@%s in a module requiring k8s.io/kubectl, client-go, component-base %s; go mod tidy; CGO_ENABLED=0 go build -trimpath -ldflags %q (%s)", kubernetesModule, k.Version, k.staging(), k.ldflags(), runtime.Version())}, nil
+}
+
+func (k kubectlProgram) build(ctx context.Context, _ *builder, _ built, out string) error {
+	dir, _, err := moduleDownload(ctx, kubernetesModule, k.Version)
+	if err != nil {
+		return err
+	}
+	main, err := os.ReadFile(filepath.Join(dir, "cmd/kubectl/kubectl.go"))
+	if err != nil {
+		return err
+	}
+	src := filepath.Join(filepath.Dir(out), "src")
+	if err := os.MkdirAll(src, 0o755); err != nil {
+		return err
+	}
+	if err := os.WriteFile(filepath.Join(src, "kubectl.go"), main, 0o644); err != nil {
+		return err
+	}
+	if err := os.WriteFile(filepath.Join(src, "go.mod"), []byte(k.goMod()), 0o644); err != nil {
+		return err
+	}
+	if _, err := run(ctx, src, goEnv, "go", "mod", "tidy"); err != nil {
+		return err
+	}
+	_, err = run(ctx, src, goEnv, "go", "build", "-trimpath", "-ldflags", k.ldflags(), "-o", out, ".")
+	return err
 }
