@@ -148,7 +148,7 @@ func sucStall(t *testing.T, r run) (host string, info *events.ErrorInfo) {
 //     watch stalls on cp1 with suc-image-pull naming rancher/kubectl:v1.30.3 although that
 //     image is in cp1's containerd: Always asks the registry (docs/upgrade.md, Airgap).
 //   - taint: after the fix docs/upgrade.md gives (a manifest pulling IfNotPresent, the
-//     controller restarted, the stuck Jobs deleted), cp1's Job completes — cordoned by the
+//     controller stopped, the stuck Jobs deleted, the controller started), cp1's Job completes — cordoned by the
 //     real kubectl, the upgrade script finding the release in place, K3s not restarted,
 //     uncordoned and labelled by the controller — and the watch stalls on a1 with
 //     suc-job-untolerated-taint naming the taint, from the real scheduler's message.
@@ -257,7 +257,8 @@ func TestRealUpgradeSUC(t *testing.T) {
 	})
 
 	// 2. The fix docs/upgrade.md (Airgap) gives: a manifest whose Jobs pull IfNotPresent; the
-	// controller restarted to read it; the Jobs made with Always deleted (SUC makes them again).
+	// controller stopped, the Jobs made with Always deleted, the controller started again (it
+	// reads its config map when it starts and makes the Jobs again).
 	manifest := string(suc.ControllerManifests(suc.Options{}))
 	always := `SYSTEM_UPGRADE_JOB_IMAGE_PULL_POLICY: "Always"`
 	if !strings.Contains(manifest, always) {
@@ -276,9 +277,15 @@ func TestRealUpgradeSUC(t *testing.T) {
 	if pp := c.exec(0, "k3s", "kubectl", "get", "configmap", "-n", "system-upgrade", "default-controller-env", "-o", "jsonpath={.data.SYSTEM_UPGRADE_JOB_IMAGE_PULL_POLICY}"); pp != "IfNotPresent" {
 		t.Fatalf("k3strap applied the manifest, yet the pull policy is %q", pp)
 	}
-	c.exec(0, "k3s", "kubectl", "-n", "system-upgrade", "rollout", "restart", "deployment/system-upgrade-controller")
-	c.exec(0, "k3s", "kubectl", "-n", "system-upgrade", "rollout", "status", "deployment/system-upgrade-controller", "--timeout=50s")
-	c.exec(0, "k3s", "kubectl", "-n", "system-upgrade", "delete", "jobs", "--all", "--wait=true", "--timeout=50s")
+	for _, args := range [][]string{
+		{"scale", "deployment/system-upgrade-controller", "--replicas=0"},
+		{"wait", "--for=delete", "pod", "-l", "upgrade.cattle.io/controller=system-upgrade-controller", "--timeout=50s"},
+		{"delete", "jobs", "--all", "--wait=true", "--timeout=50s"},
+		{"scale", "deployment/system-upgrade-controller", "--replicas=1"},
+		{"rollout", "status", "deployment/system-upgrade-controller", "--timeout=50s"},
+	} {
+		c.exec(0, append([]string{"k3s", "kubectl", "-n", "system-upgrade"}, args...)...)
+	}
 
 	t.Run("taint", func(t *testing.T) {
 		r4 := c.k3strap(3*time.Minute, "upgrade", "--watch", "--stall-grace", "20s")
