@@ -199,7 +199,7 @@ func TestRealUpgradeSUC(t *testing.T) {
 	}
 
 	t.Run("images", func(t *testing.T) {
-		pods := c.waitPods("system-upgrade", "upgrade.cattle.io/controller=system-upgrade-controller", 1, 2*time.Minute)
+		pods := c.waitPods("system-upgrade", "app.kubernetes.io/name=system-upgrade-controller", 1, 2*time.Minute)
 		ref := "docker.io/rancher/system-upgrade-controller:v0.20.1"
 		if got := pods[0].Status.ContainerStatuses[0].Image; got != ref {
 			t.Errorf("controller runs %s, want %s", got, ref)
@@ -279,7 +279,7 @@ func TestRealUpgradeSUC(t *testing.T) {
 	}
 	for _, args := range [][]string{
 		{"scale", "deployment/system-upgrade-controller", "--replicas=0"},
-		{"wait", "--for=delete", "pod", "-l", "upgrade.cattle.io/controller=system-upgrade-controller", "--timeout=50s"},
+		{"wait", "--for=delete", "pod", "-l", "app.kubernetes.io/name=system-upgrade-controller", "--timeout=50s"},
 		{"delete", "jobs", "--all", "--wait=true", "--timeout=50s"},
 		{"scale", "deployment/system-upgrade-controller", "--replicas=1"},
 		{"rollout", "status", "deployment/system-upgrade-controller", "--timeout=50s"},
