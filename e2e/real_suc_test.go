@@ -287,13 +287,14 @@ func TestRealUpgradeSUC(t *testing.T) {
 		c.exec(0, append([]string{"k3s", "kubectl", "-n", "system-upgrade"}, args...)...)
 	}
 
-	t.Run("taint", func(t *testing.T) {
-		r4 := c.k3strap(3*time.Minute, "upgrade", "--watch", "--stall-grace", "20s")
-		defer r4.dump(t)
-		h, d := sucStall(t, r4)
-		if r4.code != 4 || h != "a1" || d == nil || d.Diagnosis != "suc-job-untolerated-taint" {
-			t.Fatalf("upgrade --watch: exit %d, stall on %q %+v; want exit 4, a1, suc-job-untolerated-taint", r4.code, h, d)
-		}
+	// taint: the controller makes both Jobs again (a watch started before would find no Job
+	// and the nodes on the release: done); cp1's completes, a1's stays Pending on the taint.
+	c.sucJobs(t, time.Minute, func(j map[string]batchv1.Job) bool { return j["cp1"].Name != "" && j["a1"].Name != "" })
+	r4 := c.k3strap(3*time.Minute, "upgrade", "--watch", "--stall-grace", "20s")
+	defer r4.dump(t)
+	if h, d := sucStall(t, r4); r4.code != 4 || h != "a1" || d == nil || d.Diagnosis != "suc-job-untolerated-taint" {
+		t.Fatalf("upgrade --watch: exit %d, stall on %q %+v; want exit 4, a1, suc-job-untolerated-taint\n%s", r4.code, h, d, c.sucState())
+	} else {
 		if !strings.Contains(d.Message, "dedicated=edge:NoSchedule") {
 			t.Errorf("the diagnosis does not name the taint: %s", d.Message)
 		}
@@ -301,46 +302,55 @@ func TestRealUpgradeSUC(t *testing.T) {
 		if !strings.Contains(ev, "untolerated taint") || !strings.Contains(ev, "dedicated=edge:NoSchedule") {
 			t.Errorf("evidence lacks the scheduler's message or the taint: %q", d.Evidence)
 		}
-		// cp1's Job, made with IfNotPresent, completes: cordon by the real kubectl, the script
-		// finding the release in place; the controller uncordons and labels cp1.
-		jobs := c.sucJobs(t, 2*time.Minute, func(j map[string]batchv1.Job) bool { return jobComplete(j["cp1"]) })
-		logs := c.exec(0, "k3s", "kubectl", "logs", "-n", "system-upgrade", "job/"+jobs["cp1"].Name, "--all-containers")
-		t.Logf("cp1's job %s:\n%s", jobs["cp1"].Name, logs)
-		if !strings.Contains(logs, "node/cp1 cordoned") || !strings.Contains(logs, "is already this release") {
-			t.Errorf("cp1's job log lacks the cordon or the script's verdict:\n%s", logs)
-		}
-		c.waitSUCDone(t, "cp1", "k3s-server")
-		if now := c.unitState(0, "k3s"); now != k3sUnit {
-			t.Errorf("K3s on cp1 restarted although its binary is the release: %s, was %s", now, k3sUnit)
-		}
-	})
+	}
+	// cp1's Job, made with IfNotPresent, completes: cordon by the real kubectl, the script
+	// finding the release in place; the controller uncordons and labels cp1.
+	jobs := c.sucJobs(t, 2*time.Minute, func(j map[string]batchv1.Job) bool { return jobComplete(j["cp1"]) })
+	logs := c.exec(0, "k3s", "kubectl", "logs", "-n", "system-upgrade", "job/"+jobs["cp1"].Name, "--all-containers")
+	t.Logf("cp1's job %s:\n%s", jobs["cp1"].Name, logs)
+	if !strings.Contains(logs, "node/cp1 cordoned") || !strings.Contains(logs, "is already this release") {
+		t.Errorf("cp1's job log lacks the cordon or the script's verdict:\n%s", logs)
+	}
+	c.waitSUCDone(t, "cp1", "k3s-server")
+	if now := c.unitState(0, "k3s"); now != k3sUnit {
+		t.Errorf("K3s on cp1 restarted although its binary is the release: %s, was %s", now, k3sUnit)
+	}
 
-	t.Run("complete", func(t *testing.T) {
-		c.exec(0, "k3s", "kubectl", "taint", "node", "a1", "dedicated=edge:NoSchedule-")
-		r5 := c.k3strap(4*time.Minute, "upgrade", "--watch", "--stall-grace", "90s")
-		defer r5.dump(t)
-		if r5.code != 0 {
-			h, d := sucStall(t, r5)
-			t.Fatalf("upgrade --watch after the taint went: exit %d (stall on %q %+v), want 0", r5.code, h, d)
+	// complete: with the taint gone, a1's Job runs: prepare (the server Plan done), drain by
+	// the real kubectl, the script; the watch ends with every node done.
+	c.exec(0, "k3s", "kubectl", "taint", "node", "a1", "dedicated=edge:NoSchedule-")
+	r5 := c.k3strap(3*time.Minute, "upgrade", "--watch", "--stall-grace", "60s", "--timeout", "150s")
+	defer r5.dump(t)
+	if r5.code != 0 {
+		h, d := sucStall(t, r5)
+		t.Fatalf("upgrade --watch after the taint went: exit %d (stall on %q %+v), want 0\n%s", r5.code, h, d, c.sucState())
+	}
+	reached := false
+	for _, e := range r5.events {
+		if e.Host == "a1" && e.Phase == events.PhaseSUCWatch && e.Step == events.SUCStepUncordon {
+			reached = true
 		}
-		reached := false
-		for _, e := range r5.events {
-			if e.Host == "a1" && e.Phase == events.PhaseSUCWatch && e.Step == events.SUCStepUncordon {
-				reached = true
-			}
-		}
-		if !reached {
-			t.Error("the watch reported no uncordon step for a1")
-		}
-		jobs := c.sucJobs(t, time.Minute, func(j map[string]batchv1.Job) bool { return jobComplete(j["a1"]) })
-		logs := c.exec(0, "k3s", "kubectl", "logs", "-n", "system-upgrade", "job/"+jobs["a1"].Name, "--all-containers")
-		t.Logf("a1's job %s:\n%s", jobs["a1"].Name, logs)
-		if !strings.Contains(logs, "Plan k3s-server applies to no node") || !strings.Contains(logs, "node/a1 drained") || !strings.Contains(logs, "is already this release") {
-			t.Errorf("a1's job log lacks the prepare, the drain or the script's verdict:\n%s", logs)
-		}
-		c.waitSUCDone(t, "a1", "k3s-agent")
-	})
+	}
+	if !reached {
+		t.Error("the watch reported no uncordon step for a1")
+	}
+	jobs = c.sucJobs(t, time.Minute, func(j map[string]batchv1.Job) bool { return jobComplete(j["a1"]) })
+	logs = c.exec(0, "k3s", "kubectl", "logs", "-n", "system-upgrade", "job/"+jobs["a1"].Name, "--all-containers")
+	t.Logf("a1's job %s:\n%s", jobs["a1"].Name, logs)
+	if !strings.Contains(logs, "Plan k3s-server applies to no node") || !strings.Contains(logs, "node/a1 drained") || !strings.Contains(logs, "is already this release") {
+		t.Errorf("a1's job log lacks the prepare, the drain or the script's verdict:\n%s", logs)
+	}
+	c.waitSUCDone(t, "a1", "k3s-agent")
 	t.Logf("TestRealUpgradeSUC: %s", time.Since(start).Round(time.Second))
+}
+
+// sucState is what SUC's namespace holds (Plans, Jobs, pods) and the logs of its Job pods,
+// for a failure message.
+func (c *testCluster) sucState() string {
+	st, _ := c.execErr(0, 30*time.Second, "k3s", "kubectl", "get", "plans,jobs,pods", "-n", "system-upgrade", "-o", "wide")
+	logs, _ := c.execErr(0, 30*time.Second, "k3s", "kubectl", "logs", "-n", "system-upgrade", "-l", "upgrade.cattle.io/plan", "--all-containers", "--prefix", "--tail", "20")
+	plans, _ := c.execErr(0, 30*time.Second, "k3s", "kubectl", "get", "plans", "-n", "system-upgrade", "-o", "jsonpath={range .items[*]}{.metadata.name}: {.status}{\"\\n\"}{end}")
+	return st + "\n" + plans + "\nlogs:\n" + logs
 }
 
 // sucJobs polls SUC's Jobs, by node, until ok holds of them; it fails the test after timeout.
@@ -358,8 +368,7 @@ func (c *testCluster) sucJobs(t *testing.T, timeout time.Duration, ok func(map[s
 			return byNode
 		}
 		if time.Now().After(deadline) {
-			pods, _ := c.execErr(0, 30*time.Second, "k3s", "kubectl", "get", "pods", "-n", "system-upgrade", "-o", "wide")
-			t.Fatalf("SUC's jobs not as wanted within %s: %d jobs; pods:\n%s", timeout, len(byNode), pods)
+			t.Fatalf("SUC's jobs not as wanted within %s: %d jobs\n%s", timeout, len(byNode), c.sucState())
 		}
 		time.Sleep(2 * time.Second)
 	}
