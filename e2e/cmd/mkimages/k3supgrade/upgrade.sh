@@ -29,7 +29,10 @@ k3s_pid() {
 
 upgrade() {
 	pid=$(k3s_pid) || fatal "no k3s server or agent process on this host"
-	bin=$(tr '\0' '\n' <"/proc/$pid/cmdline" | head -n 1)
+	# K3s rewrites its process title: the command line may be one string "/usr/local/bin/k3s
+	# server ..." as well as separate arguments; the binary is its first word either way.
+	set -- $(tr '\0' ' ' <"/proc/$pid/cmdline")
+	bin=$1
 	case "$bin" in /*) ;; *) fatal "k3s (pid $pid) was started as $bin, not by an absolute path" ;; esac
 	host_bin=/host$bin
 	[ -f "$host_bin" ] || fatal "$bin not found on the host"
