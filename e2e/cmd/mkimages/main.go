@@ -18,11 +18,11 @@
 //	mkimages real-list
 //	    the references `real` writes, one a line.
 //	mkimages real-suc [-cache DIR] [-suc-src GITDIR] [-k3s-binary FILE] [-timeout D] OUT.tar.zst
-//	    the images `k3strap upgrade --via suc` makes a cluster pull, as far as they can be made
-//	    here (suc.go): system-upgrade-controller built from a git directory of its source
-//	    (-suc-src, default $SYSTEM_UPGRADE_CONTROLLER_SRC; the module proxy refuses it), and
-//	    rancher/k3s-upgrade with the K3s binary -k3s-binary (default $K3S_BINARY), tagged
-//	    with its release. A separate archive: its inputs are not on every machine, and only
+//	    the images `k3strap upgrade --via suc` makes a cluster pull (suc.go):
+//	    system-upgrade-controller built from a git directory of its source (-suc-src, default
+//	    $SYSTEM_UPGRADE_CONTROLLER_SRC; the module proxy refuses it), the kubectl its Jobs
+//	    cordon and drain with (module proxy), and rancher/k3s-upgrade with the K3s binary
+//	    -k3s-binary (default $K3S_BINARY), tagged with its release. A separate archive: its inputs are not on every machine, and only
 //	    the SUC tests upload it.
 //
 // Exit status: 0 done, 1 a build failed, 2 bad usage, 3 a build input is missing on this
