@@ -148,10 +148,11 @@ func sucStall(t *testing.T, r run) (host string, info *events.ErrorInfo) {
 //     watch stalls on cp1 with suc-image-pull naming rancher/kubectl:v1.30.3 although that
 //     image is in cp1's containerd: Always asks the registry (docs/upgrade.md, Airgap).
 //   - taint: after the fix docs/upgrade.md gives (a manifest pulling IfNotPresent, the
-//     controller stopped, the stuck Jobs deleted, the controller started), cp1's Job completes — cordoned by the
-//     real kubectl, the upgrade script finding the release in place, K3s not restarted,
-//     uncordoned and labelled by the controller — and the watch stalls on a1 with
-//     suc-job-untolerated-taint naming the taint, from the real scheduler's message.
+//     controller stopped, the stuck Jobs deleted, the controller started), cp1's Job
+//     completes — cordoned by the real kubectl, the upgrade script finding the release in
+//     place, K3s not restarted, uncordoned and labelled by the controller — and the watch
+//     stalls on a1 with suc-job-untolerated-taint naming the taint, from the real
+//     scheduler's message.
 //   - complete: with the taint gone, `upgrade --watch` ends with exit 0: a1 prepared (the
 //     server Plan done), drained by the real kubectl, its Job complete, uncordoned and labelled.
 func TestRealUpgradeSUC(t *testing.T) {
