@@ -91,6 +91,7 @@ type Options struct {
 var (
 	controllerImageRE = regexp.MustCompile(`(?m)^(\s*image:\s*)rancher/system-upgrade-controller:\S+`)
 	kubectlImageRE    = regexp.MustCompile(`(?m)^(\s*SYSTEM_UPGRADE_JOB_KUBECTL_IMAGE:\s*)"[^"]*"`)
+	docSeparatorRE    = regexp.MustCompile(`(?m)^---\s*$`)
 )
 
 // ControllerManifests returns the multi-document YAML that installs SUC: the Plan CRD, the
@@ -119,9 +120,53 @@ func ControllerManifests(o Options) []byte {
 		ctl = kubectlImageRE.ReplaceAll(ctl, []byte(fmt.Sprintf("${1}%q", o.KubectlImage)))
 	}
 	add(ctl)
-	add(Manifest("clusterrole.yaml"))
-	add(Manifest("clusterrolebinding.yaml"))
+	for _, f := range []string{"clusterrole.yaml", "clusterrolebinding.yaml"} {
+		add(inNamespace(Manifest(f)))
+	}
 	return buf.Bytes()
+}
+
+// inNamespace does to the multi-document YAML b what the `namespace: system-upgrade` of SUC's
+// kustomization.yaml does to it (upstream applies manifests/ through kustomize, `kubectl apply
+// -k`, and its release manifest is that build): the Role and RoleBinding, which name no
+// namespace, go into Namespace, and every ServiceAccount subject of a binding that names no
+// namespace gets Namespace. Applied as they are, the API server refuses the ClusterRoleBindings
+// ("subjects[0].namespace: Required value") and the Role lands in the default namespace.
+// The embedded files are well-formed (TestControllerManifests), so a document that does not
+// decode is left as it is.
+func inNamespace(b []byte) []byte {
+	var out bytes.Buffer
+	for _, doc := range docSeparatorRE.Split(string(b), -1) {
+		if strings.TrimSpace(doc) == "" {
+			continue
+		}
+		var obj map[string]any
+		if err := yaml.Unmarshal([]byte(doc), &obj); err != nil || obj == nil {
+			out.WriteString("---\n" + strings.TrimSpace(doc) + "\n")
+			continue
+		}
+		switch obj["kind"] {
+		case "Role", "RoleBinding":
+			if md, ok := obj["metadata"].(map[string]any); ok && md["namespace"] == nil {
+				md["namespace"] = Namespace
+			}
+		}
+		if subjects, ok := obj["subjects"].([]any); ok {
+			for _, sub := range subjects {
+				if m, ok := sub.(map[string]any); ok && m["kind"] == "ServiceAccount" && m["namespace"] == nil {
+					m["namespace"] = Namespace
+				}
+			}
+		}
+		y, err := yaml.Marshal(obj)
+		if err != nil {
+			out.WriteString("---\n" + strings.TrimSpace(doc) + "\n")
+			continue
+		}
+		out.WriteString("---\n")
+		out.Write(y)
+	}
+	return out.Bytes()
 }
 
 // plan is the subset of upgrade.cattle.io/v1 Plan k3strap writes.

@@ -72,6 +72,39 @@ func TestControllerManifests(t *testing.T) {
 			t.Errorf("controller manifests lack %q", want)
 		}
 	}
+	// As SUC's kustomization (namespace: system-upgrade) would: every namespaced object and
+	// every ServiceAccount subject in the namespace; the API server refuses a
+	// ClusterRoleBinding whose ServiceAccount subject names none.
+	for _, doc := range strings.Split(s, "\n---\n") {
+		var obj struct {
+			Kind     string `json:"kind"`
+			Metadata struct {
+				Name      string `json:"name"`
+				Namespace string `json:"namespace"`
+			} `json:"metadata"`
+			Subjects []struct {
+				Kind      string `json:"kind"`
+				Namespace string `json:"namespace"`
+			} `json:"subjects"`
+		}
+		if err := yaml.Unmarshal([]byte(doc), &obj); err != nil {
+			t.Fatalf("a document does not decode: %v\n%s", err, doc)
+		}
+		switch obj.Kind {
+		case "Role", "RoleBinding", "ServiceAccount", "ConfigMap", "Deployment":
+			if obj.Metadata.Namespace != Namespace {
+				t.Errorf("%s %s in namespace %q, want %s", obj.Kind, obj.Metadata.Name, obj.Metadata.Namespace, Namespace)
+			}
+		}
+		for _, sub := range obj.Subjects {
+			if sub.Kind == "ServiceAccount" && sub.Namespace != Namespace {
+				t.Errorf("%s %s: ServiceAccount subject in namespace %q, want %s", obj.Kind, obj.Metadata.Name, sub.Namespace, Namespace)
+			}
+		}
+	}
+	if n := strings.Count(s, "kind: RoleBinding") + strings.Count(s, "kind: ClusterRoleBinding"); n != 3 {
+		t.Errorf("%d bindings, want SUC's 3", n)
+	}
 	if strings.Contains(s, "v0.14.0") {
 		t.Error("controller image not pinned to " + Version)
 	}

@@ -34,7 +34,10 @@ const recipeVersion = "1"
 type builder struct {
 	cacheDir     string
 	localPathSrc string
-	log          io.Writer
+	// sucSrc is a git directory of system-upgrade-controller, k3sBinary a K3s binary (for
+	// sucImages).
+	sucSrc, k3sBinary string
+	log               io.Writer
 }
 
 // program is how one image's program is made.
@@ -64,11 +67,11 @@ type missingError struct{ msg string }
 
 func (e *missingError) Error() string { return e.msg }
 
-// writeArchive builds (or takes from the cache) every program of realImages and writes the
-// images into the archive out.
-func (b *builder) writeArchive(ctx context.Context, out string) error {
+// writeArchive builds (or takes from the cache) the program of every image of list (realImages
+// or sucImages) and writes the images into the archive out.
+func (b *builder) writeArchive(ctx context.Context, out string, list []realImage) error {
 	images := map[string]v1.Image{}
-	for _, im := range realImages {
+	for _, im := range list {
 		p, err := b.program(ctx, im)
 		if err != nil {
 			return fmt.Errorf("%s: %w", im.Ref, err)
@@ -87,8 +90,8 @@ func (b *builder) writeArchive(ctx context.Context, out string) error {
 	return imagearchive.Write(out, images)
 }
 
-// image makes im's image of its program p: one layer with the program, its links and
-// directories.
+// image makes im's image of its program p: one layer with the program, its links, its other
+// files and directories.
 func (b *builder) image(im realImage, p built) (v1.Image, error) {
 	var links []string
 	if im.Links != nil {
@@ -97,7 +100,17 @@ func (b *builder) image(im realImage, p built) (v1.Image, error) {
 			return nil, err
 		}
 	}
+	var files []imagearchive.Entry
+	if im.Files != nil {
+		var err error
+		if files, err = im.Files(b); err != nil {
+			return nil, err
+		}
+	}
 	paths := append([]string{im.Path}, links...)
+	for _, f := range files {
+		paths = append(paths, f.Name)
+	}
 	for _, d := range im.Dirs {
 		paths = append(paths, d+"-") // a name inside d, so that dirsOf lists d and its parents
 	}
@@ -113,6 +126,7 @@ func (b *builder) image(im realImage, p built) (v1.Image, error) {
 	for _, l := range links {
 		entries = append(entries, imagearchive.Entry{Name: l, Link: im.Path})
 	}
+	entries = append(entries, files...)
 	layer, err := imagearchive.Layer(entries)
 	if err != nil {
 		return nil, err

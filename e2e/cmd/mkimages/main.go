@@ -17,6 +17,13 @@
 //	    from the Go module proxy, which refuses v0.0.36; its labels say which.
 //	mkimages real-list
 //	    the references `real` writes, one a line.
+//	mkimages real-suc [-cache DIR] [-suc-src GITDIR] [-k3s-binary FILE] [-timeout D] OUT.tar.zst
+//	    the images `k3strap upgrade --via suc` makes a cluster pull (suc.go):
+//	    system-upgrade-controller built from a git directory of its source (-suc-src, default
+//	    $SYSTEM_UPGRADE_CONTROLLER_SRC; the module proxy refuses it), the kubectl its Jobs
+//	    cordon and drain with (module proxy), and rancher/k3s-upgrade with the K3s binary
+//	    -k3s-binary (default $K3S_BINARY), tagged with its release. A separate archive: its inputs are not on every machine, and only
+//	    the SUC tests upload it.
 //
 // Exit status: 0 done, 1 a build failed, 2 bad usage, 3 a build input is missing on this
 // machine (the message names it and how to get it).
@@ -43,6 +50,8 @@ func main() {
 		switch os.Args[1] {
 		case "real":
 			os.Exit(realMain(os.Args[2:]))
+		case "real-suc":
+			os.Exit(realSUCMain(os.Args[2:]))
 		case "real-list":
 			for _, im := range realImages {
 				fmt.Println(im.Ref)
@@ -78,8 +87,40 @@ func realMain(args []string) int {
 	ctx, cancel := context.WithTimeout(ctx, *timeout)
 	defer cancel()
 	b := &builder{cacheDir: *cache, localPathSrc: *lpp, log: os.Stderr}
-	if err := b.writeArchive(ctx, fs.Arg(0)); err != nil {
-		fmt.Fprintln(os.Stderr, "mkimages real:", err)
+	return finish(ctx, "mkimages real", b.writeArchive(ctx, fs.Arg(0), realImages))
+}
+
+// realSUCMain is `mkimages real-suc`; it returns the exit status.
+func realSUCMain(args []string) int {
+	fs := flag.NewFlagSet("mkimages real-suc", flag.ContinueOnError)
+	cache := fs.String("cache", "", "cache the built programs in `DIR`, keyed by source digest (default: no cache)")
+	src := fs.String("suc-src", os.Getenv("SYSTEM_UPGRADE_CONTROLLER_SRC"), "a git directory of github.com/rancher/system-upgrade-controller holding commit "+sucCommit[:7]+" (default $SYSTEM_UPGRADE_CONTROLLER_SRC)")
+	bin := fs.String("k3s-binary", os.Getenv("K3S_BINARY"), "the K3s binary of rancher/k3s-upgrade (default $K3S_BINARY)")
+	timeout := fs.Duration("timeout", 30*time.Minute, "give up after `D`")
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	if fs.NArg() != 1 {
+		fmt.Fprintln(os.Stderr, "usage: mkimages real-suc [-cache DIR] [-suc-src GITDIR] [-k3s-binary FILE] [-timeout D] OUT.tar.zst")
+		return 2
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	ctx, cancel := context.WithTimeout(ctx, *timeout)
+	defer cancel()
+	b := &builder{cacheDir: *cache, sucSrc: *src, k3sBinary: *bin, log: os.Stderr}
+	list, err := sucImages(b)
+	if err == nil {
+		err = b.writeArchive(ctx, fs.Arg(0), list)
+	}
+	return finish(ctx, "mkimages real-suc", err)
+}
+
+// finish reports err of the command what and returns the exit status: 3 for a missing build
+// input, 130 when interrupted, 1 for another failure.
+func finish(ctx context.Context, what string, err error) int {
+	if err != nil {
+		fmt.Fprintln(os.Stderr, what+":", err)
 		var m *missingError
 		if errors.As(err, &m) {
 			return 3

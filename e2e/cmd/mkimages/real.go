@@ -10,6 +10,8 @@ import (
 	"strings"
 
 	v1 "github.com/google/go-containerregistry/pkg/v1"
+
+	"github.com/k3strap/k3strap/e2e/cmd/internal/imagearchive"
 )
 
 // realImage is one image of the real archive: the exact reference K3s v1.36.3+k3s1 names, the
@@ -29,6 +31,8 @@ type realImage struct {
 	// Path is where the program lies in the image; Links are paths linked to it.
 	Path  string
 	Links func(b *builder) ([]string, error)
+	// Files are other files of the image (each with its mode; links by Link), or nil.
+	Files func(b *builder) ([]imagearchive.Entry, error)
 	// Entrypoint, Cmd, User, Ports and Env are the image's configuration, as upstream's
 	// Dockerfile sets them.
 	Entrypoint, Cmd []string

@@ -1,0 +1,232 @@
+// Copyright The k3strap Authors.
+// SPDX-License-Identifier: Apache-2.0
+
+package main
+
+import (
+	"context"
+	"crypto/sha256"
+	_ "embed"
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"runtime"
+	"strings"
+
+	"github.com/k3strap/k3strap/e2e/cmd/internal/imagearchive"
+	"github.com/k3strap/k3strap/k3s"
+	"github.com/k3strap/k3strap/templates/suc"
+)
+
+// The system-upgrade-controller source built: the snapshot whose manifests templates/suc
+// embeds (templates/suc/SOURCE.md: v0.20.1-22-gd357e23). k3strap deploys it under the
+// reference of release suc.Version; the 22 commits after that tag change dependencies, README
+// and CI files only (`git diff --stat v0.20.1 d357e23`), and the image's labels say which
+// commit it holds.
+const (
+	sucModule   = "github.com/rancher/system-upgrade-controller"
+	sucCommit   = "d357e2302999662071e0467b96e94f31b5c470ba"
+	sucDescribe = "v0.20.1-22-gd357e23"
+)
+
+// sucNote ends the description of the controller's image.
+const sucNote = " Commit " + sucDescribe + " (" + sucCommit + "), the snapshot whose manifests k3strap embeds, under the reference of release " + suc.Version + ": the commits between them change dependencies, README and CI files only."
+
+// upgradeScript is the k3s-upgrade image's /bin/upgrade.sh (k3strap's, see its header).
+//
+//go:embed k3supgrade/upgrade.sh
+var upgradeScript []byte
+
+// sucImages are the images `k3strap upgrade --via suc` makes a cluster pull: system-upgrade-
+// controller built from a git directory of its source (b.sucSrc), the kubectl image its Jobs
+// cordon and drain with (the release SUC's manifest names, kubectlProgram), and
+// rancher/k3s-upgrade holding the K3s binary b.k3sBinary (its tag is that binary's release, as
+// SUC names it from the Plan's version).
+func sucImages(b *builder) ([]realImage, error) {
+	if b.k3sBinary == "" {
+		return nil, &missingError{"no K3s binary for rancher/k3s-upgrade: set -k3s-binary or K3S_BINARY (a K3s release's k3s)"}
+	}
+	rel, err := k3s.BinaryReleaseFile(b.k3sBinary)
+	if err != nil || rel == "" {
+		return nil, &missingError{fmt.Sprintf("%s: cannot read its K3s release: %v", b.k3sBinary, err)}
+	}
+	kubectlRef, kubectlVersion, err := sucKubectlImage()
+	if err != nil {
+		return nil, err
+	}
+	return []realImage{
+		{
+			Ref:       "docker.io/" + suc.ControllerImage,
+			Component: "system-upgrade-controller", NamedBy: "templates/suc (the controller Deployment k3strap applies)",
+			Upstream: "https://github.com/rancher/system-upgrade-controller", Version: sucDescribe, License: "Apache-2.0",
+			Program: sucProgram{}, Path: "/bin/system-upgrade-controller",
+			Entrypoint: []string{"/bin/system-upgrade-controller"}, User: "65534:65534",
+			Dirs: []string{"/tmp/"},
+		},
+		{
+			Ref:       kubectlRef,
+			Component: "kubectl", NamedBy: "templates/suc/manifests/system-upgrade-controller.yaml (SYSTEM_UPGRADE_JOB_KUBECTL_IMAGE: SUC's cordon and drain init containers)",
+			Upstream: "https://github.com/kubernetes/kubernetes/tree/" + kubectlVersion + "/cmd/kubectl", Version: kubectlVersion, License: "Apache-2.0",
+			Program: kubectlProgram{Version: kubectlVersion}, Path: "/bin/kubectl",
+			Entrypoint: []string{"/bin/kubectl"}, Env: []string{imagePATH, "HOME=/tmp"},
+			Dirs: []string{"/tmp/"},
+		},
+		{
+			Ref:       "docker.io/" + suc.UpgradeImage + ":" + strings.ReplaceAll(rel, "+", "-"),
+			Component: "k3s-upgrade (K3s binary and k3strap's upgrade script)", NamedBy: "templates/suc (the Plans' upgrade and prepare image, tagged by SUC with the Plan's version)",
+			Upstream: "https://github.com/k3s-io/k3s", Version: rel, License: "Apache-2.0",
+			Program: k3sBinaryProgram{}, Path: "/opt/k3s", Files: k3sUpgradeFiles,
+			Entrypoint: []string{"/bin/upgrade.sh"}, Cmd: []string{"upgrade"}, Env: []string{imagePATH},
+			Dirs: []string{"/tmp/", "/host/"},
+		},
+	}, nil
+}
+
+// sucProgram builds system-upgrade-controller at sucCommit from a git directory of its
+// repository (the module proxy refuses the module: 403), as its package/Dockerfile does:
+// CGO_ENABLED=0 go build with the version and commit in pkg/version, its dependencies
+// through the module proxy (its go.mod and go.sum).
+type sucProgram struct{}
+
+func (sucProgram) source(ctx context.Context, b *builder) (built, error) {
+	if b.sucSrc == "" {
+		return built{}, &missingError{"no source for system-upgrade-controller (the module proxy refuses " + sucModule + "): set -suc-src or SYSTEM_UPGRADE_CONTROLLER_SRC to a git directory of its repository holding commit " + sucCommit}
+	}
+	if _, err := run(ctx, "/", nil, "git", "--git-dir="+b.sucSrc, "cat-file", "-e", sucCommit+"^{commit}"); err != nil {
+		return built{}, &missingError{fmt.Sprintf("%s: commit %s (%s) not found: %v", b.sucSrc, sucCommit, sucDescribe, err)}
+	}
+	return built{Digest: sucModule + "@" + sucDescribe + " commit " + sucCommit, Version: sucDescribe, Note: sucNote,
+		Recipe: fmt.Sprintf("git archive %s; CGO_ENABLED=0 go build -trimpath -ldflags %q . (%s)", sucCommit[:7], sucLDFlags(), runtime.Version())}, nil
+}
+
+func sucLDFlags() string {
+	return "-X " + sucModule + "/pkg/version.Version=" + sucDescribe + " -X " + sucModule + "/pkg/version.GitCommit=" + sucCommit[:7] + " -s"
+}
+
+func (sucProgram) build(ctx context.Context, b *builder, _ built, out string) error {
+	src := filepath.Join(filepath.Dir(out), "src")
+	if err := os.MkdirAll(src, 0o755); err != nil {
+		return err
+	}
+	if _, err := run(ctx, "/", nil, "sh", "-c", `git --git-dir="$1" archive "$2" | tar -x -C "$3"`, "sh", b.sucSrc, sucCommit, src); err != nil {
+		return err
+	}
+	_, err := run(ctx, src, goEnv, "go", "build", "-trimpath", "-ldflags", sucLDFlags(), "-o", out, ".")
+	return err
+}
+
+// k3sBinaryProgram is the K3s binary b.k3sBinary, copied.
+type k3sBinaryProgram struct{}
+
+func (k3sBinaryProgram) source(ctx context.Context, b *builder) (built, error) {
+	bb, err := busyboxProgram{}.source(ctx, b)
+	if err != nil {
+		return built{}, err
+	}
+	bin, err := os.ReadFile(b.k3sBinary)
+	if err != nil {
+		return built{}, &missingError{err.Error()}
+	}
+	h, s := sha256.Sum256(bin), sha256.Sum256(upgradeScript)
+	return built{Digest: fmt.Sprintf("k3s sha256:%x, upgrade.sh sha256:%x, %s", h, s, bb.Digest),
+		Recipe: "the K3s release binary copied to /opt/k3s; k3strap's upgrade.sh (e2e/cmd/mkimages/k3supgrade, written from the documented behaviour of rancher/k3s-upgrade, not upstream's script); " + bb.Recipe + " as its shell"}, nil
+}
+
+func (k3sBinaryProgram) build(_ context.Context, b *builder, _ built, out string) error {
+	bin, err := os.ReadFile(b.k3sBinary)
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(out, bin, 0o755)
+}
+
+// k3sUpgradeFiles are the k3s-upgrade image's script and its shell: Debian's busybox-static
+// at /bin/busybox with a link per applet.
+func k3sUpgradeFiles(b *builder) ([]imagearchive.Entry, error) {
+	body, err := os.ReadFile(busyboxPath)
+	if err != nil {
+		return nil, err
+	}
+	links, err := busyboxLinks(b)
+	if err != nil {
+		return nil, err
+	}
+	files := []imagearchive.Entry{{Name: busyboxPath, Mode: 0o755, Body: body}, {Name: "/bin/upgrade.sh", Mode: 0o755, Body: upgradeScript}}
+	for _, l := range links {
+		files = append(files, imagearchive.Entry{Name: l, Link: busyboxPath})
+	}
+	return files, nil
+}
+
+// kubectlImageRe is the kubectl image of SUC's manifest (its config map's
+// SYSTEM_UPGRADE_JOB_KUBECTL_IMAGE).
+var kubectlImageRe = regexp.MustCompile(`(?m)^\s*SYSTEM_UPGRADE_JOB_KUBECTL_IMAGE:\s*"(rancher/kubectl):(v1\.\d+\.\d+)"`)
+
+// sucKubectlImage returns the kubectl image reference SUC's embedded manifest names, fully
+// qualified, and its Kubernetes release.
+func sucKubectlImage() (ref, version string, err error) {
+	m := kubectlImageRe.FindSubmatch(suc.Manifest("system-upgrade-controller.yaml"))
+	if m == nil {
+		return "", "", fmt.Errorf("templates/suc: SUC's manifest names no rancher/kubectl:vX.Y.Z in SYSTEM_UPGRADE_JOB_KUBECTL_IMAGE")
+	}
+	return "docker.io/" + string(m[1]) + ":" + string(m[2]), string(m[2]), nil
+}
+
+// kubectlProgram builds kubectl of Kubernetes release Version: its main package,
+// cmd/kubectl/kubectl.go of k8s.io/kubernetes at Version (module proxy), in a module of its
+// own requiring the staging modules of that release (k8s.io/kubectl, client-go,
+// component-base at v0.Y.Z) — k8s.io/kubernetes itself cannot be built as a dependency (its
+// go.mod replaces them with ./staging) — with the version ldflags of its hack/lib/version.sh.
+type kubectlProgram struct{ Version string }
+
+// staging is the staging modules' version of Kubernetes release v1.Y.Z: v0.Y.Z.
+func (k kubectlProgram) staging() string { return "v0" + strings.TrimPrefix(k.Version, "v1") }
+
+func (k kubectlProgram) ldflags() string {
+	return "-s -w -X k8s.io/client-go/pkg/version.gitVersion=" + k.Version + " -X k8s.io/component-base/version.gitVersion=" + k.Version
+}
+
+func (k kubectlProgram) goMod() string {
+	return fmt.Sprintf("module k3strap.test/kubectl\n\ngo 1.22\n\nrequire (\n\tk8s.io/client-go %[1]s\n\tk8s.io/component-base %[1]s\n\tk8s.io/kubectl %[1]s\n)\n", k.staging())
+}
+
+func (k kubectlProgram) source(ctx context.Context, _ *builder) (built, error) {
+	dir, sum, err := moduleDownload(ctx, kubernetesModule, k.Version)
+	if err != nil {
+		return built{}, err
+	}
+	main, err := os.ReadFile(filepath.Join(dir, "cmd/kubectl/kubectl.go"))
+	if err != nil {
+		return built{}, err
+	}
+	h := sha256.Sum256(main)
+	return built{Digest: fmt.Sprintf("%s@%s %s cmd/kubectl/kubectl.go sha256:%x; k8s.io/kubectl, client-go, component-base %s", kubernetesModule, k.Version, sum, h, k.staging()),
+		Recipe: fmt.Sprintf("cmd/kubectl/kubectl.go of %s@%s in a module requiring k8s.io/kubectl, client-go, component-base %s; go mod tidy; CGO_ENABLED=0 go build -trimpath -ldflags %q (%s)", kubernetesModule, k.Version, k.staging(), k.ldflags(), runtime.Version())}, nil
+}
+
+func (k kubectlProgram) build(ctx context.Context, _ *builder, _ built, out string) error {
+	dir, _, err := moduleDownload(ctx, kubernetesModule, k.Version)
+	if err != nil {
+		return err
+	}
+	main, err := os.ReadFile(filepath.Join(dir, "cmd/kubectl/kubectl.go"))
+	if err != nil {
+		return err
+	}
+	src := filepath.Join(filepath.Dir(out), "src")
+	if err := os.MkdirAll(src, 0o755); err != nil {
+		return err
+	}
+	if err := os.WriteFile(filepath.Join(src, "kubectl.go"), main, 0o644); err != nil {
+		return err
+	}
+	if err := os.WriteFile(filepath.Join(src, "go.mod"), []byte(k.goMod()), 0o644); err != nil {
+		return err
+	}
+	if _, err := run(ctx, src, goEnv, "go", "mod", "tidy"); err != nil {
+		return err
+	}
+	_, err = run(ctx, src, goEnv, "go", "build", "-trimpath", "-ldflags", k.ldflags(), "-o", out, ".")
+	return err
+}
