@@ -37,11 +37,14 @@ test-setup: setup
 	$(SUDO) bash $(HARNESS) base openrc
 	@# The real-K3s lane's component images, built from upstream source (e2e/cmd/mkimages real;
 	@# docs/testing-stand-ins.md): gcc and libc6-dev compile Kubernetes' pause.c, busybox-static
-	@# is local-path-provisioner's helper image. Built once into $(HARNESS_DIR)/real-images, keyed
+	@# is local-path-provisioner's helper image; real-suc builds system-upgrade-controller from the
+	@# repository's snapshot of its source, kubectl and a k3s-upgrade image (TestRealUpgradeSUC).
+	@# Built once into $(HARNESS_DIR)/real-images, keyed
 	@# by source digest (a later run finds them there), only when the real lane is configured.
 	@if [ -n "$(K3S_BINARY)" ]; then \
 	  command -v gcc >/dev/null && [ -f /usr/lib/x86_64-linux-gnu/libc.a ] && [ -x /bin/busybox ] || { $(SUDO) apt-get update -qq && $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq gcc libc6-dev busybox-static >/dev/null; }; \
 	  set -x; $(GO) run ./e2e/cmd/mkimages real -timeout 45m -cache $(HARNESS_DIR)/real-images $(HARNESS_DIR)/real-images/k3strap-real-images-amd64.tar.zst || [ $$? = 3 ]; \
+	  $(GO) run ./e2e/cmd/mkimages real-suc -timeout 45m -cache $(HARNESS_DIR)/real-images $(HARNESS_DIR)/real-images/k3strap-suc-images-amd64.tar.zst || [ $$? = 3 ]; \
 	fi
 
 # One static binary (the README's promise): no cgo, so no libc to match on the workstation, and

@@ -76,7 +76,8 @@ var sucImagesOnce = sync.OnceValues(func() (sucImagesBuilt, error) {
 })
 
 // needSUCImages returns the SUC images archive; it skips the test, saying why, when a build
-// input is missing here (SYSTEM_UPGRADE_CONTROLLER_SRC) and fails it when a build failed.
+// input is missing here (the K3s binary, the controller's source) and fails it when a build
+// failed.
 func needSUCImages(t *testing.T, c *testCluster) sucImagesBuilt {
 	t.Helper()
 	realImagesCacheDir.Lock()

@@ -17,7 +17,7 @@
 //	    from the Go module proxy, which refuses v0.0.36; its labels say which.
 //	mkimages real-list
 //	    the references `real` writes, one a line.
-//	mkimages real-suc [-cache DIR] [-suc-src GITDIR] [-k3s-binary FILE] [-timeout D] OUT.tar.zst
+//	mkimages real-suc [-cache DIR] [-suc-src GITDIR|TAR.GZ] [-k3s-binary FILE] [-timeout D] OUT.tar.zst
 //	    the images `k3strap upgrade --via suc` makes a cluster pull (suc.go):
 //	    system-upgrade-controller built from a git directory of its source (-suc-src, default
 //	    $SYSTEM_UPGRADE_CONTROLLER_SRC; the module proxy refuses it), the kubectl its Jobs
@@ -94,14 +94,18 @@ func realMain(args []string) int {
 func realSUCMain(args []string) int {
 	fs := flag.NewFlagSet("mkimages real-suc", flag.ContinueOnError)
 	cache := fs.String("cache", "", "cache the built programs in `DIR`, keyed by source digest (default: no cache)")
-	src := fs.String("suc-src", os.Getenv("SYSTEM_UPGRADE_CONTROLLER_SRC"), "a git directory of github.com/rancher/system-upgrade-controller holding commit "+sucCommit[:7]+" (default $SYSTEM_UPGRADE_CONTROLLER_SRC)")
+	defSrc := os.Getenv("SYSTEM_UPGRADE_CONTROLLER_SRC")
+	if _, err := os.Stat(sucSnapshot); defSrc == "" && err == nil {
+		defSrc = sucSnapshot
+	}
+	src := fs.String("suc-src", defSrc, "a git directory of github.com/rancher/system-upgrade-controller holding commit "+sucCommit[:7]+", or `git archive --format=tar.gz` of it (default $SYSTEM_UPGRADE_CONTROLLER_SRC, else "+sucSnapshot+")")
 	bin := fs.String("k3s-binary", os.Getenv("K3S_BINARY"), "the K3s binary of rancher/k3s-upgrade (default $K3S_BINARY)")
 	timeout := fs.Duration("timeout", 30*time.Minute, "give up after `D`")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
 	if fs.NArg() != 1 {
-		fmt.Fprintln(os.Stderr, "usage: mkimages real-suc [-cache DIR] [-suc-src GITDIR] [-k3s-binary FILE] [-timeout D] OUT.tar.zst")
+		fmt.Fprintln(os.Stderr, "usage: mkimages real-suc [-cache DIR] [-suc-src GITDIR|TAR.GZ] [-k3s-binary FILE] [-timeout D] OUT.tar.zst")
 		return 2
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)

@@ -4,6 +4,8 @@
 package main
 
 import (
+	"archive/tar"
+	"compress/gzip"
 	"context"
 	"crypto/sha256"
 	_ "embed"
@@ -91,13 +93,49 @@ type sucProgram struct{}
 
 func (sucProgram) source(ctx context.Context, b *builder) (built, error) {
 	if b.sucSrc == "" {
-		return built{}, &missingError{"no source for system-upgrade-controller (the module proxy refuses " + sucModule + "): set -suc-src or SYSTEM_UPGRADE_CONTROLLER_SRC to a git directory of its repository holding commit " + sucCommit}
+		return built{}, &missingError{"no source for system-upgrade-controller (the module proxy refuses " + sucModule + "): set -suc-src or SYSTEM_UPGRADE_CONTROLLER_SRC to a git directory of its repository holding commit " + sucCommit + ", or to " + sucSnapshot}
 	}
-	if _, err := run(ctx, "/", nil, "git", "--git-dir="+b.sucSrc, "cat-file", "-e", sucCommit+"^{commit}"); err != nil {
+	if strings.HasSuffix(b.sucSrc, ".tar.gz") {
+		id, err := tarCommit(b.sucSrc)
+		if err != nil {
+			return built{}, &missingError{fmt.Sprintf("%s: %v", b.sucSrc, err)}
+		}
+		if id != sucCommit {
+			return built{}, fmt.Errorf("%s is `git archive` of commit %s, want %s (%s)", b.sucSrc, id, sucCommit, sucDescribe)
+		}
+	} else if _, err := run(ctx, "/", nil, "git", "--git-dir="+b.sucSrc, "cat-file", "-e", sucCommit+"^{commit}"); err != nil {
 		return built{}, &missingError{fmt.Sprintf("%s: commit %s (%s) not found: %v", b.sucSrc, sucCommit, sucDescribe, err)}
 	}
 	return built{Digest: sucModule + "@" + sucDescribe + " commit " + sucCommit, Version: sucDescribe, Note: sucNote,
 		Recipe: fmt.Sprintf("git archive %s; CGO_ENABLED=0 go build -trimpath -ldflags %q . (%s)", sucCommit[:7], sucLDFlags(), runtime.Version())}, nil
+}
+
+// sucSnapshot is the repository's copy of the source built (`git archive --format=tar.gz
+// d357e23` of github.com/rancher/system-upgrade-controller, Apache-2.0, its LICENSE inside),
+// relative to the repository's root: the default of -suc-src, so that CI, which cannot fetch
+// it, builds the real controller.
+const sucSnapshot = "e2e/testdata/upstream/system-upgrade-controller-d357e23.tar.gz"
+
+// tarCommit returns the commit `git archive` recorded in the gzipped tar at path: the comment
+// of its pax global header (git-get-tar-commit-id(1)).
+func tarCommit(path string) (string, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return "", err
+	}
+	defer f.Close()
+	zr, err := gzip.NewReader(f)
+	if err != nil {
+		return "", err
+	}
+	h, err := tar.NewReader(zr).Next()
+	if err != nil {
+		return "", err
+	}
+	if id := h.PAXRecords["comment"]; h.Typeflag == tar.TypeXGlobalHeader && regexp.MustCompile(`^[0-9a-f]{40}$`).MatchString(id) {
+		return id, nil
+	}
+	return "", fmt.Errorf("not a `git archive` (no commit id in a pax global header)")
 }
 
 func sucLDFlags() string {
@@ -109,7 +147,11 @@ func (sucProgram) build(ctx context.Context, b *builder, _ built, out string) er
 	if err := os.MkdirAll(src, 0o755); err != nil {
 		return err
 	}
-	if _, err := run(ctx, "/", nil, "sh", "-c", `git --git-dir="$1" archive "$2" | tar -x -C "$3"`, "sh", b.sucSrc, sucCommit, src); err != nil {
+	extract := []string{"sh", "-c", `git --git-dir="$1" archive "$2" | tar -x -C "$3"`, "sh", b.sucSrc, sucCommit, src}
+	if strings.HasSuffix(b.sucSrc, ".tar.gz") {
+		extract = []string{"tar", "-xzf", b.sucSrc, "-C", src}
+	}
+	if _, err := run(ctx, "/", nil, extract[0], extract[1:]...); err != nil {
 		return err
 	}
 	_, err := run(ctx, src, goEnv, "go", "build", "-trimpath", "-ldflags", sucLDFlags(), "-o", out, ".")

@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -61,5 +62,21 @@ func TestK3sUpgradeFiles(t *testing.T) {
 	}
 	if out, err := exec.Command(busyboxPath, "sh", "-n", "k3supgrade/upgrade.sh").CombinedOutput(); err != nil {
 		t.Errorf("busybox sh -n upgrade.sh: %v\n%s", err, out)
+	}
+}
+
+// TestSUCSnapshot: the repository's copy of the controller's source is `git archive` of the
+// commit built, and a tar without git's commit id is refused.
+func TestSUCSnapshot(t *testing.T) {
+	id, err := tarCommit(filepath.Join("..", "..", "..", sucSnapshot))
+	if err != nil || id != sucCommit {
+		t.Fatalf("tarCommit(%s) = %q, %v; want %s", sucSnapshot, id, err, sucCommit)
+	}
+	plain := filepath.Join(t.TempDir(), "plain.tar.gz")
+	if out, err := exec.Command("tar", "-czf", plain, "-C", t.TempDir(), ".").CombinedOutput(); err != nil {
+		t.Fatalf("tar: %v %s", err, out)
+	}
+	if _, err := tarCommit(plain); err == nil || !strings.Contains(err.Error(), "not a `git archive`") {
+		t.Errorf("tarCommit of a plain tar: %v", err)
 	}
 }
