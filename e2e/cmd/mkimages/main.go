@@ -37,6 +37,7 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"syscall"
 	"time"
 
@@ -112,6 +113,15 @@ func realSUCMain(args []string) int {
 	defer stop()
 	ctx, cancel := context.WithTimeout(ctx, *timeout)
 	defer cancel()
+	if *src != "" {
+		// The builds run in other directories.
+		abs, err := filepath.Abs(*src)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "mkimages real-suc:", err)
+			return 2
+		}
+		*src = abs
+	}
 	b := &builder{cacheDir: *cache, sucSrc: *src, k3sBinary: *bin, log: os.Stderr}
 	list, err := sucImages(b)
 	if err == nil {
