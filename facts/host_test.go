@@ -6,8 +6,8 @@ package facts
 import (
 	"context"
 	"os"
-	"path/filepath"
 	"os/exec"
+	"path/filepath"
 	"runtime"
 	"slices"
 	"strings"
