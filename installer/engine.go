@@ -49,7 +49,9 @@ func (in *Installer) runCommand(ctx context.Context, name string, configure func
 	return err
 }
 
-// runSteps runs steps in order (each start said in a debug event, shown with --verbose); under
+// runSteps runs steps in order (each start said in a debug event, shown with --verbose); the
+// context is looked at before each step and after the last, so a cancellation is the run's
+// outcome whichever step it came in (a step that honours it sooner stops sooner); under
 // --dry-run a step that has a Preview is previewed. A step
 // may leave work running in the background (the supervisor, staging uploads): such work stops
 // the run with its failure through s.abort, and is stopped and waited for when the steps end.
@@ -75,6 +77,14 @@ func (s *session) runSteps(parent context.Context, steps []step) error {
 		if err != nil {
 			return s.aborted(parent, ctx, s.settle(parent, err))
 		}
+	}
+	// A Ctrl-C (or a failure of background work) that came while the last step ran is the
+	// run's outcome too, even when that step had nothing left to stop (rancher without Rancher
+	// asked for): the run is cancelled at every step, the last included. Only a signal handled
+	// after this point — the steps all done, the summary being written — leaves exit 0
+	// (docs/failure-modes.md "Interruptions").
+	if err := ctx.Err(); err != nil {
+		return s.aborted(parent, ctx, err)
 	}
 	return nil
 }
