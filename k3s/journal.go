@@ -34,7 +34,8 @@ const (
 	LineMainExited = "Main process exited"
 	// LineRestartScheduled is systemd's line when it schedules a unit's restart after an exit
 	// ("k3s.service: Scheduled restart job, restart counter is at 1."; systemd's
-	// src/core/service.c): the trace of a restart that carries its time. Doctor counts these
+	// src/core/service.c, as seen in `journalctl -u` on Debian 12's systemd 252): the trace of a
+	// restart that carries its time. Doctor counts these
 	// within CrashLoopWindow (facts.DoctorNode.RestartTimes).
 	LineRestartScheduled = "Scheduled restart job"
 )
