@@ -322,3 +322,47 @@ func TestDoctorOneRestartIsNotACrashLoop(t *testing.T) {
 		has(t, Findings(in), "crash-loop@vm")
 	}
 }
+
+// Doctor counts restarts within k3s.CrashLoopWindow, as the supervisor does: two restarts
+// weeks apart (NRestarts=2) and a unit activating now after the second are one recent restart
+// — a warning, not a crash loop; the same two restarts a minute apart are a crash loop. The
+// times are the host's (the journal's restart lines against its clock, skewed here from the
+// workstation's by an hour to show which clock counts).
+func TestDoctorCrashLoopCountsRestartsInTheWindow(t *testing.T) {
+	in := doctorInput(t, "node-default.json", "")
+	f := in.Nodes[0].Facts
+	f.Journal = journal(t, "journal-crashloop-readonly-sysctl.txt")
+	host := in.Now.Add(time.Hour)
+	f.RemoteClock = host
+	f.ActiveState, f.SubState, f.Restarts = "activating", "start", 2
+	f.StartedAt = host.Add(-20 * time.Second)
+	f.RestartTimesRead = true
+
+	f.RestartTimes = []time.Time{host.Add(-16 * 24 * time.Hour), host.Add(-25 * time.Second)}
+	for _, x := range Findings(in) {
+		if x.ID == "crash-loop" {
+			t.Fatalf("two restarts weeks apart reported as a crash loop: %s", x.Message)
+		}
+	}
+	if w := has(t, Findings(in), "service-restarts@vm"); w.Severity != finding.Warning {
+		t.Errorf("weeks-apart restarts: severity %s", w.Severity)
+	}
+
+	f.RestartTimes = []time.Time{host.Add(-90 * time.Second), host.Add(-25 * time.Second)}
+	c := has(t, Findings(in), "crash-loop@vm")
+	if !strings.Contains(c.Evidence[len(c.Evidence)-1].Text, "2 within the last 5m0s") {
+		t.Errorf("crash-loop evidence does not say how many restarts fell in the window: %q", c.Evidence[len(c.Evidence)-1].Text)
+	}
+
+	// A restart by hand resets NRestarts: restarts in the journal before it do not count.
+	f.Restarts = 1
+	for _, x := range Findings(in) {
+		if x.ID == "crash-loop" {
+			t.Fatalf("restarts before the unit was started by hand counted: %s", x.Message)
+		}
+	}
+
+	// Without restart times (OpenRC) NRestarts is all there is.
+	f.Restarts, f.RestartTimesRead, f.RestartTimes = 2, false, nil
+	has(t, Findings(in), "crash-loop@vm")
+}

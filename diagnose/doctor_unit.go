@@ -44,19 +44,45 @@ func nameOr(a, b string) string {
 const slowStart = 10 * time.Minute
 
 // crashLooping reports whether systemd shows the unit failing, by the crash-loop rule the
-// bring-up supervisor shares (k3s.CrashLoop): failed, or not active after repeated restarts (an
-// exit waiting for its restart, SubState auto-restart, counts as one) — or stopped. A unit
-// activating with no restart is starting (K3s has not sent READY yet), and one restart is
-// systemd recovering from one exit, not failing (docs/k3s.md "Readiness of the unit").
-func crashLooping(f *facts.DoctorNode) bool {
+// bring-up supervisor shares (k3s.CrashLoop): failed, or not active after repeated restarts
+// within k3s.CrashLoopWindow (recentRestarts; an exit waiting for its restart, SubState
+// auto-restart, counts as one) — or stopped. A unit activating with no recent restart is
+// starting (K3s has not sent READY yet), and one restart is systemd recovering from one exit,
+// not failing (docs/k3s.md "Readiness of the unit").
+func crashLooping(f *facts.DoctorNode, now time.Time) bool {
 	if f.ActiveState == "active" {
 		return false
 	}
-	n := f.Restarts
+	n := recentRestarts(f, now)
 	if f.SubState == "auto-restart" {
 		n++
 	}
 	return k3s.CrashLoop(f.ActiveState, n) || f.ActiveState != "activating"
+}
+
+// recentRestarts is how many times systemd restarted the unit within k3s.CrashLoopWindow
+// before the look — the window the supervisor counts in, so that two restarts weeks apart are
+// not a crash loop: the restart times the node script read from the journal (f.RestartTimes,
+// the host's clock, against f.RemoteClock; now when that is unknown), at most NRestarts
+// (restarts since the unit was last started by hand). Where the journal was not read for them
+// (OpenRC, whose supervise-daemon keeps only a count) or holds nothing at all (journald not
+// storing), it is NRestarts.
+func recentRestarts(f *facts.DoctorNode, now time.Time) int {
+	if !f.RestartTimesRead || len(f.Journal) == 0 {
+		return f.Restarts
+	}
+	hostNow := f.RemoteClock
+	if hostNow.IsZero() {
+		hostNow = now
+	}
+	since := hostNow.Add(-k3s.CrashLoopWindow)
+	n := 0
+	for _, t := range f.RestartTimes {
+		if !t.Before(since) {
+			n++
+		}
+	}
+	return min(n, f.Restarts)
 }
 
 // checkCrashLoop: a K3s unit that does not stay up (crash loop, failed start) or that
@@ -76,10 +102,13 @@ func checkCrashLoop(in *Input) []finding.Finding {
 		if n, _ := ev.journalMatches(k3s.LineShutdownTaint); n > 0 {
 			continue
 		}
-		state := finding.Evidence{Text: fmt.Sprintf("unit %s is %s/%s, systemd restarted it %s", f.Unit, f.ActiveState, f.SubState, plural(f.Restarts, "time", "times")),
-			Source: hostSrc(ne, "systemctl show "+f.Unit)}
+		text := fmt.Sprintf("unit %s is %s/%s, systemd restarted it %s", f.Unit, f.ActiveState, f.SubState, plural(f.Restarts, "time", "times"))
+		if f.Restarts > 0 && f.RestartTimesRead {
+			text += fmt.Sprintf(", %d within the last %s", recentRestarts(f, in.Now), k3s.CrashLoopWindow)
+		}
+		state := finding.Evidence{Text: text, Source: hostSrc(ne, "systemctl show "+f.Unit)}
 		switch {
-		case crashLooping(f):
+		case crashLooping(f, in.Now):
 			d := ServiceFailing(ev, f.Unit)
 			fd := fromDiagnosis(d, finding.Error, name, ne)
 			fd.ID = checkid.CrashLoop

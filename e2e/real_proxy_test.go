@@ -199,13 +199,16 @@ func TestRealProxy(t *testing.T) {
 	defer cancel()
 
 	// The release site, on the gateway address.
+	// The online install fetches all three (install.sh's download_hash and download_binary).
+	if r.Checksums == "" {
+		t.Fatalf("no sha256sum-amd64.txt beside %s: the online install checks the binary against it", r.Binary)
+	}
+	sumsPath := "/releases/download/" + r.Version + "/sha256sum-amd64.txt"
 	site := &releaseSite{files: map[string]string{
 		"/install.sh": r.InstallSh,
 		"/releases/download/" + r.Version + "/k3s": r.Binary,
+		sumsPath: r.Checksums,
 	}}
-	if r.Checksums != "" {
-		site.files["/releases/download/"+r.Version+"/sha256sum-amd64.txt"] = r.Checksums
-	}
 	ln, err := net.Listen("tcp", net.JoinHostPort(gw, "0"))
 	if err != nil {
 		t.Fatal(err)
@@ -330,7 +333,7 @@ func TestRealProxy(t *testing.T) {
 	if strings.Contains(ap.stdout+ap.stderr, password) {
 		t.Error("apply's events hold the proxy password")
 	}
-	for _, f := range []string{"/install.sh", "/releases/download/" + r.Version + "/k3s"} {
+	for _, f := range []string{"/install.sh", "/releases/download/" + r.Version + "/k3s", sumsPath} {
 		n := 0
 		for _, p := range site.served() {
 			if p == f {
@@ -350,7 +353,8 @@ func TestRealProxy(t *testing.T) {
 	}
 	// The install script asks for the version URL-safe ('+' as %2B).
 	urlVersion := strings.ReplaceAll(regexp.QuoteMeta(r.Version), `\+`, `(\+|%2B)`)
-	for _, want := range []string{"GET " + regexp.QuoteMeta(siteURL+"/install.sh") + " ", "GET " + regexp.QuoteMeta(siteURL+"/releases/download/") + urlVersion + "/k3s "} {
+	for _, want := range []string{"GET " + regexp.QuoteMeta(siteURL+"/install.sh") + " ", "GET " + regexp.QuoteMeta(siteURL+"/releases/download/") + urlVersion + "/k3s ",
+		"GET " + regexp.QuoteMeta(siteURL+"/releases/download/") + urlVersion + "/sha256sum-amd64\\.txt "} {
 		if n := len(regexp.MustCompile(want).FindAllString(logText(), -1)); n < 2 {
 			t.Errorf("tinyproxy's log has %d requests matching %q, want one per host (2):\n%s", n, want, logText())
 		}
@@ -413,8 +417,8 @@ func TestRealProxy(t *testing.T) {
 	inCluster := regexp.MustCompile(`^(https?://)?(` + regexp.QuoteMeta(c.hosts[0].Address) + `|` + regexp.QuoteMeta(c.hosts[1].Address) +
 		`|10\.42\.|10\.43\.|127\.|localhost|[^/:]*\.svc|[^/:]*cluster\.local)`)
 	reqs := reqRE.FindAllStringSubmatch(logText(), -1)
-	if len(reqs) < 4 {
-		t.Errorf("tinyproxy logged %d requests, want at least the 4 downloads", len(reqs))
+	if len(reqs) < 6 {
+		t.Errorf("tinyproxy logged %d requests, want at least the 6 downloads (script, binary, checksums on each host)", len(reqs))
 	}
 	for _, m := range reqs {
 		if inCluster.MatchString(m[2]) {

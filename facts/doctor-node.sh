@@ -3,7 +3,7 @@
 # host.sh (in K3STRAP_HOST_SH) prints, the host facts preflight gathers too (the clock, memory,
 # free disk, addresses, hostname, the K3s binary's version); which unit runs (k3s or
 # k3s-agent) with its state, restart count and last start, the unit's journal tail (300
-# lines), the K3s config file and drop-ins (lines with a key matching SECRET_KEYS left out),
+# lines), the times of systemd's restarts of the unit (K3STRAP_RESTART_LINE lines, "@restarts"), the K3s config file and drop-ins (lines with a key matching SECRET_KEYS left out),
 # flannel's subnet.env, the first certificate of every K3s certificate file (server/tls/*.crt,
 # server/tls/*/*.crt, agent/*.crt; PEM, parsed locally — no openssl needed); between @network
 # and @network-end what network.sh (in K3STRAP_NETWORK_SH) prints, and between @proxy and
@@ -55,6 +55,9 @@ elif [ -n "$svc" ]; then
     awk -v n=300 '{ if (NR > n) print b[NR % n]; b[NR % n] = $0 }' | grep -F -e "$keys" | tail -n 40
   echo "@journal"
   journalctl -u "$svc" -n 300 -o short --no-pager 2>/dev/null | grep -v '^-- '
+  # when systemd restarted the unit (epoch seconds): doctor counts those within the crash-loop window
+  echo "@restarts"
+  journalctl -u "$svc" -n 20000 -o short-unix --no-pager 2>/dev/null | grep -F -e "$K3STRAP_RESTART_LINE" | tail -n 20 | cut -d' ' -f1
 fi
 echo "@config"
 for f in "$K3S_CONFIG" "$K3S_CONFIG".d/*.yaml "$K3S_CONFIG".d/*.yml; do

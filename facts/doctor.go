@@ -33,14 +33,16 @@ import (
 // k3s.ShellVars and the secret key pattern before it): the host facts preflight gathers too
 // (host.sh: hostname and addresses, the clock, memory, free disk, the K3s binary's version),
 // which unit runs (k3s or k3s-agent) with its state, restart count and
-// last start, the unit's journal tail (300 lines), the K3s config file and drop-ins (secret
+// last start, when systemd restarted it (its journal's k3s.LineRestartScheduled lines, the last
+// 20, in the host's epoch seconds), the unit's journal tail (300 lines), the K3s config file and drop-ins (secret
 // keys left out), flannel's subnet.env, the first certificate of every K3s certificate file
 // (PEM, parsed locally — no openssl needed), and the network sections (network.sh: interfaces, routes, flannel's FDB, rulesets,
 // firewalld, ufw, NetworkManager, resolver files). ParseDoctorNode reads it.
 var DoctorNodeScript = k3s.ShellVars() + "SECRET_KEYS='" + secretKeyPattern() + "'\n" +
 	"K3STRAP_HOST_SH=" + shellescape.Quote(HostScript()) + "\n" +
 	"K3STRAP_NETWORK_SH=" + shellescape.Quote(NetworkScript()) + "\n" +
-	"K3STRAP_PROXY_SH=" + shellescape.Quote(proxyScript) + "\n" + doctorNodeScript
+	"K3STRAP_PROXY_SH=" + shellescape.Quote(proxyScript) + "\n" +
+	"K3STRAP_RESTART_LINE=" + shellescape.Quote(k3s.LineRestartScheduled) + "\n" + doctorNodeScript
 
 //go:embed doctor-node.sh
 var doctorNodeScript string
@@ -93,6 +95,11 @@ type DoctorNode struct {
 	Restarts    int       `json:"restarts"`
 	ActiveSince time.Time `json:"activeSince,omitempty"`
 	StartedAt   time.Time `json:"startedAt,omitempty"`
+	// RestartTimes are when systemd scheduled the unit's last restarts (at most 20, oldest
+	// first, the host's clock: its journal's k3s.LineRestartScheduled lines); RestartTimesRead
+	// says the journal was read for them (systemd units; OpenRC keeps only a count).
+	RestartTimes     []time.Time `json:"restartTimes,omitempty"`
+	RestartTimesRead bool        `json:"restartTimesRead,omitempty"`
 	// Journal is the unit's journal, oldest first (journald's short prefix kept): the lines with
 	// a k3s.JournalKeyLines fragment from before the tail, then the tail (300 lines).
 	Journal []string `json:"journal,omitempty"`
@@ -186,6 +193,8 @@ func ParseDoctorNode(out []byte) DoctorNode {
 			switch name {
 			case "@unit":
 				n.Unit = strings.TrimSpace(val)
+			case "@restarts":
+				n.RestartTimes, n.RestartTimesRead = nil, true
 			case "@unitstate", "@keylines", "@journal", "@config":
 			case "@file":
 				file = strings.TrimSpace(val)
@@ -231,6 +240,10 @@ func ParseDoctorNode(out []byte) DoctorNode {
 				n.ActiveSince = parseSystemdTime(v)
 			case "ExecMainStartTimestamp":
 				n.StartedAt = parseSystemdTime(v)
+			}
+		case "@restarts":
+			if sec, err := strconv.ParseFloat(strings.TrimSpace(line), 64); err == nil && sec > 0 {
+				n.RestartTimes = append(n.RestartTimes, time.Unix(0, int64(sec*1e9)))
 			}
 		case "@keylines", "@journal":
 			if strings.TrimSpace(line) != "" {

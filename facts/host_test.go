@@ -5,7 +5,9 @@ package facts
 
 import (
 	"context"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"runtime"
 	"slices"
 	"strings"
@@ -66,4 +68,56 @@ func runShell(t *testing.T, args []string) []byte {
 		t.Fatalf("doctor's node script: %v", err)
 	}
 	return out
+}
+
+// TestDoctorNodeRestartTimes runs doctor's node script with systemctl and journalctl stubs in
+// front of PATH (a systemd unit k3s whose journal holds two restart lines weeks apart, as
+// systemd writes them, among other lines): the script prints the restart lines' times and
+// ParseDoctorNode reads them in the host's clock, oldest first, with RestartTimesRead set.
+func TestDoctorNodeRestartTimes(t *testing.T) {
+	if runtime.GOOS != "linux" {
+		t.Skip("the scripts target Linux hosts")
+	}
+	bin := t.TempDir()
+	stub := func(name, body string) {
+		if err := os.WriteFile(filepath.Join(bin, name), []byte("#!/bin/sh\n"+body), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	stub("systemctl", `case "$*" in
+*FragmentPath*k3s-agent*) ;;
+*FragmentPath*) echo /etc/systemd/system/k3s.service ;;
+*ActiveState*) printf 'ActiveState=activating\nSubState=start\nNRestarts=2\n' ;;
+esac
+`)
+	stub("journalctl", `case "$*" in
+*short-unix*) cat <<'J'
+1761955200.000001 h1 systemd[1]: Starting k3s.service - Lightweight Kubernetes...
+1761955300.250000 h1 systemd[1]: k3s.service: Main process exited, code=killed, status=9/KILL
+1761955305.500000 h1 systemd[1]: k3s.service: Scheduled restart job, restart counter is at 1.
+1763337600.750000 h1 systemd[1]: k3s.service: Scheduled restart job, restart counter is at 2.
+1763337601.000000 h1 k3s[900]: time="2025-11-17T00:00:01Z" level=info msg="Starting k3s v1.36.3+k3s1"
+J
+;;
+*) echo 'Nov 17 00:00:01 h1 k3s[900]: time="2025-11-17T00:00:01Z" level=info msg="Starting k3s v1.36.3+k3s1"' ;;
+esac
+`)
+	t.Setenv("PATH", bin+":"+os.Getenv("PATH"))
+	args := append([]string{"-c", DoctorNodeScript, "k3strap-doctor"}, DoctorNodeArgs()...)
+	doc := ParseDoctorNode(runShell(t, args))
+	if doc.Unit != "k3s" || doc.Restarts != 2 || !doc.RestartTimesRead {
+		t.Fatalf("unit %q restarts %d read %v", doc.Unit, doc.Restarts, doc.RestartTimesRead)
+	}
+	want := []time.Time{time.Unix(1761955305, 500000000), time.Unix(1763337600, 750000000)}
+	if len(doc.RestartTimes) != len(want) {
+		t.Fatalf("restart times %v, want %v", doc.RestartTimes, want)
+	}
+	for i := range want {
+		if d := doc.RestartTimes[i].Sub(want[i]); d > time.Millisecond || d < -time.Millisecond {
+			t.Errorf("restart %d at %v, want %v", i, doc.RestartTimes[i], want[i])
+		}
+	}
+	if len(doc.Journal) == 0 {
+		t.Error("the journal tail is empty")
+	}
 }

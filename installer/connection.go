@@ -26,7 +26,8 @@ type ConnectionTest struct {
 	// Connected is true when k3strap logged in and ran a command.
 	Connected bool
 	// FailedStep names what failed when !Connected: "config", a connect step (remote.StepConnect,
-	// StepAgent, StepHandshake, StepHostKey, StepAuth), "command" or "sudo"; Err says why.
+	// StepAgent, StepHandshake, StepHostKey, StepAuth), "command" or remote.StepSudo (sudo did
+	// not answer within the connect deadline, or the link failed); Err says why.
 	FailedStep string
 	Err        error
 	// User and Address are who and where k3strap logged in as (address host:port).
@@ -50,9 +51,10 @@ type ConnectionTest struct {
 const connectionTestTimeout = 20 * time.Second
 
 // TestConnection connects to h exactly as apply does (the inventory, then ~/.ssh/config, the
-// bastion, known_hosts with an unknown key recorded: trust on first use), runs `uname -srm`
-// and, for a user other than root, `sudo -n true` (or sudo with the given password). ctx and
-// a 20 s timeout bound it. It changes nothing on the host but known_hosts on the workstation.
+// bastion, known_hosts with an unknown key recorded: trust on first use), checks sudo for a
+// user other than root (remote.CheckSudo: `sudo -n true`, or sudo with the given password,
+// within what is left of the connect deadline) and runs `uname -srm`. ctx and a 20 s timeout
+// bound it. It changes nothing on the host but known_hosts on the workstation.
 func (in *Installer) TestConnection(ctx context.Context, h *inventory.Host) ConnectionTest {
 	start := time.Now()
 	ctx, cancel := context.WithTimeout(ctx, connectionTestTimeout)
@@ -76,6 +78,14 @@ func (in *Installer) TestConnection(ctx context.Context, h *inventory.Host) Conn
 		return done("config", err)
 	}
 	hs := &hostState{host: h}
+	// sudo is tried here rather than in Dial, so that a sudo wanting a password is reported
+	// (SudoNeedsPassword) instead of failing the test — within the same connect deadline.
+	cfg.CheckSudo = false
+	timeout := cfg.ConnectTimeout
+	if timeout <= 0 {
+		timeout = remote.DefaultConnectTimeout
+	}
+	deadline := time.Now().Add(timeout)
 	c, err := s.dial(ctx, hs, cfg)
 	if err != nil {
 		var ce *remote.ConnectError
@@ -87,23 +97,26 @@ func (in *Installer) TestConnection(ctx context.Context, h *inventory.Host) Conn
 	hs.setClient(c)
 	defer func() { _ = c.Close() }()
 	res.User, res.Address, res.Root = c.User(), c.Address(), c.IsRoot()
+	if !res.Root {
+		err := remote.CheckSudo(ctx, c, time.Until(deadline))
+		var se *remote.SudoError
+		switch {
+		case errors.As(err, &se) && se.Reason == remote.SudoNeedsPassword:
+			res.SudoNeedsPassword = true
+		case errors.As(err, &se) && se.Reason == remote.SudoTimeout:
+			return done(remote.StepSudo, fmt.Errorf("logged in, but %w", se))
+		case errors.As(err, &se):
+			res.SudoError = se.Error()
+		case err != nil:
+			return done(remote.StepSudo, fmt.Errorf("logged in, but sudo failed: %w", err))
+		default:
+			res.SudoOK = true
+		}
+	}
 	out, err := c.Check(ctx, remote.Command("uname", "-srm").WithTimeout(cfg.ConnectTimeout))
 	if err != nil {
 		return done("command", fmt.Errorf("logged in, but running a command failed: %w", err))
 	}
 	res.Uname = strings.TrimSpace(string(out.Stdout))
-	if !res.Root {
-		r, err := c.Run(ctx, remote.Command("true").AsRoot().WithTimeout(cfg.ConnectTimeout))
-		switch {
-		case errors.Is(err, remote.ErrSudoPassword):
-			res.SudoNeedsPassword = true
-		case err != nil:
-			return done("sudo", fmt.Errorf("logged in, but sudo failed: %w", err))
-		case r.ExitCode != 0:
-			res.SudoError = fmt.Sprintf("exit %d: %s", r.ExitCode, strings.TrimSpace(string(r.Stderr)))
-		default:
-			res.SudoOK = true
-		}
-	}
 	return done("", nil)
 }

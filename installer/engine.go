@@ -49,16 +49,24 @@ func (in *Installer) runCommand(ctx context.Context, name string, configure func
 	return err
 }
 
-// runSteps runs steps in order (each start said in a debug event, shown with --verbose); under
+// runSteps runs steps in order (each start said in a debug event, shown with --verbose); the
+// context is looked at before each step, after the last and once the background work has
+// stopped, so a cancellation is the run's outcome whichever step it came in (a step that
+// honours it sooner stops sooner); under
 // --dry-run a step that has a Preview is previewed. A step
 // may leave work running in the background (the supervisor, staging uploads): such work stops
 // the run with its failure through s.abort, and is stopped and waited for when the steps end.
-func (s *session) runSteps(parent context.Context, steps []step) error {
+func (s *session) runSteps(parent context.Context, steps []step) (err error) {
 	ctx, cancel := context.WithCancelCause(parent)
 	s.abort = cancel
 	defer func() {
 		cancel(context.Canceled)
 		s.background.Wait()
+		// A Ctrl-C handled while the background work wound down (the supervisor's probe
+		// ending takes a few hundred milliseconds) stops the run too.
+		if err == nil && parent.Err() != nil {
+			err = parent.Err()
+		}
 	}()
 	for _, st := range steps {
 		if err := ctx.Err(); err != nil {
@@ -75,6 +83,15 @@ func (s *session) runSteps(parent context.Context, steps []step) error {
 		if err != nil {
 			return s.aborted(parent, ctx, s.settle(parent, err))
 		}
+	}
+	// A Ctrl-C (or a failure of background work) that came while the last step ran is the
+	// run's outcome too, even when that step had nothing left to stop (rancher without Rancher
+	// asked for): the run is cancelled at every step, the last included, and while background
+	// work is stopped after it (above). Only a signal handled after that — the summary being
+	// written, the run lock released — leaves exit 0 (docs/failure-modes.md "Faults during a
+	// run").
+	if err := ctx.Err(); err != nil {
+		return s.aborted(parent, ctx, err)
 	}
 	return nil
 }

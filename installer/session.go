@@ -237,7 +237,11 @@ func (s *session) hostFailure(hs *hostState, step string, kind Kind, err error) 
 		hs.setResult(events.StatusFailed, step+": "+err.Error())
 	}
 	fix := ""
-	if errors.Is(err, remote.ErrSudoPassword) {
+	var se *remote.SudoError
+	switch {
+	case errors.As(err, &se):
+		fix = se.Fix()
+	case errors.Is(err, remote.ErrSudoPassword):
 		fix = "allow NOPASSWD sudo for the SSH user, or give the sudo password (ssh.sudoPasswordEnv, ssh.sudoPasswordFile or --ask-sudo-password)"
 	}
 	return &Failure{Kind: kind, Phase: s.current, Step: step, Host: hs.host.Name, Info: events.ErrorInfo{

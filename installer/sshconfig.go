@@ -344,6 +344,9 @@ func (s *session) remoteConfig(ctx context.Context, h *inventory.Host) (remote.C
 	}
 	cfg := s.clientConfig(h.Name, e)
 	cfg.SudoPassword = s.in.opts.SudoPassword
+	// sudo is checked within the connect deadline (remote.Config.CheckSudo; docs/architecture.md
+	// "Deadlines"): a host whose sudo hangs or wants a password fails at connect.
+	cfg.CheckSudo = true
 	if sc := s.in.cluster.HostSSH(h); sc.Agent != nil {
 		cfg.UseAgent = *sc.Agent
 	}

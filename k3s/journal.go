@@ -32,6 +32,12 @@ const (
 	LineFatal      = "level=fatal"
 	LineShutdown   = "Shutdown request received"
 	LineMainExited = "Main process exited"
+	// LineRestartScheduled is systemd's line when it schedules a unit's restart after an exit
+	// ("k3s.service: Scheduled restart job, restart counter is at 1."; systemd's
+	// src/core/service.c, as seen in `journalctl -u` on Debian 12's systemd 252): the trace of a
+	// restart that carries its time. Doctor counts these
+	// within CrashLoopWindow (facts.DoctorNode.RestartTimes).
+	LineRestartScheduled = "Scheduled restart job"
 )
 
 // JournalKeyLines are the fragments of the lines a diagnosis needs even when they scrolled out

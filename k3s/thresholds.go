@@ -40,8 +40,10 @@ const (
 
 // CrashLoop reports whether a K3s unit crash-loops: state is systemd's ActiveState of the unit
 // ("active", "activating", "failed", ...) and restarts how many times systemd restarted it
-// within the last CrashLoopWindow (for one look at a unit that is not active: NRestarts, plus
-// one when its SubState is auto-restart — it exited and waits to be started again).
+// within the last CrashLoopWindow — the supervisor counts the NRestarts increases it saw within
+// the window; doctor, from one look at a unit that is not active, counts systemd's restart lines
+// (LineRestartScheduled) of the unit's journal within the window, plus one when its SubState is
+// auto-restart (it exited and waits to be started again).
 func CrashLoop(state string, restarts int) bool {
 	return state == "failed" || restarts >= CrashLoopRestarts
 }

@@ -55,8 +55,13 @@ func TestSSH(t *testing.T) {
 	notInRun := input(c, nil)
 	delete(notInRun.Facts, "w1")
 	notInRun.NotInRun = map[string]bool{"w1": true}
+	sudoAtConnect := input(c, nil)
+	delete(sudoAtConnect.Facts, "w1")
+	sudoAtConnect.Unreachable = map[string]error{"w1": &remote.ConnectError{Host: "w1", Step: remote.StepSudo,
+		Err: &remote.SudoError{Host: "w1", User: "ops", Reason: remote.SudoTimeout, Timeout: 9 * time.Second}}}
 	runCases(t, "SSH", []checkCase{
 		{"all reachable", input(c, nil), nil},
+		{"logged in, sudo failed at connect (the Sudo check says it)", sudoAtConnect, nil},
 		{"a host the run does not work on", notInRun, nil},
 		{"command hung", hung, []want{errW("w1", "SSH to ops@w1.example.net:22 works, but gather facts on w1 did not finish within 2m0s").withFix("look for what hangs")}},
 		{"agent silent", agent, []want{errW("w1", "ssh-agent did not answer within 10s").withFix("ssh-add -l", "ssh.keyPath")}},
@@ -69,7 +74,17 @@ func TestSSH(t *testing.T) {
 
 func TestSudo(t *testing.T) {
 	c := cp1w1()
+	atConnect := func(reason, msg string) *Input {
+		in := input(c, nil)
+		delete(in.Facts, "w1")
+		in.Unreachable = map[string]error{"w1": &remote.ConnectError{Host: "w1", Step: remote.StepSudo,
+			Err: &remote.SudoError{Host: "w1", User: "ops", Reason: reason, Message: msg, Timeout: 9 * time.Second}}}
+		return in
+	}
 	runCases(t, "Sudo", []checkCase{
+		{"hangs at connect", atConnect(remote.SudoTimeout, ""), []want{errW("w1", "sudo did not answer within 9s for user ops").withFix("sudo -n true", "--ssh-connect-timeout")}},
+		{"needs password at connect", atConnect(remote.SudoNeedsPassword, "sudo: a password is required"),
+			[]want{errW("w1", "user ops", "needs a password", "a password is required").withFix("sudoPasswordEnv", "NOPASSWD")}},
 		{"root and nopasswd", input(c, only("w1", func(f *facts.Host) { f.Sudo = facts.Sudo{User: "ops", OK: true, Mode: "nopasswd"} })), nil},
 		{"needs password", input(c, only("w1", func(f *facts.Host) {
 			f.Sudo = facts.Sudo{User: "ops", NeedsPassword: true, Mode: "needs-password", Message: "sudo: a password is required"}

@@ -34,6 +34,9 @@ func checkSSH(in *Input) []finding.Finding {
 			key = s.KeyPath
 		}
 		if err := in.Unreachable[h.Name]; err != nil {
+			if errors.As(err, new(*remote.SudoError)) {
+				continue // logged in; sudo failed at connect: checkSudo reports it
+			}
 			fix := fmt.Sprintf("check that %s is up and accepts SSH on port %d, that user %s exists there with the public key of %s in ~/.ssh/authorized_keys, and that its host key matches %s (spec.hosts[%d].address / ssh)",
 				h.Address, s.Port, s.User, key, knownHosts(s), i)
 			var de *remote.DeadlineError
@@ -71,9 +74,21 @@ func knownHosts(s inventory.SSH) string {
 	return "~/.ssh/known_hosts"
 }
 
-// checkSudo: the login user must be root or able to sudo.
+// checkSudo: the login user must be root or able to sudo — found at connect (a
+// *remote.SudoError: sudo is checked within the connect deadline) or by the facts script,
+// whose sudo modes are remote.SudoError's reasons; both are worded by remote.SudoError.
 func checkSudo(in *Input) []finding.Finding {
-	return eachHost(in, func(_ int, h *inventory.Host, f *facts.Host) []finding.Finding {
+	var out []finding.Finding
+	c := in.Cluster
+	for i := range c.Spec.Hosts {
+		h := &c.Spec.Hosts[i]
+		var se *remote.SudoError
+		if in.NotInRun[h.Name] || !errors.As(in.Unreachable[h.Name], &se) {
+			continue
+		}
+		out = append(out, errorf(h.Name, se.Fix(), "%s", se.Problem()))
+	}
+	return append(out, eachHost(in, func(_ int, h *inventory.Host, f *facts.Host) []finding.Finding {
 		s := f.Sudo
 		if s.OK {
 			return nil
@@ -82,29 +97,9 @@ func checkSudo(in *Input) []finding.Finding {
 		if user == "" {
 			user = in.Cluster.HostSSH(h).User
 		}
-		msg := ""
-		if s.Message != "" {
-			msg = fmt.Sprintf(" (sudo said: %s)", s.Message)
-		}
-		switch s.Mode {
-		case "needs-password":
-			return []finding.Finding{errorf(h.Name,
-				fmt.Sprintf("give the sudo password with spec.ssh.sudoPasswordEnv or spec.ssh.sudoPasswordFile (or interactively), or allow passwordless sudo: echo '%s ALL=(ALL) NOPASSWD: ALL' > /etc/sudoers.d/k3strap", user),
-				"user %s is not root and sudo needs a password, but none was given%s", user, msg)}
-		case "bad-password":
-			return []finding.Finding{errorf(h.Name,
-				"check the password in spec.ssh.sudoPasswordEnv / sudoPasswordFile for this host",
-				"sudo rejected the password given for user %s%s", user, msg)}
-		case "unavailable":
-			return []finding.Finding{errorf(h.Name,
-				"log in as root (ssh.user: root) or install sudo and allow the login user to use it",
-				"user %s is not root and sudo is not installed", user)}
-		default:
-			return []finding.Finding{errorf(h.Name,
-				fmt.Sprintf("allow %s to run commands as root: add it to /etc/sudoers.d/ (e.g. '%s ALL=(ALL) ALL') or log in as root", user, user),
-				"user %s cannot become root with sudo%s", user, msg)}
-		}
-	})
+		se := &remote.SudoError{Host: h.Name, User: user, Reason: s.Mode, Message: s.Message}
+		return []finding.Finding{errorf(h.Name, se.Fix(), "%s", se.Problem())}
+	})...)
 }
 
 // knownDistro reports whether K3s is known to run on an os-release ID or ID_LIKE family

@@ -79,3 +79,48 @@ func TestDocsLinksResolve(t *testing.T) {
 		}
 	}
 }
+
+// TestRealLaneTableListsEveryRealTest keeps docs/development.md's "Which scenarios run on the
+// real binary" table true: every TestReal* function of e2e/ appears in it, and every TestReal*
+// it names exists.
+func TestRealLaneTableListsEveryRealTest(t *testing.T) {
+	doc, err := os.ReadFile("../../docs/development.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, table, ok := strings.Cut(string(doc), "\n### Which scenarios run on the real binary\n")
+	if !ok {
+		t.Fatal(`docs/development.md has no "### Which scenarios run on the real binary" section`)
+	}
+	if i := strings.Index(table, "\n#"); i >= 0 {
+		table = table[:i]
+	}
+	files, err := filepath.Glob("../../e2e/*_test.go")
+	if err != nil || len(files) == 0 {
+		t.Fatalf("no e2e tests found: %v", err)
+	}
+	fn := regexp.MustCompile(`(?m)^func (TestReal\w*)\(`)
+	defined := map[string]bool{}
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, m := range fn.FindAllStringSubmatch(string(b), -1) {
+			defined[m[1]] = true
+		}
+	}
+	if len(defined) == 0 {
+		t.Fatal("no TestReal* functions in e2e/")
+	}
+	for name := range defined {
+		if !strings.Contains(table, "`"+name+"`") {
+			t.Errorf("%s (e2e/) is missing from docs/development.md's real-lane table", name)
+		}
+	}
+	for _, m := range regexp.MustCompile("`(TestReal\\w*)`").FindAllStringSubmatch(table, -1) {
+		if !defined[m[1]] {
+			t.Errorf("docs/development.md's real-lane table names %s, which e2e/ does not define", m[1])
+		}
+	}
+}

@@ -69,14 +69,19 @@ type Config struct {
 	InsecureIgnoreHostKey bool
 	// ConnectTimeout bounds everything Dial does, together: the ssh-agent (connecting to it,
 	// listing its keys, every signature), the TCP connect (through the bastion when Via is set),
-	// the SSH handshake, the host key check (known_hosts lock included) and authentication.
-	// Default DefaultConnectTimeout.
+	// the SSH handshake, the host key check (known_hosts lock included), authentication and,
+	// with CheckSudo, sudo. Default DefaultConnectTimeout.
 	ConnectTimeout time.Duration
 	// KeepaliveInterval is the time between keepalive@openssh.com requests; after
 	// DefaultKeepaliveMax unanswered ones the connection is closed and commands fail.
 	KeepaliveInterval time.Duration
 	// SudoPassword is fed to `sudo -S` on stdin when the user is not root. Empty means sudo -n.
 	SudoPassword inventory.Secret
+	// CheckSudo makes Dial, for a login user other than root, run `true` through sudo (as
+	// CheckSudo does) within what is left of ConnectTimeout: a sudo that refuses, asks for a
+	// password it was not given or does not answer is a *ConnectError with Step StepSudo
+	// wrapping a *SudoError. Off for jump hosts, which run nothing as root.
+	CheckSudo bool
 	// Via, when set, is the bastion connection the TCP stream is opened through (ProxyJump).
 	Via *Client
 	// MaxSessions bounds the channels open at once on the connection (exec and SFTP); sshd
@@ -392,6 +397,10 @@ func IsTransient(err error) bool {
 		switch ce.Step {
 		case StepHostKey, StepAuth, StepAgent:
 			return false
+		case StepSudo:
+			// sudo's answer is the host's configuration; only a link lost while asking is not.
+			var te *TransportError
+			return errors.As(ce.Err, &te)
 		case StepHandshake:
 			return !strings.Contains(ce.Err.Error(), "no common algorithm")
 		}

@@ -30,10 +30,13 @@ const (
 	StepHostKey = "host key"
 	// StepAuth is the authentication: the key file, the keys offered, the host's answer.
 	StepAuth = "auth"
+	// StepSudo is the check that a login user other than root can become root with sudo
+	// (Config.CheckSudo); its error wraps a *SudoError.
+	StepSudo = "sudo"
 )
 
 // ConnectError is a failure to reach or log in to a host. Step says which part failed
-// (StepConnect, StepAgent, StepHandshake, StepHostKey, StepAuth). When the context was
+// (StepConnect, StepAgent, StepHandshake, StepHostKey, StepAuth, StepSudo). When the context was
 // cancelled (Ctrl-C) Err wraps context.Canceled and nothing else: the closed connection that
 // cancelling left behind is not the cause.
 type ConnectError struct {
@@ -67,8 +70,9 @@ func cancelled(ctx context.Context) error {
 // passphrase comes from cfg.Passphrase, which may wait for a person on a terminal: ctx only).
 // Then one deadline, cfg.ConnectTimeout, bounds everything else: the ssh-agent (its socket,
 // the key list, every signature), the TCP connect — or the ProxyCommand, killed at the
-// deadline, or the channel through the jump host cfg.Via —, the handshake, the host key check
-// and authentication; the context ends it at once (every socket it holds,
+// deadline, or the channel through the jump host cfg.Via —, the handshake, the host key check,
+// authentication and, with cfg.CheckSudo, sudo (CheckSudo gets what is left of the deadline);
+// the context ends it at once (every socket it holds,
 // the agent's included, is closed). Errors are *ConnectError naming the part that failed or
 // timed out ("ssh-agent did not answer within 10s"); host key mismatches wrap
 // *HostKeyMismatchError, refused host certificates *HostCertError, unreadable known_hosts
@@ -224,6 +228,14 @@ func Dial(ctx context.Context, cfg Config) (*Client, error) {
 	cl := &Client{cfg: cfg, raw: raw, conn: ssh.NewClient(c, chans, reqs), isRoot: cfg.User == "root",
 		stop: make(chan struct{}), sessions: make(chan struct{}, cfg.MaxSessions)}
 	go cl.keepalive()
+	if cfg.CheckSudo {
+		// sudo shares the connect deadline: a sudo that hangs (PAM, LDAP, a name lookup) or
+		// wants a password fails the connect, naming the host and the fix.
+		if err := CheckSudo(ctx, cl, time.Until(deadline)); err != nil {
+			_ = cl.Close()
+			return fail(StepSudo, err)
+		}
+	}
 	return cl, nil
 }
 
