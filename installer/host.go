@@ -22,7 +22,7 @@ import (
 type hostState struct {
 	host *inventory.Host
 	// client is the host's connection; read it through c() (a retry may replace it).
-	client *remote.Client
+	client remote.Host
 	facts  *facts.Host
 	plan   *plan.HostPlan
 	// connErr is why the host could not be reached.
@@ -51,13 +51,13 @@ type hostState struct {
 }
 
 // c returns the host's current connection.
-func (hs *hostState) c() *remote.Client {
+func (hs *hostState) c() remote.Host {
 	hs.mu.Lock()
 	defer hs.mu.Unlock()
 	return hs.client
 }
 
-func (hs *hostState) setClient(c *remote.Client) {
+func (hs *hostState) setClient(c remote.Host) {
 	hs.mu.Lock()
 	old := hs.client
 	hs.client = c

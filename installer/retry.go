@@ -32,14 +32,14 @@ func newBackoff(ctx context.Context, retries int) backoff.BackOff {
 // SYN and its retransmissions). Permanent failures (remote.IsTransient) are not retried: a
 // host that does not answer twice, a host key or known_hosts problem, a key file that cannot
 // be read, a key the host refuses, an ssh-agent that does not answer, cancellation.
-func (s *session) dial(ctx context.Context, hs *hostState, cfg remote.Config) (*remote.Client, error) {
+func (s *session) dial(ctx context.Context, hs *hostState, cfg remote.Config) (remote.Host, error) {
 	return s.dialRetry(ctx, hs, cfg, 1)
 }
 
 // dialRetry is dial with connectRetries retries of a TCP connect timeout. Reconnecting after a
 // link was found dead uses none: a host that no longer answers fails within the connect
 // timeout.
-func (s *session) dialRetry(ctx context.Context, hs *hostState, cfg remote.Config, connectRetries int) (*remote.Client, error) {
+func (s *session) dialRetry(ctx context.Context, hs *hostState, cfg remote.Config, connectRetries int) (remote.Host, error) {
 	var c *remote.Client
 	attempt := 0
 	err := backoff.RetryNotify(func() error {
@@ -63,7 +63,10 @@ func (s *session) dialRetry(ctx context.Context, hs *hostState, cfg remote.Confi
 		// Called only when another attempt follows.
 		s.in.emitter(events.PhaseConnect).Warn(hs.host.Name, fmt.Sprintf("connection attempt %d failed, retrying in %s: %v", attempt, wait.Round(100*time.Millisecond), err))
 	})
-	return c, err
+	if err != nil {
+		return nil, err // never a typed nil *remote.Client inside the interface
+	}
+	return c, nil
 }
 
 // connectTimeout reports whether err is a TCP connect that got no answer in time.

@@ -474,8 +474,8 @@ func (w *rancherWatch) probeURL(ctx context.Context, host string) (string, error
 	target := net.JoinHostPort(w.first.host.Address, "443")
 	via := "through " + w.first.host.Name + "'s SSH connection"
 	dial := func(ctx context.Context, _, _ string) (net.Conn, error) {
-		if c := w.first.c(); c != nil && c.SSH() != nil {
-			if conn, err := c.SSH().DialContext(ctx, "tcp", target); err == nil {
+		if c := w.first.c(); c != nil {
+			if conn, err := c.DialContext(ctx, "tcp", target); err == nil {
 				return conn, nil
 			}
 		}

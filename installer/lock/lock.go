@@ -34,7 +34,7 @@ const (
 
 // Held is a held lock, refreshed in the background until Release.
 type Held struct {
-	client func() *remote.Client
+	client func() remote.Host
 	id     string
 	cancel context.CancelFunc
 	done   chan struct{}
@@ -151,7 +151,7 @@ type Attempt struct {
 // Try makes one attempt to take the run lock k3s.PathLock on c's host for command. A lock not
 // refreshed for TTL, or held by a k3strap process of this machine that no longer exists,
 // is taken over; of several runs trying at once, exactly one gets the lock.
-func Try(ctx context.Context, c *remote.Client, command string) (Attempt, error) {
+func Try(ctx context.Context, c remote.Host, command string) (Attempt, error) {
 	b := make([]byte, 8)
 	_, _ = rand.Read(b)
 	at := Attempt{ID: hex.EncodeToString(b)}
@@ -215,7 +215,7 @@ func (l *Held) Release() {
 
 // Hold keeps the lock at took (taken by Try) refreshed every Refresh through client (a
 // reconnect may replace the connection) until Release.
-func Hold(ctx context.Context, client func() *remote.Client, took Attempt) *Held {
+func Hold(ctx context.Context, client func() remote.Host, took Attempt) *Held {
 	id := took.ID
 	ttl := strconv.Itoa(int(TTL.Seconds()))
 	lctx, cancel := context.WithCancel(context.WithoutCancel(ctx))

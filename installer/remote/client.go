@@ -670,3 +670,13 @@ func tail(b []byte, n int) string {
 	}
 	return strings.Join(lines, "; ")
 }
+
+// DialContext opens a TCP connection from the host to addr through the SSH connection (a
+// direct-tcpip channel), e.g. to the Kubernetes API on the server's loopback. It fails at once
+// when the connection has ended.
+func (c *Client) DialContext(ctx context.Context, network, addr string) (net.Conn, error) {
+	if c.closed() {
+		return nil, fmt.Errorf("%s: connection closed: %w", c.cfg.Host, net.ErrClosed)
+	}
+	return c.conn.DialContext(ctx, network, addr)
+}
