@@ -20,6 +20,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 
 	"github.com/k3strap/k3strap/events"
 	"github.com/k3strap/k3strap/installer/kube"
@@ -141,14 +142,10 @@ type rancherWatch struct {
 	doneMessage string
 }
 
-// kubectl returns kubectl on the first server's current connection (a reconnect may have
-// replaced it).
-func (w *rancherWatch) kubectl() kube.Kubectl { return kube.Kubectl{R: w.first.c()} }
-
-// look runs fn with kubectl on the first server; when the connection dropped it reconnects
-// and tries again (session.retry), so a long supervision survives a flaky link.
-func (w *rancherWatch) look(ctx context.Context, label string, fn func(kc kube.Kubectl) error) error {
-	return w.s.retry(ctx, w.first, label, func(context.Context) error { return fn(w.kubectl()) })
+// look runs fn with the first server's Kubernetes API; when the connection dropped it
+// reconnects and tries again (session.retry), so a long supervision survives a flaky link.
+func (w *rancherWatch) look(ctx context.Context, label string, fn func(kc *kube.API) error) error {
+	return w.s.retry(ctx, w.first, label, func(ctx context.Context) error { return w.first.withAPI(ctx, fn) })
 }
 
 func (w *rancherWatch) milestone(name, detail string) {
@@ -292,8 +289,10 @@ func (w *rancherWatch) install(ctx context.Context) error {
 	w.explain = func(ectx context.Context) []string { return w.explainInstall(ectx, charts) }
 	for {
 		var objs []kube.Object
-		err := w.look(ctx, "reading Rancher's install state", func(kc kube.Kubectl) (err error) {
-			objs, err = kc.List(ctx, "helmcharts,jobs,deployments", "", "")
+		var kc *kube.API
+		err := w.look(ctx, "reading Rancher's install state", func(a *kube.API) (err error) {
+			kc = a
+			objs, err = a.List(ctx, "helmcharts.helm.cattle.io,jobs.batch,deployments.apps", "", "")
 			return err
 		})
 		switch {
@@ -304,7 +303,7 @@ func (w *rancherWatch) install(ctx context.Context) error {
 			w.readErr = err
 		default:
 			w.readErr = nil
-			done, err := w.installStep(ctx, w.kubectl(), objs, charts, host)
+			done, err := w.installStep(ctx, kc, objs, charts, host)
 			if err != nil || done {
 				return err
 			}
@@ -316,7 +315,7 @@ func (w *rancherWatch) install(ctx context.Context) error {
 }
 
 // installStep looks once; it reports done when the URL answered.
-func (w *rancherWatch) installStep(ctx context.Context, kc kube.Kubectl, objs []kube.Object, charts []chartRef, host string) (bool, error) {
+func (w *rancherWatch) installStep(ctx context.Context, kc *kube.API, objs []kube.Object, charts []chartRef, host string) (bool, error) {
 	for _, ch := range charts {
 		if w.reachedMilestone(ch.milestone) {
 			continue
@@ -355,7 +354,7 @@ func (w *rancherWatch) installStep(ctx context.Context, kc kube.Kubectl, objs []
 
 // chartInstalled checks one HelmChart: applied by K3s's deploy controller with the spec k3strap
 // rendered, and its helm-install job complete. A failed job is a Failure with its log tail.
-func (w *rancherWatch) chartInstalled(ctx context.Context, kc kube.Kubectl, objs []kube.Object, ch chartRef) (bool, error) {
+func (w *rancherWatch) chartInstalled(ctx context.Context, kc *kube.API, objs []kube.Object, ch chartRef) (bool, error) {
 	manifest := plan.RancherManifestPath(ch.name + ".yaml")
 	o := kube.Find(objs, "HelmChart", rancher.HelmChartNamespace, ch.name)
 	if o == nil {
@@ -399,7 +398,7 @@ func (w *rancherWatch) chartInstalled(ctx context.Context, kc kube.Kubectl, objs
 	return false, nil
 }
 
-func (w *rancherWatch) jobLog(ctx context.Context, kc kube.Kubectl, job string) []string {
+func (w *rancherWatch) jobLog(ctx context.Context, kc *kube.API, job string) []string {
 	out, err := kc.Logs(ctx, rancher.HelmChartNamespace, "job/"+job, 15)
 	if err != nil || strings.TrimSpace(out) == "" {
 		return nil
@@ -415,18 +414,18 @@ func (w *rancherWatch) jobLog(ctx context.Context, kc kube.Kubectl, job string) 
 // the pods of cert-manager and cattle-system that do not run (untolerated taints, image pulls).
 func (w *rancherWatch) explainInstall(ctx context.Context, charts []chartRef) []string {
 	// One look (reconnecting when the connection dropped) to be sure kubectl answers.
-	if err := w.look(ctx, "explaining the Rancher timeout", func(kc kube.Kubectl) error {
-		_, err := kc.Run(ctx, nil, "get", "--raw", "/readyz")
-		return err
+	var kc *kube.API
+	if err := w.look(ctx, "explaining the Rancher timeout", func(a *kube.API) error {
+		kc = a
+		return a.Ready(ctx)
 	}); err != nil {
-		return []string{"the cluster does not answer kubectl on " + w.first.host.Name + ": " + err.Error()}
+		return []string{"the cluster's API does not answer on " + w.first.host.Name + ": " + err.Error()}
 	}
-	kc := w.kubectl()
 	var ev []string
 	for _, ch := range charts {
 		if !w.reachedMilestone(ch.milestone) {
 			job := "helm-install-" + ch.name
-			if pods, err := kc.ListPods(ctx, rancher.HelmChartNamespace); err == nil {
+			if pods, err := kc.ListPods(ctx, rancher.HelmChartNamespace, ""); err == nil {
 				var mine []corev1.Pod
 				for _, p := range pods {
 					if p.Labels["job-name"] == job || p.Labels["batch.kubernetes.io/job-name"] == job {
@@ -445,7 +444,7 @@ func (w *rancherWatch) explainInstall(ctx context.Context, charts []chartRef) []
 		}
 	}
 	for _, ns := range []string{rancher.CertManagerNamespace, rancher.RancherNamespace} {
-		pods, err := kc.ListPods(ctx, ns)
+		pods, err := kc.ListPods(ctx, ns, "")
 		if err == nil {
 			ev = append(ev, kube.PodProblems(pods)...)
 		}
@@ -524,7 +523,7 @@ func (w *rancherWatch) bootstrapPassword(ctx context.Context) error {
 		manifest = f.Content // uploaded in this run
 	} else {
 		var b []byte
-		err := w.look(ctx, "reading back Rancher's bootstrap password", func(kube.Kubectl) (err error) {
+		err := w.s.retry(ctx, w.first, "reading back Rancher's bootstrap password", func(ctx context.Context) (err error) {
 			b, err = w.first.c().ReadFile(ctx, p)
 			return err
 		})
@@ -622,40 +621,42 @@ func (w *rancherWatch) register(ctx context.Context) error {
 			"in Rancher, edit the cluster: Cluster Configuration > Cluster Agent > Tolerations (clusterAgentDeploymentCustomization.appendTolerations) and Fleet Agent (fleetAgentDeploymentCustomization.appendTolerations) — add "+rancherapi.JoinTaints(missing)+" — then copy the import URL again; or use rancher.register.url with an API token and k3strap sets them",
 			nil)
 	}
-	w.wait("`k3s kubectl apply` of the import manifest")
+	w.wait("the server-side apply of the import manifest")
 	var out string
-	err = w.look(ctx, "applying the import manifest", func(kc kube.Kubectl) (err error) {
+	err = w.look(ctx, "applying the import manifest", func(kc *kube.API) (err error) {
 		out, err = kc.Apply(ctx, manifest)
 		return err
 	})
 	if err != nil {
 		return w.failure("applying the import manifest on "+w.first.host.Name+": "+err.Error(), "", nil)
 	}
-	w.milestone(MilestoneImportApplied, fmt.Sprintf("%d objects applied with k3s kubectl apply", rancherapi.CountLines(out)))
+	w.milestone(MilestoneImportApplied, fmt.Sprintf("%d objects applied (server-side apply)", rancherapi.CountLines(out)))
 
 	w.explain = func(ectx context.Context) []string {
-		kc := w.kubectl()
 		var ev []string
-		if pods, err := kc.ListPods(ectx, "cattle-system"); err == nil {
-			ev = append(ev, kube.PodProblems(pods)...)
-		}
-		if l, err := kc.Logs(ectx, "cattle-system", "deployment/"+rancherapi.ClusterAgent, 10); err == nil && l != "" {
-			for _, line := range strings.Split(l, "\n") {
-				ev = append(ev, "log: "+line)
+		_ = w.first.withAPI(ectx, func(kc *kube.API) error {
+			if pods, err := kc.ListPods(ectx, "cattle-system", ""); err == nil {
+				ev = append(ev, kube.PodProblems(pods)...)
 			}
-		}
+			if l, err := kc.Logs(ectx, "cattle-system", "deployment/"+rancherapi.ClusterAgent, 10); err == nil && l != "" {
+				for _, line := range strings.Split(l, "\n") {
+					ev = append(ev, "log: "+line)
+				}
+			}
+			return nil
+		})
 		return ev
 	}
 	for {
 		var d *appsv1.Deployment
-		err := w.look(ctx, "reading "+rancherapi.ClusterAgent, func(kc kube.Kubectl) (err error) {
+		err := w.look(ctx, "reading "+rancherapi.ClusterAgent, func(kc *kube.API) (err error) {
 			d, err = kc.GetDeployment(ctx, "cattle-system", rancherapi.ClusterAgent)
 			return err
 		})
 		switch {
 		case err != nil && ctx.Err() != nil:
 			return ctx.Err()
-		case errors.Is(err, kube.ErrNotFound):
+		case apierrors.IsNotFound(err):
 			w.wait("deployment cattle-system/" + rancherapi.ClusterAgent + " to appear")
 		case err != nil:
 			w.wait("deployment cattle-system/"+rancherapi.ClusterAgent+" to become available", "reading it: "+err.Error())
