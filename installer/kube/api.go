@@ -90,7 +90,12 @@ func Connect(ctx context.Context, conn func() Conn) (*API, error) {
 		if c == nil {
 			return nil, &net.OpError{Op: "dial", Net: network, Err: errors.New("no connection to " + host)}
 		}
-		return c.DialContext(ctx, network, addr)
+		conn, err := c.DialContext(ctx, network, addr)
+		var oc *ssh.OpenChannelError
+		if errors.As(err, &oc) && oc.Reason == ssh.Prohibited {
+			return nil, fmt.Errorf("the SSH server of %s refuses to open a connection to its Kubernetes API %s (TCP forwarding disabled: sshd_config AllowTcpForwarding/DisableForwarding, Dropbear -j); k3strap reaches the API through SSH only — allow local forwarding for the SSH user (e.g. `Match User root` + `AllowTcpForwarding local`): %w", host, addr, err)
+		}
+		return conn, err
 	}
 	typed, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
