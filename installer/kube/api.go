@@ -13,6 +13,7 @@ package kube
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -164,7 +165,8 @@ func IsAPIDown(err error) bool {
 		apierrors.IsTooManyRequests(err):
 		return true
 	case errors.As(err, &ue):
-		return !errors.Is(err, context.Canceled)
+		var cv *tls.CertificateVerificationError
+		return !errors.Is(err, context.Canceled) && !errors.As(err, &cv)
 	}
 	return false
 }

@@ -162,8 +162,8 @@ func TestConnectThroughTheTunnel(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := a2.GetNode(ctx, "cp1"); err == nil || !strings.Contains(err.Error(), "certificate") {
-		t.Errorf("a server the CA did not sign: %v, want a certificate error", err)
+	if _, err := a2.GetNode(ctx, "cp1"); err == nil || !strings.Contains(err.Error(), "certificate") || IsAPIDown(err) {
+		t.Errorf("a server the CA did not sign: %v, want a certificate error (not the API being down)", err)
 	}
 
 	// No kubeconfig (K3s not installed yet): an error naming the host and the file.
@@ -469,5 +469,31 @@ func TestDecodeList(t *testing.T) {
 	objs, err := Decode([]byte(`{"apiVersion":"v1","kind":"List","items":[{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"a"}},{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"b"}}]}`))
 	if err != nil || len(objs) != 2 || objs[1].GetName() != "b" {
 		t.Errorf("Decode List: %v %v", objs, err)
+	}
+}
+
+// refusing is a Conn whose SSH server refuses direct-tcpip channels (forwarding disabled).
+type refusing struct{ tunnel }
+
+func (r *refusing) DialContext(context.Context, string, string) (net.Conn, error) {
+	return nil, &ssh.OpenChannelError{Reason: ssh.Prohibited, Message: "administratively prohibited"}
+}
+
+// TestForwardingRefused: a host whose SSH server refuses TCP forwarding gets an error saying
+// what to allow, not a bare "administratively prohibited".
+func TestForwardingRefused(t *testing.T) {
+	srv := httptest.NewTLSServer(http.NotFoundHandler())
+	defer srv.Close()
+	r := &refusing{tunnel{kubeconfig: kubeconfigFor(srv, "https://127.0.0.1:6443", "t")}}
+	a, err := Connect(context.Background(), func() Conn { return r })
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = a.ListNodes(context.Background())
+	if err == nil || !strings.Contains(err.Error(), "AllowTcpForwarding") || !strings.HasPrefix(err.Error(), "cp1: list nodes") {
+		t.Errorf("forwarding refused: %v", err)
+	}
+	if IsAPIDown(err) {
+		t.Error("a refused channel counts as the API being down: it would be retried for nothing")
 	}
 }
