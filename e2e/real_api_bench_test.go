@@ -4,6 +4,7 @@
 package e2e
 
 import (
+	"fmt"
 	"os"
 	"strconv"
 	"strings"
@@ -37,6 +38,91 @@ echo -1`
 	return v
 }
 
+// execSampler counts the `kubectl` processes that run on a harness host: it polls the
+// host's pids cgroup (on the machine: /sys/fs/cgroup/pids/k3i<instance>-h<index>/cgroup.procs,
+// every process of the host outside its pods) every 10 ms and reads the command line of each
+// new process once; a `k3s kubectl` lives ≥ 100 ms (an 80 MB binary started, a kubeconfig
+// read, a TLS request), so none is missed. It also keeps the largest peak RSS (VmHWM) seen of
+// one. available is false when the cgroup is not there (another harness layout).
+type execSampler struct {
+	available bool
+	stop      chan struct{}
+	done      chan struct{}
+	kubectl   int
+	maxHWMKiB int64
+}
+
+func startExecSampler(hostIndex int) *execSampler {
+	inst := os.Getenv("HARNESS_INSTANCE")
+	if inst == "" {
+		inst = "0"
+	}
+	procs := fmt.Sprintf("/sys/fs/cgroup/pids/k3i%s-h%d/cgroup.procs", inst, hostIndex)
+	s := &execSampler{stop: make(chan struct{}), done: make(chan struct{})}
+	if _, err := os.Stat(procs); err != nil {
+		close(s.done)
+		return s
+	}
+	s.available = true
+	go func() {
+		defer close(s.done)
+		seen := map[string]bool{}
+		watch := map[string]bool{}
+		t := time.NewTicker(10 * time.Millisecond)
+		defer t.Stop()
+		for {
+			if b, err := os.ReadFile(procs); err == nil {
+				for _, pid := range strings.Fields(string(b)) {
+					if !seen[pid] {
+						seen[pid] = true
+						cl, _ := os.ReadFile("/proc/" + pid + "/cmdline")
+						args := strings.Split(string(cl), "\x00")
+						if len(args) > 1 && strings.HasSuffix(args[0], "k3s") && args[1] == "kubectl" {
+							s.kubectl++
+							watch[pid] = true
+						}
+					}
+				}
+			}
+			for pid := range watch {
+				st, err := os.ReadFile("/proc/" + pid + "/status")
+				if err != nil {
+					delete(watch, pid)
+					continue
+				}
+				for _, l := range strings.Split(string(st), "\n") {
+					if v, ok := strings.CutPrefix(l, "VmHWM:"); ok {
+						var kib int64
+						fmt.Sscan(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")), &kib)
+						s.maxHWMKiB = max(s.maxHWMKiB, kib)
+					}
+				}
+			}
+			select {
+			case <-s.stop:
+				return
+			case <-t.C:
+			}
+		}
+	}()
+	return s
+}
+
+// end stops the sampler and returns the kubectl processes seen (-1: not available) and the
+// largest peak RSS of one (MiB).
+func (s *execSampler) end() (int, int64) {
+	select {
+	case <-s.stop:
+	default:
+		close(s.stop)
+	}
+	<-s.done
+	if !s.available {
+		return -1, -1
+	}
+	return s.kubectl, s.maxHWMKiB >> 10
+}
+
 // kubeFootprint is what one k3strap run cost the first server: SSH exec channels (each starts
 // one process, a shell, on the host: remote.Stats.Commands, the summary's sshCommands) and how
 // many of them ran `k3s kubectl` (counted from the --verbose command lines).
@@ -56,8 +142,9 @@ func footprint(r run, host string) kubeFootprint {
 
 // BenchmarkRealAPIFootprint (real K3s) measures what k3strap's Kubernetes API calls cost the
 // first server of a 1 server + 2 agents cluster: during `apply` and during a `doctor` run
-// afterwards, the processes started on it over SSH (exec channels, and those running
-// `k3s kubectl`), the peak memory of the whole host (its memory cgroup: K3s, its containers and
+// afterwards, the processes started on it over SSH (exec channels, and those whose command
+// line runs `k3s kubectl`), every `k3s kubectl` process that ran on it (execSampler: those
+// inside scripts and the bring-up probe too) with the largest peak RSS of one, the peak memory of the whole host (its memory cgroup: K3s, its containers and
 // every SSH session) during apply, and apply's wall time. docs/architecture.md keeps the numbers.
 func BenchmarkRealAPIFootprint(b *testing.B) {
 	requireRealK3s(b)
@@ -66,9 +153,11 @@ func BenchmarkRealAPIFootprint(b *testing.B) {
 		c := newRealCluster(b, 3)
 		c.writeInventory(realServerAgents, nil)
 		c.hostMemoryPeak(0, true)
+		sampler := startExecSampler(c.hosts[0].Index)
 		start := time.Now()
 		r := c.k3strap(10*time.Minute, "apply", "--verbose")
 		took := time.Since(start)
+		applyKubectl, kubectlMiB := sampler.end()
 		if r.code != 0 {
 			b.Fatalf("apply exited %d:\n%s", r.code, r.stdout)
 		}
@@ -79,7 +168,9 @@ func BenchmarkRealAPIFootprint(b *testing.B) {
 				fa.commands = h.SSHCommands
 			}
 		}
+		sampler = startExecSampler(c.hosts[0].Index)
 		d := c.k3strap(3*time.Minute, "doctor", "--verbose")
+		doctorKubectl, doctorMiB := sampler.end()
 		b.Logf("doctor exited %d", d.code)
 		fd := footprint(d, "cp1")
 		for _, h := range d.summaryB(b).Hosts {
@@ -91,14 +182,17 @@ func BenchmarkRealAPIFootprint(b *testing.B) {
 			_ = os.WriteFile(f+"-api-apply.jsonl", []byte(r.stdout), 0o644)
 			_ = os.WriteFile(f+"-api-doctor.jsonl", []byte(d.stdout), 0o644)
 		}
-		b.Logf("apply: %.1f s, cp1: %d SSH commands (%d kubectl), host memory peak %d MiB; doctor: cp1 %d SSH commands (%d kubectl)",
-			took.Seconds(), fa.commands, fa.kubectl, peak>>20, fd.commands, fd.kubectl)
+		b.Logf("apply: %.1f s, cp1: %d SSH commands (%d with kubectl), %d kubectl processes (largest peak RSS %d MiB), host memory peak %d MiB; "+
+			"doctor: cp1 %d SSH commands (%d with kubectl), %d kubectl processes (largest %d MiB)",
+			took.Seconds(), fa.commands, fa.kubectl, applyKubectl, kubectlMiB, peak>>20, fd.commands, fd.kubectl, doctorKubectl, doctorMiB)
 		b.ReportMetric(took.Seconds(), "apply-s")
 		b.ReportMetric(float64(fa.commands), "apply-cmds")
-		b.ReportMetric(float64(fa.kubectl), "apply-kubectl")
+		b.ReportMetric(float64(fa.kubectl), "apply-kubectl-cmds")
+		b.ReportMetric(float64(applyKubectl), "apply-kubectl-procs")
+		b.ReportMetric(float64(doctorKubectl), "doctor-kubectl-procs")
 		b.ReportMetric(float64(peak>>20), "peak-MiB")
 		b.ReportMetric(float64(fd.commands), "doctor-cmds")
-		b.ReportMetric(float64(fd.kubectl), "doctor-kubectl")
+		b.ReportMetric(float64(fd.kubectl), "doctor-kubectl-cmds")
 		b.StartTimer()
 	}
 }

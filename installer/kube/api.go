@@ -19,7 +19,6 @@ import (
 	"io"
 	"net"
 	"net/url"
-	"sync"
 	"syscall"
 	"time"
 
@@ -58,7 +57,6 @@ type API struct {
 	Typed   kubernetes.Interface
 	Dynamic dynamic.Interface
 	mapper  meta.ResettableRESTMapper
-	mu      sync.Mutex
 }
 
 // Connect reads the server's admin kubeconfig through conn() once and returns its API. Every
