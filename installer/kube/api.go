@@ -25,6 +25,7 @@ import (
 	"golang.org/x/crypto/ssh"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/discovery/cached/memory"
 	"k8s.io/client-go/dynamic"
@@ -83,6 +84,10 @@ func Connect(ctx context.Context, conn func() Conn) (*API, error) {
 		return nil, fmt.Errorf("%s: %s is not a kubeconfig client-go can read (K3s rewrites it on start: restart k3s)", host, k3s.PathKubeconfig)
 	}
 	cfg.UserAgent = "k3strap"
+	// JSON both ways: every API server (and the simulator the end-to-end tests run) speaks
+	// it; client-go would otherwise send built-in types as protobuf.
+	cfg.ContentType = runtime.ContentTypeJSON
+	cfg.AcceptContentTypes = runtime.ContentTypeJSON
 	cfg.QPS, cfg.Burst = 50, 100
 	cfg.Dial = func(ctx context.Context, network, addr string) (net.Conn, error) {
 		c := conn()

@@ -118,9 +118,13 @@ users:
 func TestConnectThroughTheTunnel(t *testing.T) {
 	var auth []string
 	var mu sync.Mutex
+	var putType string
 	srv := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		mu.Lock()
 		auth = append(auth, r.Header.Get("Authorization"))
+		if r.Method == http.MethodPut {
+			putType = r.Header.Get("Content-Type")
+		}
 		mu.Unlock()
 		w.Header().Set("Content-Type", "application/json")
 		switch r.URL.Path {
@@ -152,7 +156,11 @@ func TestConnectThroughTheTunnel(t *testing.T) {
 	if len(tun.dialled) == 0 || tun.dialled[0] != "127.0.0.1:6443" {
 		t.Errorf("dialled %v, want the server's loopback 127.0.0.1:6443", tun.dialled)
 	}
-	if len(auth) != 2 || auth[0] != "Bearer s3cret-token" {
+	// Writes are JSON (the simulator, like any API server, reads it; protobuf it does not).
+	if err := a.ReplaceNode(ctx, n); err != nil || putType != "application/json" {
+		t.Errorf("ReplaceNode: %v, sent as %q, want application/json", err, putType)
+	}
+	if len(auth) != 3 || auth[0] != "Bearer s3cret-token" {
 		t.Errorf("Authorization headers %q, want the kubeconfig's credentials", auth)
 	}
 
