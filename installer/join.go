@@ -290,10 +290,10 @@ func nodeListInterval(n int) time.Duration {
 }
 
 // nodeView shares one view of the nodes among every host waiting for its node. It follows a
-// watch of the Nodes through the first server (one SSH channel, `kubectl get nodes --watch`,
-// started by the first waiter): a change wakes the waiters at once. A `kubectl get nodes` list
+// watch of the Nodes through the first server's API (kube.WatchNodes over the SSH connection,
+// started by the first waiter): a change wakes the waiters at once. A list of the nodes
 // refreshes the view at most once per interval whatever the number of waiters (so 500 agents
-// cost one SSH channel on the first server per interval, not 500), and only every
+// cost one API request per interval, not 500), and only every
 // nodeWatchedInterval while the watch streams (a safety net for anything it missed).
 type nodeView struct {
 	// first is the first server, read through its current connection (a retry may replace it).
