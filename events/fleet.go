@@ -3,6 +3,8 @@
 
 package events
 
+import "time"
+
 // Fleet rollouts (docs/fleet.md): every event of a site's run carries the site (Event.Site);
 // the fleet adds its waves, each site's result and a summary listing the sites.
 
@@ -31,6 +33,8 @@ type WaveInfo struct {
 	// the wave's end.
 	Done   int `json:"done"`
 	Failed int `json:"failed"`
+	// Deferred counts the wave's sites left unreachable, on the wave's end.
+	Deferred int `json:"deferred,omitempty"`
 }
 
 // SiteStatus is where a site stands in a fleet run.
@@ -52,6 +56,11 @@ const (
 	SiteFailed SiteStatus = "failed"
 	// SiteCancelled: the run was cancelled (Ctrl-C) while the site ran.
 	SiteCancelled SiteStatus = "cancelled"
+	// SiteDeferred: the site could not be reached (every host offline, before anything on it
+	// changed): tried again later in its wave (SiteResult.RetryInSeconds) or, once its
+	// attempts are spent, left for the next rollout. Not a failure unless the fleet's
+	// rollout.unreachable.countAsFailed says so (docs/fleet.md "Offline sites").
+	SiteDeferred SiteStatus = "deferred"
 )
 
 // SiteResult is one site's outcome.
@@ -73,6 +82,15 @@ type SiteResult struct {
 	Message string `json:"message,omitempty"`
 	// Seconds is the site's run time.
 	Seconds float64 `json:"seconds"`
+	// Attempt is the attempt this result ends (1-based), set when the site was tried more
+	// than once or deferred.
+	Attempt int `json:"attempt,omitempty"`
+	// RetryInSeconds is, for a deferred site, when its next attempt starts (0: none in this
+	// run).
+	RetryInSeconds float64 `json:"retryInSeconds,omitempty"`
+	// LastReached is when a host of the site last answered (this run or an earlier one as the
+	// state file records it); zero when never.
+	LastReached time.Time `json:"lastReached,omitzero"`
 }
 
 // Wave emits a wave's start (status running) or end.
@@ -94,6 +112,8 @@ func siteEventStatus(s SiteStatus) Status {
 		return StatusUnchanged
 	case SiteFailed, SiteCancelled:
 		return StatusFailed
+	case SiteDeferred:
+		return StatusSkipped
 	case SiteRunning:
 		return StatusRunning
 	}

@@ -142,7 +142,7 @@ func TestSchemaRejects(t *testing.T) {
 		"payload of another type":         `{"v":1,` + ts + `,"type":"info","upload":{"file":"f","bytes":1,"total":2}}`,
 		"bad severity":                    `{"v":1,` + ts + `,"type":"preflight_finding","finding":{"check":"X","severity":"fatal","message":"m"}}`,
 		"host step without status":        `{"v":1,` + ts + `,"type":"host_step","host":"cp1","step":"connect"}`,
-		"summary with an unknown exit":    `{"v":1,` + ts + `,"type":"summary","summary":{"command":"apply","ok":false,"exitCode":10,"seconds":1}}`,
+		"summary with an unknown exit":    `{"v":1,` + ts + `,"type":"summary","summary":{"command":"apply","ok":false,"exitCode":11,"seconds":1}}`,
 		"time that is not a time":         `{"v":1,"time":"yesterday","type":"info"}`,
 		"negative bytes":                  `{"v":1,` + ts + `,"type":"upload_progress","host":"h","upload":{"file":"f","bytes":-1,"total":2}}`,
 		"milestone without seconds":       `{"v":1,` + ts + `,"type":"milestone","host":"cp1","milestone":{"name":"api-ready"}}`,

@@ -108,6 +108,9 @@ type Rollout struct {
 	// Pause asks for a confirmation before each wave after the first (on a terminal; --yes
 	// answers yes).
 	Pause bool `yaml:"pause,omitempty"`
+	// Unreachable is what a rollout does with a site it cannot reach (unreachable.go,
+	// docs/fleet.md "Offline sites").
+	Unreachable Unreachable `yaml:"unreachable,omitempty"`
 }
 
 // Rollout defaults.

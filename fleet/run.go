@@ -19,10 +19,19 @@ import (
 )
 
 // SiteRunner runs command (apply, upgrade, preflight, check, doctor) on one site with the
-// per-cluster engine, its events going to sink, and passes observe the nodes the run lists
-// (installer.Options.NodesListed). It returns the engine's error: nil, an *installer.Failure,
-// or the context's error.
-type SiteRunner func(ctx context.Context, s *Site, command string, sink events.Sink, observe func([]corev1.Node)) error
+// per-cluster engine, its events going to sink, and tells obs what the run saw besides its
+// events. It returns the engine's error: nil, an *installer.Failure, or the context's error.
+type SiteRunner func(ctx context.Context, s *Site, command string, sink events.Sink, obs Observer) error
+
+// Observer receives what a site's run reports besides its events; the runner passes both
+// functions, never nil.
+type Observer struct {
+	// Nodes is given the nodes each time the run lists them (installer.Options.NodesListed).
+	Nodes func([]corev1.Node)
+	// HostContact is told whether each host could be reached (installer.Options.HostContact):
+	// it tells an offline site from a failed one (unreachable.go).
+	HostContact func(host string, err error)
+}
 
 // RunOptions configure a fleet run.
 type RunOptions struct {
@@ -67,7 +76,8 @@ type runner struct {
 	// failed counts the sites that failed in this run; maxFail is how many may
 	// (rollout.maxFailedSites of the run's sites).
 	failed, maxFail int
-	stopped         string // why the rollout stopped ("" while it goes on)
+	stopped         string        // why the rollout stopped ("" while it goes on)
+	stopCh          chan struct{} // closed when stopped is set
 }
 
 // Run runs opts.Command over the sites of plan (Fleet.Plan) under the rollout policy: it
@@ -97,7 +107,7 @@ func Run(ctx context.Context, f *Fleet, plan Plan, opts RunOptions) error {
 	}
 	start := opts.Now()
 	r := &runner{f: f, opts: opts, em: events.Emitter{Sink: opts.Sink, Phase: events.PhaseFleet, Now: opts.Now},
-		waves: plan.Waves, shard: plan.Shard, results: map[string]*events.SiteResult{}, errs: map[string]error{}}
+		waves: plan.Waves, shard: plan.Shard, results: map[string]*events.SiteResult{}, errs: map[string]error{}, stopCh: make(chan struct{})}
 	r.maxFail = f.Spec.Rollout.MaxFailedSites.Of(plan.Sites(), false)
 	for _, w := range r.waves {
 		for _, s := range w.Sites {
@@ -172,8 +182,13 @@ func (r *runner) describe() string {
 	if len(r.waves) > 0 && r.waves[0].Canary {
 		canary = fmt.Sprintf("canary %d", len(r.waves[0].Sites))
 	}
-	return fmt.Sprintf("%s in %d wave(s) (%s, then waves of %s; %d at a time; stop when more than %d fail); state %s",
-		what, len(r.waves), canary, r.f.Spec.Rollout.BatchSize(), conc, r.maxFail, r.j.Path())
+	u := r.f.Spec.Rollout.Unreachable
+	unreachable := fmt.Sprintf("unreachable sites tried %d time(s), %s apart, within %s, then deferred", u.attempts(), u.retryAfter(), u.maxWait())
+	if u.CountAsFailed {
+		unreachable = strings.TrimSuffix(unreachable, "deferred") + "failed"
+	}
+	return fmt.Sprintf("%s in %d wave(s) (%s, then waves of %s; %d at a time; stop when more than %d fail; %s); state %s",
+		what, len(r.waves), canary, r.f.Spec.Rollout.BatchSize(), conc, r.maxFail, unreachable, r.j.Path())
 }
 
 func (r *runner) concurrency() int {
@@ -193,8 +208,14 @@ func (r *runner) siteTimeout() time.Duration {
 func (r *runner) stop(why string) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	r.stopLocked(why)
+}
+
+// stopLocked records the first reason the rollout stops; r.mu is held.
+func (r *runner) stopLocked(why string) {
 	if r.stopped == "" {
 		r.stopped = why
+		close(r.stopCh)
 	}
 }
 
@@ -218,18 +239,16 @@ func (r *runner) wave(ctx context.Context, w Wave) {
 	sem := make(chan struct{}, r.concurrency())
 	var wg sync.WaitGroup
 	for _, s := range w.Sites {
-		select {
-		case sem <- struct{}{}:
-		case <-ctx.Done():
-		}
-		if ctx.Err() != nil || r.stopReason() != "" {
+		sl := &slot{sem: sem}
+		if !sl.acquire(ctx, nil) || r.stopReason() != "" {
+			sl.release()
 			break
 		}
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			defer func() { <-sem }()
-			r.site(ctx, w, s)
+			defer sl.release()
+			r.site(ctx, w, s, sl)
 		}()
 	}
 	wg.Wait()
@@ -239,6 +258,8 @@ func (r *runner) wave(ctx context.Context, w Wave) {
 			info.Done++
 		case events.SiteFailed:
 			info.Failed++
+		case events.SiteDeferred:
+			info.Deferred++
 		}
 	}
 	if !r.opts.Changes {
@@ -248,7 +269,10 @@ func (r *runner) wave(ctx context.Context, w Wave) {
 	if info.Failed > 0 {
 		st, msg = events.StatusFailed, fmt.Sprintf("%s: %d done, %d failed", label, info.Done, info.Failed)
 	}
-	if pending := len(w.Sites) - info.Done - info.Failed; pending > 0 {
+	if info.Deferred > 0 {
+		msg += fmt.Sprintf(", %d deferred (unreachable)", info.Deferred)
+	}
+	if pending := len(w.Sites) - info.Done - info.Failed - info.Deferred; pending > 0 {
 		msg += fmt.Sprintf(", %d not finished", pending)
 	}
 	r.em.Wave(st, msg, info)
@@ -260,8 +284,76 @@ func (r *runner) result(name string) events.SiteResult {
 	return *r.results[name]
 }
 
-// site runs the command on one site (or checks a done one) and records it.
-func (r *runner) site(ctx context.Context, w Wave, s *Site) {
+// attempt is one run of the command (or the check of a done site) on a site.
+type attempt struct {
+	action  string
+	start   time.Time
+	err     error
+	contact Contact
+}
+
+// site runs the command on one site (or checks a done one) and records it. In a rollout, a
+// site found unreachable (unreachable.go) is deferred and tried again as
+// rollout.unreachable says, its slot free while it waits; it ends deferred (or failed, with
+// countAsFailed) when its attempts are spent.
+func (r *runner) site(ctx context.Context, w Wave, s *Site, sl *slot) {
+	pol := r.f.Spec.Rollout.Unreachable
+	var first time.Time
+	for n := 1; ; n++ {
+		a := r.attempt(ctx, w, s)
+		next, wait := NextEnd, time.Duration(0)
+		if r.opts.Changes {
+			next, wait = pol.Decide(Attempt{Number: n, Err: a.err, Contact: a.contact, FirstUnreachable: first,
+				End: r.opts.Now(), Stopping: ctx.Err() != nil || r.stopReason() != ""})
+		}
+		if next != NextEnd && first.IsZero() {
+			first = r.opts.Now()
+		}
+		var res events.SiteResult
+		switch next {
+		case NextRetry:
+			res = r.deferred(s, w, a, n, wait)
+			r.setResult(res, nil)
+			r.em.Site(res)
+			if r.pause(ctx, sl, wait) {
+				continue
+			}
+			// Cancelled or stopped while it waited: no attempt starts any more.
+			res = r.deferred(s, w, a, n, 0)
+		case NextDeferred:
+			res = r.deferred(s, w, a, n, 0)
+		case NextFailed:
+			a.err = &unreachableError{attempts: n, err: a.err}
+			res = r.finishRecord(s, w, a.action, a.start, a.err)
+			res.Attempt, res.LastReached = n, r.lastReached(s, a.contact)
+		default:
+			res = r.finishRecord(s, w, a.action, a.start, a.err)
+			if n > 1 {
+				res.Attempt = n
+			}
+			res.LastReached = r.lastReached(s, a.contact)
+		}
+		if w.Canary && r.opts.Changes {
+			switch res.Status {
+			case events.SiteFailed:
+				r.stop(fmt.Sprintf("the canary %s failed", s.Name))
+			case events.SiteDeferred:
+				r.stop(fmt.Sprintf("the canary %s is unreachable (deferred): no later wave runs before a canary succeeded", s.Name))
+			}
+		}
+		if res.Status == events.SiteDeferred {
+			a.err = nil // not a failure: outcome counts deferred sites from their status
+		}
+		r.setResult(res, a.err)
+		r.em.Site(res)
+		return
+	}
+}
+
+// attempt runs the command (or checks a done site, and runs the command if the check fails
+// for another reason than the site being unreachable) within rollout.siteTimeout. It records
+// the start and when a host last answered; the caller judges and records the outcome.
+func (r *runner) attempt(ctx context.Context, w Wave, s *Site) attempt {
 	prev := r.j.Site(s.Name)
 	action := r.opts.Command
 	if r.opts.Changes && !r.opts.Rerun && prev.Rollout != nil && prev.Rollout.Status == events.SiteDone && prev.Rollout.Digest == s.Digest {
@@ -271,18 +363,25 @@ func (r *runner) site(ctx context.Context, w Wave, s *Site) {
 	r.setResult(events.SiteResult{Site: s.Name, Wave: w.Number, Status: events.SiteRunning, Action: action}, nil)
 	r.record(s, w, action, &Record{Command: action, Status: events.SiteRunning, Digest: s.Digest, Started: start.UTC()})
 	sink := events.SiteSink(s.Name, r.opts.Sink)
-	observe := func(nodes []corev1.Node) { r.observe(s, nodes) }
 	sctx, cancel := context.WithTimeout(ctx, r.siteTimeout())
 	defer cancel()
-	err := r.opts.Run(sctx, s, action, sink, observe)
-	if action == "check" && err != nil && sctx.Err() == nil {
+	run := func(action string) (Contact, error) {
+		t := newContactTracker(action, r.opts.Now)
+		obs := Observer{Nodes: func(nodes []corev1.Node) { r.observe(s, nodes) }, HostContact: t.host}
+		err := r.opts.Run(sctx, s, action, t.sink(sink), obs)
+		c := t.contact()
+		r.reached(s, c)
+		return c, err
+	}
+	contact, err := run(action)
+	if action == "check" && err != nil && sctx.Err() == nil && !contact.Unreachable() {
 		// The site changed since it was done (reset, broken, drifted): apply converges it.
 		r.finishRecord(s, w, action, start, err)
 		events.Emitter{Sink: sink, Phase: events.PhaseFleet, Now: r.opts.Now}.Info("",
 			fmt.Sprintf("the check of done site %s failed (%v): running %s on it again", s.Name, err, r.opts.Command))
 		action, start = r.opts.Command, r.opts.Now()
 		r.record(s, w, action, &Record{Command: action, Status: events.SiteRunning, Digest: s.Digest, Started: start.UTC()})
-		err = r.opts.Run(sctx, s, action, sink, observe)
+		contact, err = run(action)
 	}
 	if err != nil && ctx.Err() == nil && sctx.Err() != nil {
 		err = &installer.Failure{Kind: installer.KindInstall, Phase: events.PhaseFleet, Info: events.ErrorInfo{
@@ -290,12 +389,7 @@ func (r *runner) site(ctx context.Context, w Wave, s *Site) {
 			Fix:     "raise spec.rollout.siteTimeout, or look at the site's events for the step that took long",
 			Resume:  "re-run: the site continues where it stopped"}}
 	}
-	res := r.finishRecord(s, w, action, start, err)
-	if w.Canary && res.Status == events.SiteFailed && r.opts.Changes {
-		r.stop(fmt.Sprintf("the canary %s failed", s.Name))
-	}
-	r.setResult(res, err)
-	r.em.Site(res)
+	return attempt{action: action, start: start, err: err, contact: contact}
 }
 
 // setResult stores a site's result (and its error) and counts failures for the stop rules.
@@ -308,8 +402,8 @@ func (r *runner) setResult(res events.SiteResult, err error) {
 	}
 	if res.Status == events.SiteFailed && r.opts.Changes {
 		r.failed++
-		if r.failed > r.maxFail && r.stopped == "" {
-			r.stopped = fmt.Sprintf("%d site(s) failed, more than rollout.maxFailedSites (%d)", r.failed, r.maxFail)
+		if r.failed > r.maxFail {
+			r.stopLocked(fmt.Sprintf("%d site(s) failed, more than rollout.maxFailedSites (%d)", r.failed, r.maxFail))
 		}
 	}
 }
@@ -335,8 +429,15 @@ func (r *runner) finishRecord(s *Site, w Wave, action string, start time.Time, e
 	if errors.As(err, &f) && res.Status != events.SiteCancelled {
 		res.Host, res.Phase, res.Message = f.Host, string(f.Phase), f.Info.Message
 	}
+	var ue *unreachableError
+	if errors.As(err, &ue) {
+		res.Message = fmt.Sprintf("unreachable after %d attempt(s), counted as failed (rollout.unreachable.countAsFailed): %s", ue.attempts, res.Message)
+	}
 	rec := &Record{Command: action, Status: res.Status, Digest: s.Digest, ExitCode: code, Exit: res.Exit,
 		Host: res.Host, Phase: res.Phase, Message: res.Message, Started: start.UTC(), Finished: end.UTC()}
+	if ue != nil {
+		rec.Attempts = ue.attempts
+	}
 	if res.Status == events.SiteChecked {
 		rec.Status = events.SiteDone
 	}
@@ -421,17 +522,35 @@ func (r *runner) outcome(ctx context.Context) error {
 			}
 		}
 	}
+	pending := 0
+	var deferred []string
+	for _, w := range r.waves {
+		for _, s := range w.Sites {
+			switch r.results[s.Name].Status {
+			case events.SitePending:
+				pending++
+			case events.SiteDeferred:
+				deferred = append(deferred, s.Name)
+			}
+		}
+	}
+	if worst == nil && len(deferred) > 0 {
+		// Every site reached succeeded: the deferred ones are not failures, but the run is
+		// not complete either — its own exit meaning (docs/fleet.md "Offline sites").
+		msg := fmt.Sprintf("%d site(s) unreachable, deferred: %s", len(deferred), strings.Join(deferred, ", "))
+		if r.stopped != "" {
+			msg += fmt.Sprintf("; the rollout stopped: %s; %d site(s) not started", r.stopped, pending)
+		}
+		return &installer.Failure{Kind: installer.KindDeferred, Phase: events.PhaseFleet, Info: events.ErrorInfo{
+			Message: msg,
+			Fix:     "bring the sites back online (power, uplink, VPN); k3strap fleet status -f " + r.f.Source + " shows when each was last reached",
+			Resume:  "re-run the same command once they are back: done sites are checked, deferred and pending sites run"}}
+	}
 	if worst == nil && r.stopped != "" {
 		return &installer.Failure{Kind: installer.KindInstall, Phase: events.PhaseFleet, Info: events.ErrorInfo{Message: "the rollout stopped: " + r.stopped}}
 	}
 	if worst == nil {
 		return nil
-	}
-	pending := 0
-	for _, res := range r.results {
-		if res.Status == events.SitePending {
-			pending++
-		}
 	}
 	re := &RolloutError{Site: site, Err: worst}
 	// A stop with no site left to start is the end of the rollout, not a stop.
@@ -469,19 +588,25 @@ func (e *RolloutError) Unwrap() error { return e.Err }
 func (r *runner) summary(start time.Time, err error) {
 	sum := events.SummaryInfo{Command: r.opts.Command, OK: err == nil, Waves: len(r.waves), Seconds: r.opts.Now().Sub(start).Seconds()}
 	sum.ExitCode, sum.ExitMeaning = r.opts.Exit(err)
-	var failed []string
+	var failed, deferred []string
 	for _, w := range r.waves {
 		for _, s := range w.Sites {
 			res := r.result(s.Name)
 			sum.Sites = append(sum.Sites, res)
-			if res.Status == events.SiteFailed {
+			switch res.Status {
+			case events.SiteFailed:
 				failed = append(failed, s.Name)
+			case events.SiteDeferred:
+				deferred = append(deferred, s.Name)
 			}
 		}
 	}
 	file := r.f.Source
 	if len(failed) > 0 {
 		sum.Next = append(sum.Next, "look at: "+strings.Join(failed, ", "))
+	}
+	if len(deferred) > 0 {
+		sum.Next = append(sum.Next, "unreachable, deferred: "+strings.Join(deferred, ", ")+" — re-run once they are back online")
 	}
 	switch {
 	case err != nil && r.opts.Changes:

@@ -41,7 +41,7 @@ func newFake() *fake {
 	return &fake{start: map[string]time.Time{}, end: map[string]time.Time{}, fail: map[string]installer.Kind{}, failChk: map[string]bool{}, block: map[string]bool{}}
 }
 
-func (f *fake) run(ctx context.Context, s *Site, command string, sink events.Sink, observe func([]corev1.Node)) error {
+func (f *fake) run(ctx context.Context, s *Site, command string, sink events.Sink, obs Observer) error {
 	n := f.running.Add(1)
 	defer f.running.Add(-1)
 	for p := f.peak.Load(); n > p && !f.peak.CompareAndSwap(p, n); p = f.peak.Load() {
@@ -62,8 +62,8 @@ func (f *fake) run(ctx context.Context, s *Site, command string, sink events.Sin
 		f.end[s.Name] = time.Now()
 		f.mu.Unlock()
 	}()
-	if observe != nil && f.nodes != nil {
-		observe(f.nodes)
+	if f.nodes != nil {
+		obs.Nodes(f.nodes)
 	}
 	if command == "check" && failChk {
 		return &installer.Failure{Kind: installer.KindDrift, Phase: "drift", Info: events.ErrorInfo{Message: "drift"}}

@@ -54,6 +54,8 @@ type SiteState struct {
 	Doctor    *Record `json:"doctor,omitempty"`
 	// Cluster is the cluster as last seen (apply's node step, check).
 	Cluster *Observed `json:"cluster,omitempty"`
+	// Reached is when a host of the site last answered k3strap (any command's connect).
+	Reached time.Time `json:"reached,omitzero"`
 }
 
 // Record is one command's outcome on a site.
@@ -76,6 +78,9 @@ type Record struct {
 	Checked time.Time `json:"checked,omitzero"`
 	// Verdict is doctor's: healthy, warnings, errors, or failed (doctor did not finish).
 	Verdict string `json:"verdict,omitempty"`
+	// Attempts is how many times the run tried the site when it was unreachable (status
+	// deferred, or failed with rollout.unreachable.countAsFailed).
+	Attempts int `json:"attempts,omitempty"`
 }
 
 // Observed is a site's cluster as a run saw it.

@@ -33,9 +33,12 @@ type SiteReport struct {
 	// Shard is the shard whose state file recorded the site's rollout ("" for the whole fleet).
 	Shard string `json:"shard,omitempty"`
 	Wave  int    `json:"wave,omitempty"`
-	// Status is the rollout's: pending (never applied), running, done, failed, cancelled, or
+	// Status is the rollout's: pending (never applied), running, done, failed, cancelled,
+	// deferred (the last rollout — or its check of the done site — could not reach it), or
 	// interrupted (recorded as running while no run holds the state file's lock).
 	Status string `json:"status"`
+	// Reached is when a host of the site last answered k3strap (zero: never recorded).
+	Reached time.Time `json:"lastReached,omitzero"`
 	// Changed says the site's inventory changed since it was done: the next apply runs it.
 	Changed bool `json:"changed,omitempty"`
 	// Rollout is the last apply or upgrade; Check, Preflight and Doctor the last runs of those.
@@ -115,6 +118,9 @@ func Status(f *Fleet, states map[string]*State, held func(path string) bool) Rep
 			if ss.Cluster != nil && (m.Cluster == nil || ss.Cluster.At.After(m.Cluster.At)) {
 				m.Cluster = ss.Cluster
 			}
+			if ss.Reached.After(m.Reached) {
+				m.Reached = ss.Reached
+			}
 		}
 	}
 	var order []string
@@ -146,6 +152,10 @@ func Status(f *Fleet, states map[string]*State, held func(path string) bool) Rep
 		m := merged[name]
 		if m.Status == "" {
 			m.Status = string(events.SitePending)
+		}
+		// A done site whose last check found it unreachable is deferred: its state is unknown.
+		if m.Status == string(events.SiteDone) && m.Check != nil && m.Check.Status == events.SiteDeferred && newer(m.Check, m.Rollout) {
+			m.Status = string(events.SiteDeferred)
 		}
 		m.Verdict = verdict(m.Doctor)
 		rep.Sites = append(rep.Sites, *m)
@@ -205,7 +215,7 @@ func orNone(s string) string {
 func (rep Report) WriteText(w io.Writer, now time.Time) error {
 	fmt.Fprintf(w, "fleet %s: %d site(s); state: %s\n", rep.Fleet, rep.Totals.Sites, strings.Join(orDash(rep.States), ", "))
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "SITE\tSHARD\tWAVE\tROLLOUT\tWHEN\tVERSION\tREADY\tDOCTOR\tDETAIL")
+	fmt.Fprintln(tw, "SITE\tSHARD\tWAVE\tROLLOUT\tWHEN\tREACHED\tVERSION\tREADY\tDOCTOR\tDETAIL")
 	for _, s := range rep.Sites {
 		when, detail := "-", ""
 		if r := s.Rollout; r != nil {
@@ -220,6 +230,13 @@ func (rep Report) WriteText(w io.Writer, now time.Time) error {
 			if r.Status == events.SiteFailed || r.Status == events.SiteCancelled {
 				detail = failureText(r)
 			}
+		}
+		reached := "never"
+		if !s.Reached.IsZero() {
+			reached = ago(now, s.Reached)
+		}
+		if s.Status == string(events.SiteDeferred) {
+			detail = deferredText(s)
 		}
 		status := s.Status
 		if s.Changed {
@@ -237,14 +254,14 @@ func (rep Report) WriteText(w io.Writer, now time.Time) error {
 			}
 			ready = fmt.Sprintf("%d/%d", c.Ready, c.Nodes)
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", s.Site, orDashS(s.Shard), waveText(s.Wave), status, when, version, ready, orDashS(s.Verdict), detail)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", s.Site, orDashS(s.Shard), waveText(s.Wave), status, when, reached, version, ready, orDashS(s.Verdict), detail)
 	}
 	if err := tw.Flush(); err != nil {
 		return err
 	}
 	t := rep.Totals
 	var parts []string
-	for _, st := range []string{"done", "failed", "cancelled", "interrupted", "running", "pending"} {
+	for _, st := range []string{"done", "failed", "deferred", "cancelled", "interrupted", "running", "pending"} {
 		if n := t.ByStatus[st]; n > 0 {
 			parts = append(parts, fmt.Sprintf("%d %s", n, st))
 		}
@@ -258,6 +275,23 @@ func (rep Report) WriteText(w io.Writer, now time.Time) error {
 	_, err := fmt.Fprintf(w, "totals: %s; nodes Ready %d/%d (seen on %d of %d sites); doctor: %s\n",
 		strings.Join(orDash(parts), ", "), t.Ready, t.Nodes, t.Seen, t.Sites, strings.Join(orDash(verdicts), ", "))
 	return err
+}
+
+// deferredText says why a deferred site was deferred: its record's message (the attempts and
+// the offline host's error).
+func deferredText(s SiteReport) string {
+	r := s.Rollout
+	if s.Check != nil && s.Check.Status == events.SiteDeferred && newer(s.Check, r) {
+		r = s.Check
+	}
+	if r == nil || r.Message == "" {
+		return "unreachable: the next rollout runs it"
+	}
+	msg := r.Message
+	if len(msg) > 140 {
+		msg = msg[:137] + "..."
+	}
+	return msg
 }
 
 // failureText says what failed: the exit code and its meaning, the host and step, the message.

@@ -36,7 +36,8 @@ func (p *problems) add(path string, key bool, msg, fix string) {
 //   - at least one site; every entry has a path; labels are Kubernetes label keys and values;
 //   - rollout: canary ≥ 0; batch a number ≥ 1 or a percentage 1%–100%; maxFailedSites a
 //     number ≥ 0 or a percentage; concurrency ≥ 0 (0: the default); siteTimeout ≥ 0;
-//     orderBy and groupBy label keys;
+//     orderBy and groupBy label keys; unreachable: attempts 0–100 (0: the default),
+//     retryAfter and maxWait 0–24h, retryAfter at most maxWait (unreachable.go);
 //   - defaults: an install mode online or airgap, not both version and channel; the rest is
 //     judged in each site that takes it, by the inventory's rules, and reported at the
 //     defaults' line (load.go).
@@ -109,6 +110,7 @@ func (f *Fleet) validate() inventory.ErrorList {
 	if r.SiteTimeout < 0 {
 		p.add("spec.rollout.siteTimeout", false, "rollout.siteTimeout is negative", "give a duration such as 30m")
 	}
+	r.Unreachable.validate(p)
 	for _, l := range []struct{ path, key string }{{"spec.rollout.orderBy", r.OrderBy}, {"spec.rollout.groupBy", r.GroupBy}} {
 		if l.key == "" {
 			continue

@@ -36,8 +36,18 @@ func SiteResultText(r events.SiteResult) string {
 	switch r.Status {
 	case events.SiteFailed, events.SiteCancelled, events.SiteWarnings:
 		b.WriteString(": " + SiteFailureText(r))
+	case events.SiteDeferred:
+		b.WriteString(": " + r.Message + "; last reached " + LastReachedText(r))
 	}
 	return b.String()
+}
+
+// LastReachedText says when a host of the site last answered: "never" or the UTC time.
+func LastReachedText(r events.SiteResult) string {
+	if r.LastReached.IsZero() {
+		return "never"
+	}
+	return r.LastReached.UTC().Format("2006-01-02 15:04:05Z")
 }
 
 // SiteFailureText says what ended a site that did not succeed: the exit code with its meaning,
@@ -62,24 +72,29 @@ func SiteFailureText(r events.SiteResult) string {
 const maxSummarySites = 50
 
 // fleetSummaryLines renders a fleet's summary: the verdict, the totals by status, the sites
-// that failed, were cancelled or have warnings (at most maxSummarySites; pending sites are
+// that failed, were cancelled, deferred or have warnings (at most maxSummarySites; pending sites are
 // only counted), and what to run next.
 func fleetSummaryLines(prefix string, s *events.SummaryInfo) []string {
-	verdict := "OK"
-	if !s.OK {
-		verdict = fmt.Sprintf("FAILED (exit %d)", s.ExitCode)
-	}
 	count := map[events.SiteStatus]int{}
 	var notDone []events.SiteResult
 	for _, r := range s.Sites {
 		count[r.Status]++
 		switch r.Status {
-		case events.SiteFailed, events.SiteCancelled, events.SiteWarnings:
+		case events.SiteFailed, events.SiteCancelled, events.SiteWarnings, events.SiteDeferred:
 			notDone = append(notDone, r)
 		}
 	}
+	verdict := "OK"
+	switch {
+	case s.OK:
+	case count[events.SiteFailed] == 0 && count[events.SiteDeferred] > 0:
+		// Nothing failed; the unreachable sites wait for the next rollout (docs/fleet.md).
+		verdict = fmt.Sprintf("INCOMPLETE (exit %d, %s)", s.ExitCode, s.ExitMeaning)
+	default:
+		verdict = fmt.Sprintf("FAILED (exit %d)", s.ExitCode)
+	}
 	var totals []string
-	for _, st := range []events.SiteStatus{events.SiteDone, events.SiteChecked, events.SiteWarnings, events.SiteFailed, events.SiteCancelled, events.SitePending} {
+	for _, st := range []events.SiteStatus{events.SiteDone, events.SiteChecked, events.SiteWarnings, events.SiteFailed, events.SiteDeferred, events.SiteCancelled, events.SitePending} {
 		if n := count[st]; n > 0 {
 			totals = append(totals, fmt.Sprintf("%d %s", n, st))
 		}

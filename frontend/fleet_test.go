@@ -75,3 +75,30 @@ func TestPlainFleetSummaryOmitsPending(t *testing.T) {
 		t.Errorf("summary:\n%s", buf.String())
 	}
 }
+
+// TestPlainFleetDeferred: a deferred site's line says why, the next attempt and when it was
+// last reached; a run whose only problem is deferred sites is INCOMPLETE, not FAILED, and
+// lists them.
+func TestPlainFleetDeferred(t *testing.T) {
+	var buf bytes.Buffer
+	em := events.Emitter{Sink: &Plain{W: &buf}, Phase: events.PhaseFleet, Now: func() time.Time { return at }}
+	retry := events.SiteResult{Site: "store-5", Wave: 3, Status: events.SiteDeferred, Action: "apply", ExitCode: 3, Seconds: 2.1,
+		Message: "unreachable (cp1: i/o timeout); attempt 1, next in 3s", Attempt: 1, RetryInSeconds: 3}
+	last := events.SiteResult{Site: "store-4", Wave: 3, Status: events.SiteDeferred, Action: "apply", ExitCode: 3, Seconds: 2,
+		Message: "unreachable after 3 attempt(s) (cp1: i/o timeout): deferred", Attempt: 3, LastReached: time.Date(2026, 11, 20, 8, 0, 0, 0, time.UTC)}
+	em.Site(retry)
+	em.Site(last)
+	em.WithPhase("apply").Summary(events.SummaryInfo{Command: "apply", ExitCode: 10, ExitMeaning: "sites deferred (unreachable)", Waves: 3, Seconds: 30,
+		Sites: []events.SiteResult{{Site: "store-1", Status: events.SiteDone}, last}})
+	got := buf.String()
+	for _, want := range []string{
+		"store-5 fleet deferred (apply, 2.1s): unreachable (cp1: i/o timeout); attempt 1, next in 3s; last reached never\n",
+		"store-4 fleet deferred (apply, 2.0s): unreachable after 3 attempt(s) (cp1: i/o timeout): deferred; last reached 2026-11-20 08:00:00Z\n",
+		"fleet apply INCOMPLETE (exit 10, sites deferred (unreachable)) in 30.0s: 2 site(s) in 3 wave(s): 1 done, 1 deferred\n",
+		"    store-4          wave 3   deferred",
+	} {
+		if !strings.Contains(got, want) {
+			t.Errorf("plain output lacks %q:\n%s", want, got)
+		}
+	}
+}

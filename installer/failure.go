@@ -40,6 +40,9 @@ const (
 	// KindChangesPending: a dry-run with Options.DetailedExitCode found changes to make
 	// (terraform plan's -detailed-exitcode); the run itself succeeded.
 	KindChangesPending
+	// KindDeferred: a fleet rollout ended with sites it could not reach, deferred to the
+	// next rollout; every site it reached succeeded (docs/fleet.md "Offline sites").
+	KindDeferred
 )
 
 // Failure is an error with the kind of outcome it is and the explanation shown to the user.

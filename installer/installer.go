@@ -13,6 +13,7 @@
 package installer
 
 import (
+	"context"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -61,6 +62,13 @@ type Options struct {
 	// KeepaliveInterval is the SSH keepalive period; a link is declared dead after 3 missed
 	// (default 10 s).
 	KeepaliveInterval time.Duration
+	// HostTranscripts, when set, is a directory where each host's exchanges through the host
+	// seam are recorded as <host>.jsonl (installer/remote/transcript; secrets masked), for
+	// replay tests (docs/development.md, "Host transcripts").
+	HostTranscripts string
+	// Connect, when set, replaces dialling a host over SSH once its connection settings are
+	// known: unit tests hand each host a transcript replay. It must return a Host or an error.
+	Connect func(ctx context.Context, host *inventory.Host) (remote.Host, error)
 	// SSHConfig is the OpenSSH client config consulted for what the inventory leaves unset
 	// ("" = ~/.ssh/config, "none" = none).
 	SSHConfig string
@@ -86,6 +94,12 @@ type Options struct {
 	// the first server (apply's reconcile-nodes step, check): a fleet records versions and readiness
 	// from it (docs/fleet.md). It must not keep or change the slice.
 	NodesListed func([]corev1.Node)
+	// HostContact, when set, is told whether each host could be reached: once per host the
+	// connect step dials (err nil when connected, else the *remote.ConnectError), and again with
+	// the error when the facts step then loses the host. A fleet tells an offline site from a
+	// failed one by it (fleet/unreachable.go, docs/fleet.md "Offline sites"). It is called from
+	// several goroutines and must not block.
+	HostContact func(host string, err error)
 }
 
 func (o *Options) defaults() {

@@ -40,6 +40,9 @@ func (s *session) dial(ctx context.Context, hs *hostState, cfg remote.Config) (r
 // link was found dead uses none: a host that no longer answers fails within the connect
 // timeout.
 func (s *session) dialRetry(ctx context.Context, hs *hostState, cfg remote.Config, connectRetries int) (remote.Host, error) {
+	if s.in.opts.Connect != nil {
+		return s.in.opts.Connect(ctx, hs.host)
+	}
 	var c *remote.Client
 	attempt := 0
 	err := backoff.RetryNotify(func() error {
@@ -65,6 +68,9 @@ func (s *session) dialRetry(ctx context.Context, hs *hostState, cfg remote.Confi
 	})
 	if err != nil {
 		return nil, err // never a typed nil *remote.Client inside the interface
+	}
+	if s.in.opts.HostTranscripts != "" {
+		return s.recordTranscript(hs, c)
 	}
 	return c, nil
 }

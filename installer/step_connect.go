@@ -99,10 +99,12 @@ func (s *session) connect(ctx context.Context, hosts []*hostState) {
 			if errors.Is(err, context.Canceled) {
 				st = events.StatusSkipped // stopped, not failed: the run's error says why
 			}
+			s.contact(hs, err)
 			em.Step(hs.host.Name, "connect", st, err.Error())
 			return
 		}
 		hs.setClient(c)
+		s.contact(hs, nil)
 		via := ""
 		switch {
 		case cfg.Via != nil:
@@ -124,6 +126,13 @@ func (s *session) connect(ctx context.Context, hosts []*hostState) {
 		st, msg = events.StatusSkipped, fmt.Sprintf("stopped while connecting (%d of %d hosts connected)", n, len(hosts))
 	}
 	em.Finished(st, msg)
+}
+
+// contact tells Options.HostContact whether hs could be reached (err nil: it was).
+func (s *session) contact(hs *hostState, err error) {
+	if f := s.in.opts.HostContact; f != nil {
+		f(hs.host.Name, err)
+	}
 }
 
 // phaseOutcome is the status and message of a phase that did something to every host of

@@ -47,6 +47,7 @@ func (s *session) gather(ctx context.Context) {
 		}
 		if err != nil {
 			hs.connErr = err
+			s.contact(hs, err)
 			em.Step(hs.host.Name, "facts", events.StatusFailed, err.Error())
 			return
 		}

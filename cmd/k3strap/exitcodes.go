@@ -34,6 +34,7 @@ var exitTable = []exitMeaning{
 	{exitWarnings, installer.KindFindingsWarning, "doctor found warnings"},
 	{exitFindings, installer.KindFindingsError, "doctor found errors"},
 	{exitChanges, installer.KindChangesPending, "changes pending"},
+	{exitDeferred, installer.KindDeferred, "sites deferred (unreachable)"},
 	{exitCancelled, installer.KindCancelled, "cancelled"},
 }
 
@@ -49,6 +50,7 @@ const (
 	exitWarnings  = 7   // doctor: warnings found, no error
 	exitFindings  = 8   // doctor: errors found
 	exitChanges   = 9   // --dry-run --detailed-exitcode: the run succeeded and found changes to make
+	exitDeferred  = 10  // fleet: sites unreachable, deferred; every site reached succeeded
 	exitCancelled = 130 // cancelled (Ctrl-C)
 )
 

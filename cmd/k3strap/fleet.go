@@ -17,7 +17,6 @@ import (
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
-	corev1 "k8s.io/api/core/v1"
 
 	"github.com/k3strap/k3strap/events"
 	"github.com/k3strap/k3strap/fleet"
@@ -242,12 +241,12 @@ func (a *app) siteRunner(cmd *cobra.Command, rf *runFlags) fleet.SiteRunner {
 	reconcile, _ := fl.GetBool("reconcile-taints")
 	via, _ := fl.GetString("via")
 	grace, _ := fl.GetDuration("stall-grace")
-	return func(ctx context.Context, s *fleet.Site, command string, sink events.Sink, observe func([]corev1.Node)) error {
+	return func(ctx context.Context, s *fleet.Site, command string, sink events.Sink, obs fleet.Observer) error {
 		opts, err := a.installerOptions(s.Cluster, rf)
 		if err != nil {
 			return err
 		}
-		opts.ReconcileTaints, opts.Prune, opts.NodesListed = reconcile, prune, observe
+		opts.ReconcileTaints, opts.Prune, opts.NodesListed, opts.HostContact = reconcile, prune, obs.Nodes, obs.HostContact
 		if rf.kubeconfigOut != "" {
 			opts.KubeconfigOut = filepath.Join(rf.kubeconfigOut, s.Name+".kubeconfig")
 		}

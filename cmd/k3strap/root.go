@@ -309,6 +309,7 @@ type runFlags struct {
 	hosts             []string
 	askSudo           bool
 	pollInterval      time.Duration
+	hostTranscripts   string
 }
 
 func (rf *runFlags) register(cmd *cobra.Command, apply bool) {
@@ -320,6 +321,9 @@ func (rf *runFlags) register(cmd *cobra.Command, apply bool) {
 	f.IntVar(&rf.concurrency, "concurrency", 10, "hosts worked on at once")
 	f.StringSliceVar(&rf.hosts, "host", nil, "limit to these hosts (repeatable)")
 	f.BoolVar(&rf.askSudo, "ask-sudo-password", false, "ask once for the sudo password on the terminal")
+	// For contributors (docs/development.md, "Host transcripts"): hidden from help.
+	f.StringVar(&rf.hostTranscripts, "record-host-transcripts", "", "directory to record every host's exchanges to, secrets masked (replay tests)")
+	_ = f.MarkHidden("record-host-transcripts")
 	if apply {
 		f.StringVar(&rf.kubeconfigOut, "kubeconfig-out", "", "where to write the kubeconfig (default ./<cluster name>.kubeconfig)")
 		f.StringVar(&rf.apiAddress, "api-address", "", "address clients use for the API server (default: the first server's address)")
@@ -396,6 +400,7 @@ func (a *app) installerOptions(c *inventory.Cluster, rf *runFlags) (installer.Op
 		NoDrain:               rf.noDrain,
 		UpgradeBatchPercent:   rf.upgradeBatch,
 		SSHConfig:             rf.sshConfig,
+		HostTranscripts:       rf.hostTranscripts,
 	}, nil
 }
 

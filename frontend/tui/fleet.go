@@ -262,7 +262,8 @@ func (d *FleetDashboard) apply(e events.Event) {
 		}
 	case e.Site != "":
 		r := d.site(e.Site)
-		if r.status == events.SitePending {
+		// A deferred site's events are its next attempt (docs/fleet.md "Offline sites").
+		if r.status == events.SitePending || r.status == events.SiteDeferred {
 			r.status, r.started = events.SiteRunning, e.Time
 		}
 		if now := siteNow(e); now != "" {

@@ -262,3 +262,44 @@ func TestFleetDashboardKeys(t *testing.T) {
 		t.Errorf("Cancel called %d times, want 1", n)
 	}
 }
+
+// TestFleetDashboardDeferred: an unreachable site shows ↻ offline (deferred) with its next attempt and
+// when it was last reached, is active (not failed), runs again on its retry; one left
+// deferred counts as ended; a run whose only problem is deferred sites is incomplete, not
+// failed.
+func TestFleetDashboardDeferred(t *testing.T) {
+	f := &fleetFixture{waves: []FleetWave{{Number: 1, Sites: []string{"store-1", "store-2", "store-3"}}}}
+	fl := f.rec.em(events.PhaseFleet)
+	fl.Wave(events.StatusRunning, "", f.info(1))
+	f.site("store-1", 1, events.SiteDone, 4)
+	retry := events.SiteResult{Site: "store-2", Wave: 1, Status: events.SiteDeferred, Action: "apply", ExitCode: 3, Seconds: 2,
+		Message: "unreachable (cp1: i/o timeout); attempt 1, next in 3s", Attempt: 1, RetryInSeconds: 3}
+	fl.Site(retry)
+	last := events.SiteResult{Site: "store-3", Wave: 1, Status: events.SiteDeferred, Action: "apply", ExitCode: 3, Seconds: 2,
+		Message: "unreachable after 3 attempt(s) (cp1: i/o timeout): deferred", Attempt: 3}
+	fl.Site(last)
+	mid := f.rec.rec.Events()
+	d := runFleetDashboard(t, 120, 30, fleetOpts(f, nil), mid, false, "tab")
+	fr := frame(d)
+	for _, want := range []string{"↻ offline", "next in 3s; last reached never", "↻ 2 deferred", "2/3", "store-2", "store-3", "(active)"} {
+		if !strings.Contains(fr, want) {
+			t.Errorf("frame lacks %q:\n%s", want, fr)
+		}
+	}
+	if strings.Contains(fr, "store-1 ") {
+		t.Errorf("the active filter shows a done site:\n%s", fr)
+	}
+	// store-2's retry: its events make it run again, then it is done.
+	f.site("store-2", 1, events.SiteRunning, 0)
+	d = runFleetDashboard(t, 120, 30, fleetOpts(f, nil), f.rec.rec.Events(), false)
+	if fr = frame(d); !strings.Contains(fr, "▶ 1 running") || !strings.Contains(fr, "↻ 1 deferred") {
+		t.Errorf("store-2's retry does not show it running:\n%s", fr)
+	}
+	f.site("store-2", 1, events.SiteDone, 3)
+	fl.Summary(events.SummaryInfo{Command: "apply", ExitCode: 10, ExitMeaning: "sites deferred (unreachable)", Waves: 1, Seconds: 20,
+		Sites: []events.SiteResult{{Site: "store-1", Status: events.SiteDone}, {Site: "store-2", Status: events.SiteDone}, last}})
+	d = runFleetDashboard(t, 120, 30, fleetOpts(f, nil), f.rec.rec.Events(), true)
+	if fr = frame(d); !strings.Contains(fr, "↻ incomplete (exit 10)") || !strings.Contains(fr, "3/3") || strings.Contains(fr, "✗ failed") {
+		t.Errorf("final frame:\n%s", fr)
+	}
+}

@@ -166,6 +166,12 @@ func (d *FleetDashboard) totals() string {
 		n[r.status]++
 	}
 	ended := n[events.SiteDone] + n[events.SiteChecked] + n[events.SiteWarnings] + n[events.SiteFailed] + n[events.SiteCancelled]
+	for _, r := range d.sites {
+		// A deferred site with no attempt left has ended; one waiting for its retry has not.
+		if r.status == events.SiteDeferred && r.result != nil && r.result.RetryInSeconds == 0 {
+			ended++
+		}
+	}
 	parts := []string{fmt.Sprintf("%d/%d", ended, len(d.sites))}
 	add := func(s events.SiteStatus, style lipgloss.Style, sym string) {
 		if n[s] > 0 {
@@ -177,6 +183,7 @@ func (d *FleetDashboard) totals() string {
 	add(events.SiteWarnings, st.warn, "!")
 	add(events.SiteFailed, st.fail, "✗")
 	add(events.SiteCancelled, st.warn, "–")
+	add(events.SiteDeferred, st.warn, "↻")
 	add(events.SiteRunning, st.accent, "▶")
 	add(events.SitePending, st.dim, "·")
 	counts := strings.Join(parts, "  ")
@@ -195,7 +202,7 @@ func (d *FleetDashboard) filtered() []*fleetSiteRow {
 	for _, r := range d.sites {
 		switch d.filter {
 		case filterActive:
-			if r.status != events.SiteRunning && r.status != events.SiteFailed && r.status != events.SiteCancelled {
+			if r.status != events.SiteRunning && r.status != events.SiteFailed && r.status != events.SiteCancelled && r.status != events.SiteDeferred {
 				continue
 			}
 		case filterFailed:
@@ -267,6 +274,9 @@ func (d *FleetDashboard) stateText(r *fleetSiteRow) string {
 		return "✗ failed"
 	case events.SiteCancelled:
 		return "– cancelled"
+	case events.SiteDeferred:
+		// "offline" fits the column (the totals and the row's text say deferred).
+		return "↻ offline"
 	case events.SiteRunning:
 		return "▶ running"
 	}
@@ -289,6 +299,9 @@ func (d *FleetDashboard) whatText(r *fleetSiteRow) string {
 	if r.result != nil && r.result.Status != events.SitePending {
 		if r.result.Status == events.SiteDone || r.result.Status == events.SiteChecked {
 			return frontend.Sanitize(r.result.Message)
+		}
+		if r.result.Status == events.SiteDeferred {
+			return frontend.Sanitize(r.result.Message + "; last reached " + frontend.LastReachedText(*r.result))
 		}
 		return frontend.Sanitize(frontend.SiteFailureText(*r.result))
 	}

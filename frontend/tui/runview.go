@@ -66,11 +66,28 @@ func (v *runView) elapsed(summary *events.SummaryInfo) float64 {
 	return max(0, v.now().Sub(v.started).Seconds())
 }
 
+// onlyDeferred says a fleet run failed no site but deferred some (docs/fleet.md "Offline
+// sites"): incomplete rather than failed.
+func onlyDeferred(s *events.SummaryInfo) bool {
+	deferred := false
+	for _, r := range s.Sites {
+		switch r.Status {
+		case events.SiteFailed, events.SiteCancelled:
+			return false
+		case events.SiteDeferred:
+			deferred = true
+		}
+	}
+	return deferred
+}
+
 // runVerdict is the header's word on a run that ended or is cancelling ("" while it runs).
 func runVerdict(st styles, summary *events.SummaryInfo, finished, cancelling bool) string {
 	switch {
 	case summary != nil && summary.OK:
 		return st.ok.Render("✓ done")
+	case summary != nil && onlyDeferred(summary):
+		return st.warn.Render(fmt.Sprintf("↻ incomplete (exit %d)", summary.ExitCode))
 	case summary != nil:
 		return st.fail.Render(fmt.Sprintf("✗ failed (exit %d)", summary.ExitCode))
 	case finished:

@@ -1,0 +1,84 @@
+#!/usr/bin/env bash
+# Records the host transcripts the installer's replay tests answer from (docs/development.md,
+# "Host transcripts"): real commands of k3strap against three throw-away hosts of the harness
+# running the K3s simulator, each scenario's exchanges written by the hidden
+# --record-host-transcripts flag (secrets masked). Needs root and the harness's base image
+# (`make setup`). Usage, from the repository root:
+#   sudo bash installer/testdata/transcripts/record.sh
+# Environment: HARNESS_INSTANCE (default 1) and HARNESS_DIR as for e2e/harness/harness.sh.
+set -euo pipefail
+root=$(cd "$(dirname "$0")/../../.." && pwd)
+out=$root/installer/testdata/transcripts
+export HARNESS_INSTANCE=${HARNESS_INSTANCE:-1}
+export HARNESS_DIR=${HARNESS_DIR:-/var/tmp/k3strap-e2e-$HARNESS_INSTANCE}
+work=$(mktemp -d)
+trap 'bash "$root/e2e/harness/harness.sh" down >/dev/null 2>&1 || true; rm -rf "$work"' EXIT
+
+bash "$root/e2e/harness/harness.sh" up 3 >/dev/null
+eval "$(bash "$root/e2e/harness/harness.sh" env | sed 's/^/export /')"
+(cd "$root" && go build -o "$work/k3strap" ./cmd/k3strap && make -s artifacts ARTIFACTS_DIR="$work/.artifacts" >/dev/null)
+
+# inventory NAME W2_LABEL CLOUD: the scenarios' inventory (the replay tests hold the same, see
+# installer/replay_test.go replayCluster).
+inventory() {
+  cat > "$work/$1.yaml" <<YAML
+apiVersion: k3strap.io/v1alpha1
+kind: Cluster
+metadata:
+  name: rec
+spec:
+  k3s:
+    version: v1.36.3+k3s1
+    install: airgap
+    airgap:
+      amd64:
+        binary: .artifacts/k3s
+        images: .artifacts/k3s-airgap-images-amd64.tar.zst
+        checksums: .artifacts/sha256sum-amd64.txt
+    config:
+      disable: [traefik]
+      kubelet-arg: [fail-cgroupv1=false]
+  ssh:
+    user: root
+    keyPath: $HARNESS_KEY
+    knownHosts: $work/known_hosts
+  hosts:
+    - name: cp1
+      address: $HARNESS_H1
+      role: server
+      labels: {topology.kubernetes.io/zone: lab}
+    - name: w1
+      address: $HARNESS_H2
+      role: agent
+      taints: ["dedicated=edge:NoSchedule"]
+    - name: w2
+      address: $HARNESS_H3
+      role: agent
+      labels: {tier: $2}
+YAML
+}
+inventory cluster one
+inventory drifted two
+
+# record SCENARIO ARGS...: one k3strap run, its transcripts in $out/SCENARIO (exit code kept).
+record() {
+  local name=$1; shift
+  rm -rf "${out:?}/$name"
+  local rc=0
+  (cd "$work" && ./k3strap "$@" --record-host-transcripts "$out/$name" >"$work/$name.log" 2>&1) || rc=$?
+  echo "$name: exit $rc"
+  echo "$rc" > "$out/$name/exit"
+}
+record sim-1s2a apply -f cluster.yaml --kubeconfig-out rec.kubeconfig
+record sim-1s2a-rerun apply -f cluster.yaml --kubeconfig-out rec.kubeconfig
+record sim-drift-dryrun apply -f drifted.yaml --dry-run --kubeconfig-out rec.kubeconfig
+record sim-drift-check check -f drifted.yaml
+record sim-drift-reconcile apply -f drifted.yaml --reconcile-taints --kubeconfig-out rec.kubeconfig
+record sim-doctor doctor -f drifted.yaml
+record sim-preflight preflight -f drifted.yaml
+record sim-kubeconfig kubeconfig -f drifted.yaml --kubeconfig-out rec2.kubeconfig
+record sim-remove-node remove-node -f drifted.yaml --yes w2
+record sim-reset reset -f drifted.yaml --yes
+# The artifacts' checksums: the replay tests stand small files in for them and move the hosts'
+# recorded checksums of the real ones to the stand-ins'.
+cp "$work/.artifacts/sha256sum-amd64.txt" "$out/artifacts.sha256"
