@@ -41,9 +41,10 @@ echo -1`
 // execSampler counts the `kubectl` processes that run on a harness host: it polls the
 // host's pids cgroup (on the machine: /sys/fs/cgroup/pids/k3i<instance>-h<index>/cgroup.procs,
 // every process of the host outside its pods) every 10 ms and reads the command line of each
-// new process once; a `k3s kubectl` lives ≥ 100 ms (an 80 MB binary started, a kubeconfig
-// read, a TLS request), so none is missed. It also keeps the largest peak RSS (VmHWM) seen of
-// one. available is false when the cgroup is not there (another harness layout).
+// new process once. A `k3s kubectl` that ends within one poll can be missed (the doctor's
+// former cluster-view script ran 7, the sampler saw 4), so the count is a lower bound. It also
+// keeps the largest peak RSS (VmHWM) seen of one. available is false when the cgroup is not
+// there (another harness layout).
 type execSampler struct {
 	available bool
 	stop      chan struct{}
