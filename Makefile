@@ -17,8 +17,8 @@ all: build
 
 # What the demo and the tests need, all idempotent (fast when already done): the Debian packages
 # of the host harness (debootstrap, systemd-container, nftables, iproute2, openssh-client) and
-# tmux for the terminal UI tests, shellcheck for the remote scripts (vet), the Go modules, and the base image of the throw-away hosts
-# (debootstrap'ed once, about a minute).
+# tmux for the terminal UI tests, shellcheck for the remote scripts (vet), the Go modules, and the base images of the throw-away hosts
+# (debootstrap'ed once: Debian 12 about a minute, Debian 13 and the OpenRC kind 2-7 min each).
 setup:
 	$(SUDO) bash $(HARNESS) deps
 	@command -v tmux >/dev/null && command -v shellcheck >/dev/null || { $(SUDO) apt-get update -qq && $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq tmux shellcheck >/dev/null; }
@@ -26,6 +26,10 @@ setup:
 	@command -v chromium >/dev/null || { $(SUDO) apt-get update -qq && $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; }
 	$(GO) mod download
 	$(SUDO) bash $(HARNESS) base
+	@# The other host kinds' base images (TestRealTrixie, TestRealOpenRC): Debian 13, and Debian 12
+	@# with sysvinit + OpenRC (each a debootstrap: 2-7 min measured on the loaded 2-core machine).
+	$(SUDO) bash $(HARNESS) base trixie
+	$(SUDO) bash $(HARNESS) base openrc
 
 # One static binary (the README's promise): no cgo, so no libc to match on the workstation, and
 # -trimpath so that no build machine's paths end up in it. The release builds the same way

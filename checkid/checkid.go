@@ -41,6 +41,8 @@ const (
 	RancherAgentTolerations = "RancherAgentTolerations"
 	RancherVersion          = "RancherVersion"
 	AirgapRelease           = "AirgapRelease"
+	// Inventory: preflight was given no inventory (preflight.Run; not ignorable).
+	Inventory = "Inventory"
 )
 
 // Host-network check IDs (package netcheck; docs/failure-modes.md "Host networks"): preflight

@@ -10,6 +10,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 
+	"github.com/k3strap/k3strap/finding"
 	"github.com/k3strap/k3strap/k3s"
 	"github.com/k3strap/k3strap/netcheck"
 )
@@ -28,12 +29,12 @@ const (
 // public-ip against its interfaces (NodeAddress); both iptables backends in use;
 // nm-cloud-setup and NetworkManager; the resolver file the kubelet got (ResolvConf). Path MTU
 // needs probes between the hosts: preflight measures it, doctor does not.
-func checkNetwork(in *Input) []Finding {
+func checkNetwork(in *Input) []finding.Finding {
 	c := in.netCluster()
 	if c == nil {
 		return nil
 	}
-	var rs []netcheck.Result
+	var rs []finding.Finding
 	rs = append(rs, netcheck.FirewallPaths(c, nil)...)
 	rs = append(rs, netcheck.HostFirewalls(c)...)
 	rs = append(rs, netcheck.NodeAddresses(c, configKey)...)
@@ -44,34 +45,12 @@ func checkNetwork(in *Input) []Finding {
 		rs = append(rs, netcheck.NetworkManagers(c, nil)...)
 	}
 	rs = append(rs, netcheck.ResolvConfs(c, false, configKey)...)
-	var out []Finding
-	for _, r := range rs {
-		out = append(out, fromNetcheck(r))
-	}
-	return out
+	return rs
 }
 
 // configKey names a K3s config key on a node for fixes.
 func configKey(node, key string) string {
 	return key + " in " + node + "'s /etc/rancher/k3s/config.yaml (or the inventory's hosts[].k3s.config), then restart K3s there"
-}
-
-func fromNetcheck(r netcheck.Result) Finding {
-	sev := SeverityInfo
-	switch r.Severity {
-	case netcheck.Error:
-		sev = SeverityError
-	case netcheck.Warning:
-		sev = SeverityWarning
-	}
-	f := Finding{ID: r.ID, Severity: sev, Node: r.Host, Title: r.Title, Message: r.Message, Commands: r.Commands}
-	if r.Fix != "" {
-		f.Fixes = []string{r.Fix}
-	}
-	for _, e := range r.Evidence {
-		f.Evidence = append(f.Evidence, EvidenceLine(e))
-	}
-	return f
 }
 
 // netCluster builds what the network checks judge from the evidence: every node of the

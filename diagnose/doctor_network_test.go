@@ -14,6 +14,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/k3strap/k3strap/facts"
+	"github.com/k3strap/k3strap/finding"
 )
 
 // TestDoctorVXLANBlocked judges evidence captured from a real K3s v1.36.3 cluster (cp1, a1,
@@ -41,13 +42,13 @@ func TestDoctorVXLANBlocked(t *testing.T) {
 	fs := checkNetwork(&in)
 	if len(fs) != 1 {
 		for _, f := range fs {
-			t.Logf("%s %s %s: %s", f.Severity, f.ID, f.Node, f.Title)
+			t.Logf("%s %s %s: %s", f.Severity, f.ID, f.Host, f.Title)
 		}
 		t.Fatalf("%d findings, want one", len(fs))
 	}
 	f := fs[0]
-	if f.ID != "NodePaths" || f.Severity != SeverityError || f.Node != "a1" {
-		t.Errorf("%s %s %s", f.ID, f.Severity, f.Node)
+	if f.ID != "NodePaths" || f.Severity != finding.Error || f.Host != "a1" {
+		t.Errorf("%s %s %s", f.ID, f.Severity, f.Host)
 	}
 	for _, want := range []string{"from a2 and cp1 to a1", "UDP 8472 (flannel VXLAN)", "`udp dport 8472 counter packets 0 bytes 0 drop` (nftables table inet k3i3block chain input, handle 2)"} {
 		if !strings.Contains(f.Message, want) {

@@ -10,6 +10,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/k3strap/k3strap/checkid"
+	"github.com/k3strap/k3strap/finding"
 	"github.com/k3strap/k3strap/k3s"
 )
 
@@ -21,9 +22,9 @@ import (
 // and the servers' K3s settings (cluster-cidr, service-cidr, cluster-domain); the rule is
 // k3s.InClusterProxied through facts.ProxyFacts.Judge, the one preflight's NoProxy uses.
 // Evidence names the variables and where they are set, never a proxy password.
-func checkInClusterProxied(in *Input) []Finding {
+func checkInClusterProxied(in *Input) []finding.Finding {
 	required := in.requiredNoProxy()
-	var out []Finding
+	var out []finding.Finding
 	for i := range in.Nodes {
 		ne := &in.Nodes[i]
 		if ne.Facts == nil || ne.Facts.Proxy == nil {
@@ -38,7 +39,7 @@ func checkInClusterProxied(in *Input) []Finding {
 		if ne.Facts != nil && ne.Facts.Unit != "" {
 			unit = ne.Facts.Unit
 		}
-		f := Finding{ID: checkid.InClusterProxied, Severity: SeverityError, Node: name,
+		f := finding.Finding{ID: checkid.InClusterProxied, Severity: finding.Error, Host: name,
 			Title: fmt.Sprintf("%s on %s sends in-cluster traffic to its HTTP proxy", unit, name),
 			Message: fmt.Sprintf("The %s unit's environment sets a proxy and a NO_PROXY (%s) that misses %s: K3s, its kubelet and containerd send requests for those addresses to the proxy, which times them out or answers for the wrong network.",
 				unit, j.NoProxySource, strings.Join(j.Missing, ", ")),
@@ -46,9 +47,9 @@ func checkInClusterProxied(in *Input) []Finding {
 			Commands: []string{"sudo systemctl restart " + unit + "   # after editing the env file"},
 		}
 		for _, v := range j.Vars {
-			f.Evidence = append(f.Evidence, EvidenceLine{Text: v, Source: ne.Host + ": the " + unit + " unit's environment"})
+			f.Evidence = append(f.Evidence, finding.Evidence{Text: v, Source: ne.Host + ": the " + unit + " unit's environment"})
 		}
-		f.Evidence = append(f.Evidence, EvidenceLine{Text: "missing from NO_PROXY: " + strings.Join(j.Missing, ","), Source: "k3s.NoProxy over the cluster view"})
+		f.Evidence = append(f.Evidence, finding.Evidence{Text: "missing from NO_PROXY: " + strings.Join(j.Missing, ","), Source: "k3s.NoProxy over the cluster view"})
 		out = append(out, f)
 	}
 	return out

@@ -10,6 +10,7 @@ import (
 
 	"github.com/k3strap/k3strap/checkid"
 	"github.com/k3strap/k3strap/facts"
+	"github.com/k3strap/k3strap/finding"
 )
 
 // TestDoctorInClusterProxied: a node (the real v1.36.3 capture) whose k3s.service.env was
@@ -25,7 +26,7 @@ func TestDoctorInClusterProxied(t *testing.T) {
 	pf := facts.ParseProxy(b)
 	in.Nodes[0].Facts.Proxy = &pf
 	f := has(t, Findings(in), checkid.InClusterProxied+"@vm")
-	if f.Severity != SeverityError || !strings.Contains(f.Message, "misses 10.42.0.0/16:") ||
+	if f.Severity != finding.Error || !strings.Contains(f.Message, "misses 10.42.0.0/16:") ||
 		!strings.Contains(f.Message, "set in /etc/systemd/system/k3s.service.env") {
 		t.Errorf("finding %+v", f)
 	}

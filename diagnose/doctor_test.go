@@ -13,6 +13,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/k3strap/k3strap/facts"
+	"github.com/k3strap/k3strap/finding"
 	"github.com/k3strap/k3strap/k3s"
 )
 
@@ -21,7 +22,7 @@ import (
 func doctorInput(t *testing.T, nodeFile, journalFile string) Input {
 	n := node(t, nodeFile)
 	present := true
-	f := &facts.DoctorNode{Hostname: "vm", Unit: "k3s", ActiveState: "active", SubnetEnvPresent: &present,
+	f := &facts.DoctorNode{Host: facts.Host{Hostname: "vm"}, Unit: "k3s", ActiveState: "active", SubnetEnvPresent: &present,
 		SubnetEnv: "FLANNEL_NETWORK=10.42.0.0/16\nFLANNEL_SUBNET=10.42.0.1/24\nFLANNEL_MTU=1450\nFLANNEL_IPMASQ=true\n"}
 	if journalFile != "" {
 		f.Journal = lines(t, journalFile)
@@ -37,29 +38,29 @@ func doctorInput(t *testing.T, nodeFile, journalFile string) Input {
 
 func ptr[T any](v T) *T { return &v }
 
-func ids(fs []Finding) []string {
+func ids(fs []finding.Finding) []string {
 	var out []string
 	for _, f := range fs {
-		out = append(out, f.ID+"@"+f.Node)
+		out = append(out, f.ID+"@"+f.Host)
 	}
 	return out
 }
 
-func has(t *testing.T, fs []Finding, id string) Finding {
+func has(t *testing.T, fs []finding.Finding, id string) finding.Finding {
 	t.Helper()
 	for _, f := range fs {
-		if f.ID+"@"+f.Node == id {
+		if f.ID+"@"+f.Host == id {
 			return f
 		}
 	}
 	t.Fatalf("no finding %s in %v", id, ids(fs))
-	return Finding{}
+	return finding.Finding{}
 }
 
 func TestDoctorF1FromRealCapture(t *testing.T) {
 	fs := Findings(doctorInput(t, "node-f1.json", "log-lines-f1.txt"))
 	f := has(t, fs, "F1-cloud-controller@vm")
-	if f.Severity != SeverityError {
+	if f.Severity != finding.Error {
 		t.Errorf("severity %s", f.Severity)
 	}
 	text := ""
@@ -77,8 +78,8 @@ func TestDoctorF1FromRealCapture(t *testing.T) {
 			t.Errorf("F3 reported for the uninitialized taint: %+v", x)
 		}
 	}
-	if Worst(fs) != SeverityError {
-		t.Errorf("worst %s", Worst(fs))
+	if finding.Worst(fs) != finding.Error {
+		t.Errorf("worst %s", finding.Worst(fs))
 	}
 }
 
@@ -105,7 +106,7 @@ func TestDoctorDefaultNodeF3AndLostTaint(t *testing.T) {
 	delete(in.View.Nodes[0].Labels, "tier")
 	fs = Findings(in)
 	lost := has(t, fs, "F5-lost-taint@vm")
-	if lost.Repair == nil || len(lost.Repair.Taints) != 1 || lost.Repair.Taints[0].ToString() != "dedicated=edge:NoExecute" {
+	if lost.Repair == nil || len(lost.Repair.Taints) != 1 || lost.Repair.Taints[0] != "dedicated=edge:NoExecute" {
 		t.Errorf("repair %+v", lost.Repair)
 	}
 	if l := has(t, fs, "F5-lost-label@vm"); l.Repair.Labels["tier"] != "edge" {
@@ -170,7 +171,7 @@ func TestDoctorCertsSkewEtcdDiskClock(t *testing.T) {
 	for _, id := range []string{"cert-expiring@vm", "disk-pressure@vm", "clock-skew@vm", "version-skew@vm2", "node-not-ready@vm2", "etcd-quorum@"} {
 		has(t, fs, id)
 	}
-	if has(t, fs, "etcd-quorum@").Severity != SeverityError {
+	if has(t, fs, "etcd-quorum@").Severity != finding.Error {
 		t.Error("1 of 2 etcd members up is lost quorum")
 	}
 }
@@ -194,7 +195,7 @@ func TestDoctorActivatingIsNotCrashLoop(t *testing.T) {
 	}
 	f.StartedAt = in.Now.Add(-12 * time.Minute)
 	slow := has(t, Findings(in), "slow-start@vm")
-	if slow.Severity != SeverityWarning {
+	if slow.Severity != finding.Warning {
 		t.Errorf("slow start severity %s", slow.Severity)
 	}
 	for _, e := range slow.Evidence {
@@ -220,11 +221,11 @@ func TestDoctorYoungTaintSaysSinceWhen(t *testing.T) {
 	in.TaintGrace = time.Minute
 	fs := Findings(in)
 	f := has(t, fs, "uninitialized-taint@vm")
-	if f.Severity != SeverityInfo || !strings.Contains(f.Message, "since "+in.View.Nodes[0].CreationTimestamp.UTC().Format(time.RFC3339)) ||
+	if f.Severity != finding.Info || !strings.Contains(f.Message, "since "+in.View.Nodes[0].CreationTimestamp.UTC().Format(time.RFC3339)) ||
 		!strings.Contains(f.Message, "55s ago") {
 		t.Errorf("young taint: %s %q", f.Severity, f.Message)
 	}
-	if Worst(fs) == SeverityError {
+	if finding.Worst(fs) == finding.Error {
 		t.Errorf("a young taint made the verdict an error: %v", ids(fs))
 	}
 }
@@ -283,7 +284,7 @@ func TestDoctorImagePull(t *testing.T) {
 	recent.LastTimestamp = metav1.NewTime(in.Now.Add(-time.Minute))
 	in.View.Events = []corev1.Event{recent}
 	f := has(t, Findings(in), "image-pull@vm")
-	if f.Severity != SeverityError || !strings.Contains(f.Message, "rancher/mirrored-pause:3.10.2") || !strings.Contains(f.Message, "kube-system/coredns") ||
+	if f.Severity != finding.Error || !strings.Contains(f.Message, "rancher/mirrored-pause:3.10.2") || !strings.Contains(f.Message, "kube-system/coredns") ||
 		!strings.Contains(strings.Join(f.Fixes, "\n"), "/var/lib/rancher/k3s/agent/images/") {
 		t.Errorf("image-pull: %s %q fixes %q", f.Severity, f.Message, f.Fixes)
 	}
@@ -310,7 +311,7 @@ func TestDoctorOneRestartIsNotACrashLoop(t *testing.T) {
 			t.Fatalf("one restart reported as a crash loop: %s", x.Message)
 		}
 	}
-	if w := has(t, Findings(in), "service-restarts@vm"); w.Severity != SeverityWarning {
+	if w := has(t, Findings(in), "service-restarts@vm"); w.Severity != finding.Warning {
 		t.Errorf("one restart: severity %s", w.Severity)
 	}
 	for _, st := range []struct {

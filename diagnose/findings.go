@@ -12,65 +12,16 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/k3strap/k3strap/facts"
+	"github.com/k3strap/k3strap/finding"
 	"github.com/k3strap/k3strap/k3s"
 )
 
 // `k3strap doctor` (docs/doctor.md): findings over a cluster that already runs, whoever
 // installed it. Doctor gathers one facts.DoctorNode per node and one facts.ClusterView, and
-// Findings judges them; this file holds the types, doctor_*.go the checks. Pure: no I/O, no
-// inventory (the caller passes what the inventory says as plain values).
-
-// Severity of a finding.
-type Severity string
-
-// Severities, worst first.
-const (
-	SeverityError   Severity = "error"
-	SeverityWarning Severity = "warning"
-	SeverityInfo    Severity = "info"
-)
-
-// EvidenceLine is one fact a finding rests on and where it was read.
-type EvidenceLine struct {
-	// Text is the fact (a journal line, a setting, an object's state).
-	Text string
-	// Source says where it came from, e.g. "cp1: journalctl -u k3s", "kubectl get node cp1".
-	Source string
-}
-
-// Repair is a safe, reversible repair doctor --fix may apply: put lost taints and labels back
-// on a node (read-modify-write, never removing anything but a taint replaced by its declared
-// value).
-type Repair struct {
-	Node   string
-	Taints []corev1.Taint
-	Labels map[string]string
-}
-
-// Finding is one problem doctor found.
-type Finding struct {
-	// ID is stable (the README's table): F1-cloud-controller, no-pod-network, F2-cni-kernel,
-	// F3-pending-on-taint, F3-rancher-agent, F4-cni-toleration, F5-lost-taint, F5-lost-label,
-	// F5-drift, crash-loop, service-restarts, cert-expiring, cert-expired, node-not-ready,
-	// version-skew, etcd-quorum, etcd-member-missing, clock-skew, disk-pressure, unreachable,
-	// not-registered, ... (Diagnosis IDs of UninitializedStall too), and the host-network
-	// checks' IDs, which preflight uses too (netcheck: NodePaths, HostFirewall, NodeAddress,
-	// IptablesBackends, NMCloudSetup, NetworkManager, ResolvConf).
-	ID       string
-	Severity Severity
-	// Node is the node (or host) it concerns; "" for the cluster.
-	Node    string
-	Title   string
-	Message string
-	// Evidence are the facts it rests on, with their source.
-	Evidence []EvidenceLine
-	// Fixes are the ways out, best first.
-	Fixes []string
-	// Commands are the commands that repair it by hand (doctor prints them without --fix).
-	Commands []string
-	// Repair is set when doctor --fix can repair it.
-	Repair *Repair
-}
+// Findings judges them into finding.Finding values (the model preflight shares; Source
+// "doctor"); this file holds the input and the ordering, doctor_*.go the checks, one file per
+// family. Pure: no I/O, no inventory (the caller passes what the inventory says as plain
+// values).
 
 // NodeEvidence is what doctor gathered from one host.
 type NodeEvidence struct {
@@ -141,7 +92,7 @@ func (in *Input) defaults() {
 }
 
 // check is one doctor check.
-type check func(in *Input) []Finding
+type check func(in *Input) []finding.Finding
 
 // checks are run in this order; findings are then sorted by severity, node and ID.
 var checks = []check{
@@ -152,40 +103,23 @@ var checks = []check{
 
 // Findings judges in and returns its findings, errors first (then warnings, infos; by node,
 // then ID). None means healthy.
-func Findings(in Input) []Finding {
+func Findings(in Input) []finding.Finding {
 	in.defaults()
-	var out []Finding
+	var out []finding.Finding
 	for _, c := range checks {
 		out = append(out, c(&in)...)
 	}
-	rank := map[Severity]int{SeverityError: 0, SeverityWarning: 1, SeverityInfo: 2}
 	sort.SliceStable(out, func(i, j int) bool {
 		a, b := out[i], out[j]
-		if rank[a.Severity] != rank[b.Severity] {
-			return rank[a.Severity] < rank[b.Severity]
+		if a.Severity.Rank() != b.Severity.Rank() {
+			return a.Severity.Rank() < b.Severity.Rank()
 		}
-		if a.Node != b.Node {
-			return a.Node < b.Node
+		if a.Host != b.Host {
+			return a.Host < b.Host
 		}
 		return a.ID < b.ID
 	})
-	return out
-}
-
-// Worst returns the worst severity among fs ("" when there is none).
-func Worst(fs []Finding) Severity {
-	var w Severity
-	for _, f := range fs {
-		switch {
-		case f.Severity == SeverityError:
-			return SeverityError
-		case f.Severity == SeverityWarning:
-			w = SeverityWarning
-		case w == "":
-			w = SeverityInfo
-		}
-	}
-	return w
+	return finding.Stamp(out, finding.Doctor)
 }
 
 // node returns the Node object called name from the view (nil when absent).
@@ -378,10 +312,10 @@ func plural(n int, one, many string) string {
 	return fmt.Sprintf("%d %s", n, many)
 }
 
-// fromDiagnosis turns a supervisor Diagnosis into a Finding (its evidence lines get a source
+// fromDiagnosis turns a supervisor Diagnosis into a finding (its evidence lines get a source
 // from their prefix).
-func fromDiagnosis(d Diagnosis, sev Severity, node string, ne *NodeEvidence) Finding {
-	f := Finding{ID: d.ID, Severity: sev, Node: node, Title: d.Title, Message: d.Message, Fixes: d.Fixes}
+func fromDiagnosis(d Diagnosis, sev finding.Severity, node string, ne *NodeEvidence) finding.Finding {
+	f := finding.Finding{ID: d.ID, Severity: sev, Host: node, Title: d.Title, Message: d.Message, Fixes: d.Fixes}
 	for _, e := range d.Evidence {
 		src := nodeSrc(node)
 		switch {
@@ -404,7 +338,7 @@ func fromDiagnosis(d Diagnosis, sev Severity, node string, ne *NodeEvidence) Fin
 				src = hostSrc(ne, "/etc/rancher/k3s/config.yaml and config.yaml.d")
 			}
 		}
-		f.Evidence = append(f.Evidence, EvidenceLine{Text: e, Source: src})
+		f.Evidence = append(f.Evidence, finding.Evidence{Text: e, Source: src})
 	}
 	return f
 }

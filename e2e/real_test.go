@@ -96,8 +96,15 @@ func newRealCluster(t testing.TB, n int) *testCluster {
 
 func newRealClusterTopology(t testing.TB, n int, topology string) *testCluster {
 	t.Helper()
+	return newRealClusterOpts(t, n, clusterOpts{topology: topology})
+}
+
+// newRealClusterOpts is newRealCluster with the hosts shaped by o (o.real is set here).
+func newRealClusterOpts(t testing.TB, n int, o clusterOpts) *testCluster {
+	t.Helper()
 	r := withStandinImages(t, requireRealK3s(t))
-	c := newClusterOpts(t, n, clusterOpts{topology: topology, real: &r})
+	o.real = &r
+	c := newClusterOpts(t, n, o)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	if err := c.h.HoldK3sSysctls(ctx); err != nil {

@@ -4,10 +4,13 @@
 package e2e
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
+	"net/netip"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -21,6 +24,9 @@ import (
 	"github.com/k3strap/k3strap/e2e/harness"
 	"github.com/k3strap/k3strap/events"
 	"github.com/k3strap/k3strap/facts"
+	"github.com/k3strap/k3strap/installer"
+	"github.com/k3strap/k3strap/k3s"
+	"github.com/k3strap/k3strap/netcheck"
 )
 
 // Scale benchmarks: k3strap's own cost against 100 and 500 SSH endpoints. They are
@@ -33,8 +39,12 @@ import (
 // machines, so a no-op apply cannot be measured without K3s on 500 hosts; the second
 // benchmark is `apply --dry-run` (connect, facts, plan, preflight, and per host the diff of
 // what apply would write), an upper bound of a no-op apply's work on the workstation side.
-// Each is reported as a ratio to the floor measured in the same run: one plain `ssh` per host
-// running the same facts script, with k3strap's concurrency. Peak RSS is k3strap's (rusage).
+// Each is reported as a ratio to the floor measured in the same run, interleaved with it: the
+// facts floor — one plain `ssh` per host running the same facts script, with k3strap's
+// concurrency — plus the probe floor — the path check's probe program started by one plain
+// `ssh` per host, all hosts at once as k3strap starts them, doing the same probes (scaleRig.
+// probeFloor). Every probe program runs on this machine's cores in both. Peak RSS is
+// k3strap's (rusage).
 
 // scaleNS is the scale namespace of harness h: named with the instance's prefix, so that
 // harness instances measure side by side and only their own `harness.sh down` removes it.
@@ -145,15 +155,17 @@ cp %[3]s/usr/lib/x86_64-linux-gnu/libwrap.so.0* %[2]s/lib/
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
-	if _, err := r.floor(n, 50); err != nil {
+	if _, err := r.floor(n, 50, ""); err != nil {
 		b.Fatalf("warm-up: %v\n%s", err, sshdLog.String())
 	}
 	return r
 }
 
 // floor runs one plain ssh per host (the first n), conc at a time, each running the facts
-// script k3strap runs, and returns the wall time.
-func (r *scaleRig) floor(n, conc int) (time.Duration, error) {
+// script k3strap runs, and returns the wall time. With cm (a control path prefix) each ssh
+// leaves its connection open as a control master, as k3strap keeps its connection for the
+// next steps: probeFloor runs over it (and closeMasters ends them).
+func (r *scaleRig) floor(n, conc int, cm string) (time.Duration, error) {
 	script := facts.Script(facts.ScriptInput{Files: []string{"/etc/rancher/k3s/config.yaml", "/usr/local/bin/k3s"}})
 	sem := make(chan struct{}, conc)
 	var wg sync.WaitGroup
@@ -168,10 +180,14 @@ func (r *scaleRig) floor(n, conc int) (time.Duration, error) {
 			defer func() { <-sem }()
 			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 			defer cancel()
-			cmd := exec.CommandContext(ctx, "ip", "netns", "exec", r.ns, "ssh", "-i", r.key,
-				"-o", "UserKnownHostsFile="+filepath.Join(r.dir, "known_hosts"), "-o", "StrictHostKeyChecking=accept-new",
-				"-o", "BatchMode=yes", "-o", "LogLevel=ERROR", "-F", "none", "root@"+scaleAddr(i), "sh", "-c", shellQuote(script))
-			if out, err := cmd.CombinedOutput(); err != nil {
+			args := []string{"netns", "exec", r.ns, "ssh", "-i", r.key,
+				"-o", "UserKnownHostsFile=" + filepath.Join(r.dir, "known_hosts"), "-o", "StrictHostKeyChecking=accept-new",
+				"-o", "BatchMode=yes", "-o", "LogLevel=ERROR", "-F", "none"}
+			if cm != "" {
+				args = append(args, "-o", "ControlMaster=yes", "-o", "ControlPath="+cm+"%h", "-o", "ControlPersist=300")
+			}
+			cmd := exec.CommandContext(ctx, "ip", append(args, "root@"+scaleAddr(i), "sh", "-c", shellQuote(script))...)
+			if out, err := cmd.Output(); err != nil {
 				mu.Lock()
 				if first == nil {
 					first = fmt.Errorf("ssh %s: %v: %s", scaleAddr(i), err, out)
@@ -182,6 +198,67 @@ func (r *scaleRig) floor(n, conc int) (time.Duration, error) {
 	}
 	wg.Wait()
 	return time.Since(start), first
+}
+
+// probeFloor runs the path check's probe program (netcheck.ProbeScript) on each of the first n
+// hosts with plain ssh over the connection the facts floor left open (cm, its control path
+// prefix; k3strap too opens a session on the connection it holds), all at once as k3strap does, over the paths k3strap tests
+// (netcheck.PlanProbes of the rig's cluster: one server, agents, flannel VXLAN; the rig's hosts
+// have no default route, so every path targets the inventory address, as in k3strap's run),
+// driven by netcheck.RunPaths with k3strap's connect timeout. It returns the wall time and the
+// number of probes; a path that is not open is an error (the floor must do the whole work).
+func (r *scaleRig) probeFloor(n int, cm string) (time.Duration, int, error) {
+	nc := &netcheck.Cluster{Ports: k3s.NodePorts(k3s.NodePortOptions{})}
+	var hosts []netcheck.ProbeHost
+	for i := 1; i <= n; i++ {
+		name := fmt.Sprintf("n%03d", i)
+		nc.Nodes = append(nc.Nodes, netcheck.Node{Name: name, Server: i == 1, Address: netip.MustParseAddr(scaleAddr(i)), Family: 4})
+		addr := scaleAddr(i)
+		hosts = append(hosts, netcheck.ProbeHost{Name: name, Run: func(ctx context.Context, script string, stdin io.Reader, onLine func(string)) error {
+			cmd := exec.CommandContext(ctx, "ip", "netns", "exec", r.ns, "ssh", "-i", r.key,
+				"-o", "UserKnownHostsFile="+filepath.Join(r.dir, "known_hosts"), "-o", "StrictHostKeyChecking=accept-new",
+				"-o", "BatchMode=yes", "-o", "LogLevel=ERROR", "-F", "none", "-o", "ControlMaster=no", "-o", "ControlPath="+cm+"%h",
+				"root@"+addr, "sh -c "+shellQuote(script))
+			cmd.Stdin = stdin
+			out, err := cmd.StdoutPipe()
+			if err != nil {
+				return err
+			}
+			if err := cmd.Start(); err != nil {
+				return err
+			}
+			sc := bufio.NewScanner(out)
+			for sc.Scan() {
+				onLine(sc.Text())
+			}
+			return cmd.Wait()
+		}})
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	start := time.Now()
+	rep := netcheck.RunPaths(ctx, nc, hosts, netcheck.PathOptions{ConnectTimeout: 3200 * time.Millisecond})
+	d := time.Since(start)
+	if len(rep.Hosts) > 0 || len(rep.Failed()) > 0 {
+		return d, len(rep.Results), fmt.Errorf("probe floor: %d hosts not tested (%v), %d paths failed", len(rep.Hosts), rep.Hosts, len(rep.Failed()))
+	}
+	return d, len(rep.Results), nil
+}
+
+// closeMasters ends the control masters the facts floor left for the first n hosts (not timed).
+func (r *scaleRig) closeMasters(n int, cm string) {
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, 50)
+	for i := 1; i <= n; i++ {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer wg.Done()
+			defer func() { <-sem }()
+			_ = exec.Command("ip", "netns", "exec", r.ns, "ssh", "-F", "none", "-o", "ControlPath="+cm+"%h", "-O", "exit", "root@"+scaleAddr(i)).Run()
+		}()
+	}
+	wg.Wait()
 }
 
 const scaleInv = `apiVersion: k3strap.io/v1alpha1
@@ -276,6 +353,25 @@ func (r *scaleRig) k3strap(b *testing.B, args ...string) scaleRun {
 	return res
 }
 
+// pathsOutcome is "" when the paths step of a run's JSON events tested every path and all were
+// open (the rig's paths are), else its finishing message.
+func pathsOutcome(stdout string) string {
+	for _, l := range strings.Split(stdout, "\n") {
+		if !strings.Contains(l, `"phase":"`+string(events.PhasePaths)+`"`) {
+			continue
+		}
+		var e events.Event
+		if json.Unmarshal([]byte(l), &e) != nil || e.Type != events.PhaseFinished {
+			continue
+		}
+		if e.Status != events.StatusOK {
+			return e.Message
+		}
+		return ""
+	}
+	return ""
+}
+
 // phaseTime is how long a step took in a run's JSON events (its started and finished
 // events); 0 when it did not run.
 func phaseTime(stdout string, phase events.Phase) time.Duration {
@@ -309,8 +405,10 @@ func tail(s string, n int) string {
 }
 
 // BenchmarkScale measures preflight and apply --dry-run against 100 and 500 SSH endpoints,
-// each against the floor of the same run (goals: ≤ 1.0× the floor at 100 hosts,
-// ≤ 1.2× at 500; peak RSS ≤ 100 MB at 500).
+// each against the floor of the same run (facts floor + probe floor; goal: ≤ 1.1× at 100 and
+// 500 hosts, peak RSS ≤ 100 MB at 500; docs/preflight.md "Cost at scale"). With -benchtime Nx
+// the N runs alternate k3strap and the floors; x-floor-min and x-floor-max show the spread of
+// the per-run ratios.
 func BenchmarkScale(b *testing.B) {
 	const most = 500
 	r := scaleUp(b, most)
@@ -325,8 +423,10 @@ func BenchmarkScale(b *testing.B) {
 		} {
 			b.Run(fmt.Sprintf("hosts=%d/%s", n, mode.name), func(b *testing.B) {
 				conc := 0 // k3strap's default
-				var floorSum, ourSum time.Duration
+				var floorSum, ourSum, factsSum, probeSum time.Duration
 				var rss int64
+				ratioMin, ratioMax := 0.0, 0.0
+				probes, iter, counted, discarded := 0, 0, 0, 0
 				var last scaleRun
 				var paths time.Duration
 				for b.Loop() {
@@ -336,35 +436,76 @@ func BenchmarkScale(b *testing.B) {
 						args = slicesWithout(args, "--kubeconfig-out", filepath.Join(r.dir, "k"))
 					}
 					last = r.k3strap(b, args...)
+					if msg := pathsOutcome(last.stdout); msg != "" {
+						// The comparison holds only when k3strap tested every path as the floor
+						// does: on a machine so loaded that the probes do not all start within
+						// the step's ready wait, the run is not counted (and said so).
+						discarded++
+						b.Logf("run not counted: k3strap's path check did not test every path: %s", msg)
+						if discarded > 3 {
+							b.Fatalf("%d runs without a complete path check: the machine is too loaded to measure", discarded)
+						}
+						continue
+					}
+					counted++
 					ourSum += last.dur
 					paths += phaseTime(last.stdout, events.PhasePaths)
 					rss = max(rss, last.maxRSSKB)
 					if conc == 0 {
 						conc = defaultConcurrency
 					}
-					f, err := r.floor(n, conc)
+					iter++
+					cm := filepath.Join(r.dir, fmt.Sprintf("c%d-", iter))
+					f, err := r.floor(n, conc, cm)
+					if err != nil {
+						r.closeMasters(n, cm)
+						b.Fatal(err)
+					}
+					factsSum += f
+					var pf time.Duration
+					if phaseTime(last.stdout, events.PhasePaths) > 0 {
+						pf, probes, err = r.probeFloor(n, cm)
+					}
+					r.closeMasters(n, cm)
 					if err != nil {
 						b.Fatal(err)
 					}
-					floorSum += f
+					probeSum += pf
+					floorSum += f + pf
+					ratio := last.dur.Seconds() / (f + pf).Seconds()
+					if ratioMin == 0 || ratio < ratioMin {
+						ratioMin = ratio
+					}
+					ratioMax = max(ratioMax, ratio)
+					b.Logf("run: k3strap %.2fs (paths %.2fs), facts floor %.2fs, probe floor %.2fs, %.2f×, peak RSS %.1f MB",
+						last.dur.Seconds(), phaseTime(last.stdout, events.PhasePaths).Seconds(), f.Seconds(), pf.Seconds(), ratio, float64(last.maxRSSKB)/1024)
 				}
-				nb := float64(b.N)
+				if counted == 0 {
+					b.Fatal("no run counted")
+				}
+				nb := float64(counted)
 				b.ReportMetric(floorSum.Seconds()*1000/nb, "floor-ms")
+				b.ReportMetric(factsSum.Seconds()*1000/nb, "facts-floor-ms")
+				b.ReportMetric(probeSum.Seconds()*1000/nb, "probe-floor-ms")
+				b.ReportMetric(ratioMin, "x-floor-min")
+				b.ReportMetric(ratioMax, "x-floor-max")
+				b.ReportMetric(float64(discarded), "runs-not-counted")
 				b.ReportMetric(ourSum.Seconds()*1000/nb, "k3strap-ms")
 				b.ReportMetric(ourSum.Seconds()/floorSum.Seconds(), "x-floor")
 				b.ReportMetric(float64(rss)/1024, "peak-RSS-MB")
 				b.ReportMetric(float64(last.events), "events")
 				b.ReportMetric(float64(last.bytes)/1024, "output-KB")
 				b.ReportMetric(paths.Seconds()*1000/nb, "paths-ms")
-				b.Logf("%d hosts %s: k3strap %.2fs, floor %.2fs (%d at a time), %.2f×, peak RSS %.1f MB, %d events (%d kB)",
-					n, mode.name, ourSum.Seconds()/nb, floorSum.Seconds()/nb, conc, ourSum.Seconds()/floorSum.Seconds(), float64(rss)/1024, last.events, last.bytes/1024)
+				b.Logf("%d hosts %s: k3strap %.2fs, floor %.2fs (facts %.2fs, %d at a time; probes %.2fs, %d paths, all hosts at once), %.2f× (runs %.2f–%.2f×), peak RSS %.1f MB, %d events (%d kB)",
+					n, mode.name, ourSum.Seconds()/nb, floorSum.Seconds()/nb, factsSum.Seconds()/nb, conc, probeSum.Seconds()/nb, probes,
+					ourSum.Seconds()/floorSum.Seconds(), ratioMin, ratioMax, float64(rss)/1024, last.events, last.bytes/1024)
 			})
 		}
 	}
 }
 
-// defaultConcurrency is k3strap's default --concurrency (installer.Options.defaults).
-const defaultConcurrency = 10
+// defaultConcurrency is k3strap's default --concurrency.
+const defaultConcurrency = installer.DefaultConcurrency
 
 func slicesWithout(args []string, drop ...string) []string {
 	var out []string

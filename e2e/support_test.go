@@ -111,6 +111,8 @@ type clusterOpts struct {
 	topology string
 	// real runs the real K3s on the hosts instead of the simulator (no simulator settings).
 	real *realK3s
+	// kind is the harness host kind (harness.KindBookworm when empty).
+	kind string
 }
 
 // newCluster gives the test n clean hosts (reset to their first boot), with the simulator's
@@ -139,9 +141,17 @@ func newClusterOpts(t testing.TB, n int, o clusterOpts) *testCluster {
 	if b.err != nil {
 		t.Fatalf("building binaries: %v", b.err)
 	}
+	if o.kind != "" {
+		bctx, bcancel := context.WithTimeout(context.Background(), 20*time.Minute)
+		err := h.Base(bctx, o.kind)
+		bcancel()
+		if err != nil {
+			t.Fatalf("harness base %s: %v", o.kind, err)
+		}
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	hosts, err := h.Up(ctx, n, harness.Options{Topology: topology})
+	hosts, err := h.Up(ctx, n, harness.Options{Topology: topology, Kind: o.kind})
 	if err != nil {
 		t.Fatalf("harness up %d: %v", n, err)
 	}

@@ -30,14 +30,15 @@ import (
 // every text again with k3s.Mask.
 
 // DoctorNodeScript prints what doctor needs from one node (doctor-node.sh, the host paths of
-// k3s.ShellVars and the secret key pattern before it): hostname and addresses, the clock, the
-// K3s binary's version, which unit runs (k3s or k3s-agent) with its state, restart count and
+// k3s.ShellVars and the secret key pattern before it): the host facts preflight gathers too
+// (host.sh: hostname and addresses, the clock, memory, free disk, the K3s binary's version),
+// which unit runs (k3s or k3s-agent) with its state, restart count and
 // last start, the unit's journal tail (300 lines), the K3s config file and drop-ins (secret
 // keys left out), flannel's subnet.env, the first certificate of every K3s certificate file
-// (PEM, parsed locally — no openssl needed), free disk of K3s's data filesystem and memory,
-// and the network sections (network.sh: interfaces, routes, flannel's FDB, rulesets,
+// (PEM, parsed locally — no openssl needed), and the network sections (network.sh: interfaces, routes, flannel's FDB, rulesets,
 // firewalld, ufw, NetworkManager, resolver files). ParseDoctorNode reads it.
 var DoctorNodeScript = k3s.ShellVars() + "SECRET_KEYS='" + secretKeyPattern() + "'\n" +
+	"K3STRAP_HOST_SH=" + shellescape.Quote(HostScript()) + "\n" +
 	"K3STRAP_NETWORK_SH=" + shellescape.Quote(NetworkScript()) + "\n" +
 	"K3STRAP_PROXY_SH=" + shellescape.Quote(proxyScript) + "\n" + doctorNodeScript
 
@@ -68,15 +69,12 @@ type Cert struct {
 
 // DoctorNode is what DoctorNodeScript printed, parsed.
 type DoctorNode struct {
-	// Hostname and Addresses (global addresses, as `hostname -I` prints them).
-	Hostname  string   `json:"hostname"`
-	Addresses []string `json:"addresses,omitempty"`
-	// RemoteClock is the host's clock when the script ran.
-	RemoteClock time.Time `json:"remoteClock"`
-	// Version is the K3s release of k3s.PathBinary ("" when absent); VersionLine the
-	// whole first line of `k3s --version`.
-	Version     string `json:"version,omitempty"`
-	VersionLine string `json:"versionLine,omitempty"`
+	// Host holds the host facts preflight gathers too (host.sh, parsed by the same section
+	// parsers as Parse: ParseHostSections): Hostname, Addresses, RemoteClock, MemTotalKiB and
+	// MemAvailableKiB, DiskPath (the nearest existing parent of K3s's data root), DiskFreeKiB,
+	// DiskTotalKiB and DiskUsedPercent, and K3s.BinaryVersion / BinaryLabel of the K3s binary.
+	// Its other fields stay empty.
+	Host
 	// Unit is k3s or k3s-agent ("" when no unit exists).
 	Unit string `json:"unit,omitempty"`
 	// ActiveState and SubState are systemd's; Restarts is NRestarts; ActiveSince when the unit
@@ -101,15 +99,6 @@ type DoctorNode struct {
 	SubnetEnvWritten time.Time `json:"subnetEnvWritten,omitempty"`
 	// Certs are the K3s certificates found.
 	Certs []Cert `json:"certs,omitempty"`
-	// DiskTotalKiB, DiskFreeKiB and DiskUsedPercent describe the filesystem of DiskPath
-	// (/var/lib/rancher or /); DiskPath is "" when df failed.
-	DiskTotalKiB    int64  `json:"diskTotalKiB"`
-	DiskFreeKiB     int64  `json:"diskFreeKiB"`
-	DiskUsedPercent int    `json:"diskUsedPercent"`
-	DiskPath        string `json:"diskPath,omitempty"`
-	// MemTotalKiB and MemAvailableKiB come from /proc/meminfo.
-	MemTotalKiB     int64 `json:"memTotalKiB"`
-	MemAvailableKiB int64 `json:"memAvailableKiB"`
 	// Network is what network.sh gathered (nil when the script printed no network section).
 	Network *Network `json:"network,omitempty"`
 	// Proxy is the K3s unit's proxy environment (proxy.sh; nil without a unit). Never
@@ -122,8 +111,8 @@ type DoctorNode struct {
 func ParseDoctorNode(out []byte) DoctorNode {
 	var n DoctorNode
 	section, file, cert := "", "", ""
-	var pemBuf, netBuf, proxyBuf bytes.Buffer
-	inNet, inProxy := false, false
+	var pemBuf, netBuf, proxyBuf, hostBuf bytes.Buffer
+	inNet, inProxy, inHost := false, false, false
 	flushCert := func() {
 		if cert != "" {
 			if b, _ := pem.Decode(pemBuf.Bytes()); b != nil {
@@ -136,6 +125,22 @@ func ParseDoctorNode(out []byte) DoctorNode {
 		pemBuf.Reset()
 	}
 	for _, line := range strings.Split(string(bytes.TrimRight(out, "\n")), "\n") {
+		// host.sh's sections ("@@ clock start", ...) until @host-facts-end; a second block at
+		// the end carries "@@ clock end", parsed with the first (both clocks averaged)
+		if inHost {
+			if line == "@host-facts-end" {
+				inHost = false
+				n.Host = *ParseHostSections(hostBuf.String())
+			} else {
+				hostBuf.WriteString(line + "\n")
+			}
+			continue
+		}
+		if line == "@host-facts" {
+			flushCert()
+			inHost, section = true, ""
+			continue
+		}
 		// network.sh's own sections ("@@ net-...") until @network-end
 		if inNet {
 			if line == "@network-end" {
@@ -171,18 +176,6 @@ func ParseDoctorNode(out []byte) DoctorNode {
 			name, val, _ := strings.Cut(line, " ")
 			known := true
 			switch name {
-			case "@host":
-				n.Hostname = strings.TrimSpace(val)
-			case "@addrs":
-				n.Addresses = strings.Fields(val)
-			case "@clock":
-				if f, err := strconv.ParseFloat(strings.TrimSpace(val), 64); err == nil {
-					sec := int64(f)
-					n.RemoteClock = time.Unix(sec, int64((f-float64(sec))*1e9))
-				}
-			case "@version":
-				n.VersionLine = strings.TrimSpace(val)
-				n.Version = k3s.FindRelease(val)
 			case "@unit":
 				n.Unit = strings.TrimSpace(val)
 			case "@unitstate", "@keylines", "@journal", "@config":
@@ -204,20 +197,6 @@ func ParseDoctorNode(out []byte) DoctorNode {
 			case "@cert":
 				flushCert()
 				cert = strings.TrimSpace(val)
-			case "@disk":
-				f := strings.Fields(val)
-				if len(f) == 4 {
-					n.DiskTotalKiB, _ = strconv.ParseInt(f[0], 10, 64)
-					n.DiskFreeKiB, _ = strconv.ParseInt(f[1], 10, 64)
-					n.DiskUsedPercent, _ = strconv.Atoi(strings.TrimSuffix(f[2], "%"))
-					n.DiskPath = f[3]
-				}
-			case "@mem":
-				f := strings.Fields(val)
-				if len(f) == 2 {
-					n.MemTotalKiB, _ = strconv.ParseInt(f[0], 10, 64)
-					n.MemAvailableKiB, _ = strconv.ParseInt(f[1], 10, 64)
-				}
 			case "@end":
 			default:
 				known = false

@@ -20,5 +20,7 @@ for f in "$K3S_CONFIG" "$K3S_CONFIG".d/*.yaml; do
   [ -r "$f" ] && { echo "@file $f"; grep -v -E '^[[:space:]]*"?(token|agent-token|datastore-endpoint|etcd-s3-access-key|etcd-s3-secret-key|etcd-s3-session-token)"?[[:space:]]*:' "$f"; }
 done
 echo "@subnet $(test -e "$K3S_SUBNET_ENV" && echo present || echo missing)"
-echo "@service $(systemctl is-active "$svc" 2>/dev/null)"
+if command -v systemctl >/dev/null 2>&1; then echo "@service $(systemctl is-active "$svc" 2>/dev/null)"
+elif rc-service "$svc" status >/dev/null 2>&1; then echo "@service active"   # OpenRC
+else echo "@service inactive"; fi
 echo "@end"

@@ -3,7 +3,11 @@
 
 // Package facts is what k3strap knows about one host: the structured document that one remote
 // command prints (Script), and its parsed form (Host). The installer runs the script over SSH
-// and preflight judges the parsed facts. Nothing here opens a connection.
+// and preflight judges the parsed facts. Doctor's node script (DoctorNodeScript) prints the
+// facts both judge with the same scripts (host.sh, network.sh) and ParseDoctorNode reads them
+// with the same parsers into the same types (DoctorNode embeds Host), so a judgement preflight
+// and doctor share reads one fact gathered and parsed one way. Nothing here opens a
+// connection.
 package facts
 
 import (
@@ -36,14 +40,19 @@ type Host struct {
 
 	Cgroup Cgroup `json:"cgroup"`
 
-	// MemTotalKiB and SwapTotalKiB come from /proc/meminfo.
-	MemTotalKiB  int64 `json:"memTotalKiB"`
-	SwapTotalKiB int64 `json:"swapTotalKiB"`
+	// MemTotalKiB, MemAvailableKiB and SwapTotalKiB come from /proc/meminfo.
+	MemTotalKiB     int64 `json:"memTotalKiB"`
+	MemAvailableKiB int64 `json:"memAvailableKiB,omitempty"`
+	SwapTotalKiB    int64 `json:"swapTotalKiB"`
 	// DiskFreeKiB is the free space of the filesystem holding /var/lib/rancher (or its nearest
 	// existing parent, DiskPath), available to unprivileged users as df reports it. DiskPath is
 	// "" when df failed (free space unknown).
 	DiskFreeKiB int64  `json:"diskFreeKiB"`
 	DiskPath    string `json:"diskPath"`
+	// DiskTotalKiB and DiskUsedPercent are the same filesystem's size and df's use% (doctor's
+	// disk-pressure; preflight judges DiskFreeKiB).
+	DiskTotalKiB    int64 `json:"diskTotalKiB,omitempty"`
+	DiskUsedPercent int   `json:"diskUsedPercent,omitempty"`
 	// Space is the free space of every directory k3strap writes to (the gather script's
 	// list); empty when df printed nothing.
 	Space []DirSpace `json:"space,omitempty"`
@@ -227,3 +236,16 @@ func (k K3sInstall) ManagedByK3strap() bool { return k.Files[ManagedMarker] != "
 
 // Installed reports whether a K3s binary or unit is present.
 func (k K3sInstall) Installed() bool { return k.BinaryVersion != "" || k.Service != "" }
+
+// VersionLine is the first line of `k3s --version` as the binary printed it ("k3s version
+// v1.36.3+k3s1 (5aed4d7b)"); "" when no binary was found.
+func (k K3sInstall) VersionLine() string {
+	if k.BinaryVersion == "" {
+		return k.BinaryLabel
+	}
+	l := "k3s version " + k.BinaryVersion
+	if k.BinaryLabel != "" {
+		l += " (" + k.BinaryLabel + ")"
+	}
+	return l
+}

@@ -12,6 +12,7 @@
 #
 # Inputs (set by facts.Script above this text):
 #   K3STRAP_PW_STDIN=1   read one line from stdin: the sudo password (never put on a command line)
+#   K3STRAP_HOST_SH      the host facts doctor shares (host.sh), run as the login user
 #   K3STRAP_NETWORK_SH   the network script (network.sh), run as root where possible
 #   K3STRAP_RESOLV_CONF  the resolv.conf the host's K3s config names, or empty
 #   "$@"                 files whose sha256 is reported (read with privilege)
@@ -45,9 +46,10 @@ bounded() {
 
 printf '@k3strap-facts 1\n'
 
-# The clock is read at start and at end; Go averages both (facts.Host.SetClockSkew).
-sec clock start
-date +%s.%N 2>/dev/null
+# The host facts doctor gathers too (host.sh, in $K3STRAP_HOST_SH): the clock (read again at
+# the end; Go averages both, facts.Host.SetClockSkew), memory, free disk under K3s's data root,
+# addresses, hostname, the K3s binary's version.
+sh -c "$K3STRAP_HOST_SH" k3strap-host
 
 rel=$(uname -r 2>/dev/null)
 sec uname
@@ -185,18 +187,7 @@ if [ -r /proc/cgroups ]; then
 	body /proc/cgroups
 fi
 
-# --- memory and disk
-sec meminfo
-body /proc/meminfo
-
-p=$K3S_DATA_ROOT
-while [ ! -e "$p" ]; do
-	p=${p%/*}
-	[ -n "$p" ] || p=/
-done
-sec df "$p"
-df -Pk "$p" 2>/dev/null || df -k "$p" 2>/dev/null
-
+# --- disk (memory and free space under the data root: host.sh)
 # Free space wherever k3strap writes (preflight's UploadSpace): the binary and K3s's scripts,
 # k3strap's own files, K3s's configuration and data, the staging directory of a login user
 # other than root, the install script's temporary directory. One line per directory:
@@ -237,24 +228,7 @@ if [ -r /proc/net/ipv6_route ]; then
 	grep '^00000000000000000000000000000000 00 ' /proc/net/ipv6_route 2>/dev/null
 fi
 
-if have ip && out=$(ip -o addr show 2>/dev/null) && [ -n "$out" ]; then
-	sec addr ip
-	printf '%s\n' "$out"
-elif out=$(hostname -I 2>/dev/null) && [ -n "$out" ]; then
-	sec addr hostname-I
-	printf '%s\n' "$out"
-elif [ -r /proc/net/fib_trie ]; then
-	sec addr fib_trie
-	body /proc/net/fib_trie
-fi
-
-# --- identity
-sec hostname
-if [ -r /proc/sys/kernel/hostname ]; then
-	body /proc/sys/kernel/hostname
-else
-	uname -n 2>/dev/null
-fi
+# --- identity (the hostname: host.sh)
 for f in /etc/machine-id /var/lib/dbus/machine-id; do
 	if [ -r "$f" ]; then
 		sec machine-id "$f"
@@ -264,17 +238,6 @@ for f in /etc/machine-id /var/lib/dbus/machine-id; do
 done
 
 # --- an existing K3s
-k3s_bin=
-if have k3s; then
-	k3s_bin=$(command -v k3s)
-elif [ -x "$K3S_BIN" ]; then
-	k3s_bin=$K3S_BIN
-fi
-sec k3s-version "$k3s_bin"
-if [ -n "$k3s_bin" ]; then
-	bounded "$k3s_bin" --version 2>/dev/null | head -n 2
-fi
-
 sec k3s-units
 for u in k3s k3s-agent; do
 	for f in "$K3S_SYSTEMD_DIR/$u.service" "/usr/lib/systemd/system/$u.service" "/lib/systemd/system/$u.service" "$K3S_INITD_DIR/$u"; do

@@ -554,6 +554,8 @@ func parseMeminfo(_ *parser, h *Host, s *section) error {
 		switch k {
 		case "MemTotal":
 			dst = &h.MemTotalKiB
+		case "MemAvailable":
+			dst = &h.MemAvailableKiB
 		case "SwapTotal":
 			dst = &h.SwapTotalKiB
 		default:
@@ -573,7 +575,7 @@ func parseMeminfo(_ *parser, h *Host, s *section) error {
 }
 
 // parseDf reads `df -Pk PATH` (or plain `df -k`, whose long device names wrap): the field
-// before the use% column is the available space in KiB. DiskPath stays "" when df printed
+// before the use% column is the available space in KiB, the third before it the size. DiskPath stays "" when df printed
 // nothing (free space unknown).
 func parseDf(_ *parser, h *Host, s *section) error {
 	var toks []string
@@ -598,6 +600,10 @@ func parseDf(_ *parser, h *Host, s *section) error {
 			return s.errf(last, "available KiB is not a number")
 		}
 		h.DiskFreeKiB, h.DiskPath = n, s.arg
+		h.DiskUsedPercent, _ = strconv.Atoi(pct)
+		if i >= 3 { // size, used, available, use%
+			h.DiskTotalKiB, _ = strconv.ParseInt(toks[i-3], 10, 64)
+		}
 		return nil
 	}
 	return s.errf(last, "no use%% column")
@@ -954,4 +960,16 @@ func (h *Host) SetClockSkew(sent, received time.Time) {
 	}
 	mid := sent.Add(received.Sub(sent) / 2)
 	h.ClockSkew = h.RemoteClock.Sub(mid)
+}
+
+// ParseHostSections reads the sections host.sh prints (clock, meminfo, df, addr, hostname,
+// k3s-version) with Parse's section parsers: the doctor's node script carries them between
+// @host-facts and @host-facts-end. It never fails: a section that does not parse is left out
+// (Parse's error is dropped; doctor works with what there is).
+func ParseHostSections(text string) *Host {
+	h, err := Parse([]byte(magic + " 1\n" + text + "\n@@ end\n"))
+	if err != nil {
+		return &Host{}
+	}
+	return h
 }

@@ -18,6 +18,20 @@ import (
 //go:embed gather.sh
 var gatherScript string
 
+// hostScript is host.sh: the host facts preflight and doctor share (clock, memory, free disk
+// under K3s's data root, addresses, hostname, the K3s binary's version), as sections of the
+// facts document. gather.sh runs it, and so does the doctor's node script (DoctorNodeScript);
+// both parse it with Parse's section parsers (ParseHostSections), so a judgement both make
+// (ClockSkew / clock-skew, Disk / disk-pressure: checkid.Shared) reads one fact gathered and
+// parsed one way.
+//
+//go:embed host.sh
+var hostScript string
+
+// HostScript is host.sh with the host paths it reads (k3s.ShellVars) before it: what the
+// facts script and the doctor's node script run with `sh -c`.
+func HostScript() string { return k3s.ShellVars() + hostScript }
+
 // FormatVersion is the facts document format that Script prints and Parse reads.
 const FormatVersion = 1
 
@@ -49,6 +63,7 @@ func Script(in ScriptInput) string {
 	} else {
 		b.WriteString("K3STRAP_PW_STDIN=0\n")
 	}
+	b.WriteString("K3STRAP_HOST_SH=" + shellescape.Quote(HostScript()) + "\n")
 	b.WriteString("K3STRAP_NETWORK_SH=" + shellescape.Quote(NetworkScript()) + "\n")
 	b.WriteString("K3STRAP_RESOLV_CONF=")
 	if in.ResolvConf != "" && !strings.ContainsAny(in.ResolvConf, "\n\r") {

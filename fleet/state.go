@@ -18,6 +18,7 @@ import (
 
 	"github.com/k3strap/k3strap/events"
 	"github.com/k3strap/k3strap/installer/lock"
+	"github.com/k3strap/k3strap/internal/atomicfile"
 )
 
 // StateVersion is the format version of state files; a file of another version is refused.
@@ -275,7 +276,7 @@ func (j *Journal) Update(name string, change func(s *SiteState)) error {
 	if err != nil {
 		return err
 	}
-	if err := writeFileAtomic(j.path, append(b, '\n'), 0o644); err != nil {
+	if err := atomicfile.WriteFile(j.path, append(b, '\n'), 0o644); err != nil {
 		return fmt.Errorf("writing the state file: %w", err)
 	}
 	j.written = gen

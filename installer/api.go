@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/k3strap/k3strap/diagnose"
+	"github.com/k3strap/k3strap/finding"
 	"github.com/k3strap/k3strap/preflight"
 )
 
@@ -19,6 +20,15 @@ import (
 // change something reports what instead. It returns a *Failure (or the context's error).
 func (in *Installer) Apply(ctx context.Context) error {
 	return in.runCommand(ctx, "apply", nil)
+}
+
+// JoinLocal joins the local host (connection: local, the only host of the run: Options.Hosts)
+// to a cluster whose first server it cannot reach over SSH — a box converging itself at boot
+// (docs/edge-first-boot.md): connect, facts, plan, paths, preflight as apply, then wait-api
+// (bounded by Options.JoinTimeout) and join-self (token from the inventory, node awaited as
+// the node itself). The first server's own box runs Apply instead.
+func (in *Installer) JoinLocal(ctx context.Context) error {
+	return in.runCommand(ctx, "join-local", nil)
 }
 
 // Upgrade is Apply for a new spec.k3s.version: servers one at a time, then agents in batches
@@ -149,7 +159,7 @@ type DoctorRequest struct {
 
 // DoctorReport is what doctor found and did.
 type DoctorReport struct {
-	Findings []diagnose.Finding
+	Findings []finding.Finding
 	// Repaired lists the repairs applied ("node: what").
 	Repaired []string
 	// Bundle is the support bundle written ("" when none).

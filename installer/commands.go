@@ -27,8 +27,12 @@ type command struct {
 // A variant of a command (upgrade --via suc) is listed under its own name after the command.
 var commandNames = []string{
 	"apply", "upgrade", "upgrade --via suc", "upgrade --watch", "preflight", "check", "reset", "kubeconfig", "doctor",
-	"backup", "backup-list", "restore", "remove-node", "rotate-certificates", "rotate-token",
+	"backup", "backup-list", "restore", "remove-node", "rotate-certificates", "rotate-token", "join-local",
 }
+
+// joinLocalName is the command join-local runs as: `k3strap firstboot run` on a box that
+// joins a cluster by itself (its session has no first server).
+const joinLocalName = "firstboot run"
 
 // commandFor returns the steps of the command listed as name (no steps for an unknown name).
 func commandFor(name string) command {
@@ -65,6 +69,10 @@ func commandFor(name string) command {
 		return command{name: name, withFirst: true, steps: append(planned, lockStep{}, removeNodeStep{})}
 	case "rotate-certificates":
 		return command{name: name, withFirst: true, steps: append(planned, lockStep{}, rotateCertificatesStep{})}
+	case "join-local":
+		// A box in local mode joining a cluster whose first server it cannot reach over SSH
+		// (`k3strap firstboot run`; docs/edge-first-boot.md).
+		return command{name: joinLocalName, steps: append(planned, pathsStep{}, preflightStep{}, waitAPIStep{}, joinSelfStep{})}
 	case "rotate-token":
 		return command{name: name, withFirst: true, steps: append(planned, lockStep{}, rotateTokenStep{})}
 	}

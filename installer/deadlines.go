@@ -3,7 +3,11 @@
 
 package installer
 
-import "time"
+import (
+	"time"
+
+	"github.com/k3strap/k3strap/installer/bringup"
+)
 
 // Deadlines of the installer's remote commands that need another bound than the transport's
 // default (remote.DefaultCommandTimeout, 5 minutes, for every command that sets none; the
@@ -28,3 +32,11 @@ const (
 	// read or write the whole datastore.
 	etcdTimeout = 15 * time.Minute
 )
+
+// waitDeadline is the deadline of a bring-up wait starting now: --timeout (Options.Timeout)
+// bounds each wait separately, from its own start (bringup.Deadline, the one deadline model of a
+// bring-up; docs/architecture.md "Bring-up judgement"). The first server's supervisor counts
+// from its (re)start instead (bringup.Config.Started).
+func (s *session) waitDeadline() bringup.Deadline {
+	return bringup.Deadline{Start: time.Now(), Timeout: s.in.opts.Timeout}
+}

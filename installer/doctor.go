@@ -13,6 +13,7 @@ import (
 	"github.com/k3strap/k3strap/diagnose"
 	"github.com/k3strap/k3strap/events"
 	"github.com/k3strap/k3strap/facts"
+	"github.com/k3strap/k3strap/finding"
 	"github.com/k3strap/k3strap/installer/remote"
 )
 
@@ -34,7 +35,7 @@ type doctorState struct {
 	nodes map[string]*diagnose.NodeEvidence
 	// nodeOf maps host name → node name.
 	nodeOf   map[string]string
-	findings []diagnose.Finding
+	findings []finding.Finding
 	report   DoctorReport
 }
 
@@ -66,13 +67,11 @@ func (s *session) doctorGather(ctx context.Context, hs *hostState) {
 	}
 	f := facts.ParseDoctorNode(res.Stdout)
 	ne.Facts = &f
-	if !f.RemoteClock.IsZero() {
-		mid := sent.Add(received.Sub(sent) / 2)
-		ne.ClockSkew = f.RemoteClock.Sub(mid)
-	}
+	f.SetClockSkew(sent, received) // preflight's rule (facts.Host)
+	ne.ClockSkew = f.ClockSkew
 	k := "no K3s"
-	if f.Version != "" {
-		k = "K3s " + f.Version
+	if f.K3s.BinaryVersion != "" {
+		k = "K3s " + f.K3s.BinaryVersion
 	}
 	if f.Unit != "" {
 		k += fmt.Sprintf(" (%s %s, %d restarts)", f.Unit, f.ActiveState, f.Restarts)

@@ -32,6 +32,8 @@ func (s *session) reportFileMethods(ctx context.Context) {
 		switch {
 		case err != nil:
 			em.Debug(hs.host.Name, fmt.Sprintf("file transfer method not decided: %v", err))
+		case m == remote.FileMethodLocal:
+			em.Info(hs.host.Name, "file transfer: local (local mode: files written in place)")
 		case m == remote.FileMethodSession:
 			em.Info(hs.host.Name, "file transfer: session (the host offers no SFTP subsystem; uploads stream over SSH sessions, resumable and sha256-checked)")
 		default:

@@ -151,7 +151,13 @@ func (hs *hostState) serviceActive(ctx context.Context) bool {
 	if hs.c() == nil {
 		return false
 	}
-	res, err := hs.c().Run(ctx, remote.Command("systemctl", "is-active", k3s.Unit(string(hs.host.Role))).AsRoot())
+	unit := k3s.Unit(string(hs.host.Role))
+	if hs.facts != nil && hs.facts.InitSystem == "openrc" {
+		// rc-service's status exits 0 only for a started service
+		res, err := hs.c().Run(ctx, remote.Command("rc-service", unit, "status").AsRoot())
+		return err == nil && res.ExitCode == 0
+	}
+	res, err := hs.c().Run(ctx, remote.Command("systemctl", "is-active", unit).AsRoot())
 	return err == nil && strings.TrimSpace(string(res.Stdout)) == "active"
 }
 

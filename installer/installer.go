@@ -39,7 +39,9 @@ type Options struct {
 	// StallGrace is how long the uninitialized taint may stay before the supervisor diagnoses
 	// a stall (default 60 s).
 	StallGrace time.Duration
-	// Timeout bounds the first server's bring-up (default 10 min).
+	// Timeout bounds each wait of a bring-up separately, counted from that wait's own start:
+	// the first server's from its (re)start, each joining or restarted node's, the CNI
+	// rollout's (default 10 min; bringup.Deadline, docs/architecture.md "Bring-up judgement").
 	Timeout time.Duration
 	// PollInterval is the supervisor's polling period on the host (default 400 ms; a
 	// milestone is noticed within about one period).
@@ -100,7 +102,32 @@ type Options struct {
 	// failed one by it (fleet/unreachable.go, docs/fleet.md "Offline sites"). It is called from
 	// several goroutines and must not block.
 	HostContact func(host string, err error)
+	// JoinTimeout bounds how long a box joining in local mode waits for the cluster's API
+	// (JoinLocal's wait-api step; default DefaultJoinTimeout).
+	JoinTimeout time.Duration
 }
+
+// DefaultJoinTimeout is how long a box joining in local mode waits for the cluster's API by
+// default: its first server may be plugged in later the same day.
+const DefaultJoinTimeout = 30 * time.Minute
+
+// The defaults of Options, the one place they are written: the command line's flags show and
+// use them (cmd/k3strap/root.go), a zero option takes them (defaults).
+const (
+	// DefaultTimeout is a server's or agent's bring-up timeout (--timeout).
+	DefaultTimeout = 10 * time.Minute
+	// DefaultPollInterval is how often the bring-up supervisor looks (--poll-interval).
+	DefaultPollInterval = 400 * time.Millisecond
+	// DefaultConcurrency is how many hosts are worked on at once (--concurrency).
+	DefaultConcurrency = 10
+	// DefaultConcurrentUploads is how many large uploads are in flight at once across hosts
+	// (--concurrent-uploads).
+	DefaultConcurrentUploads = 5
+	// DefaultRetries is how often a lost connection is re-established before a host fails.
+	DefaultRetries = 3
+	// DefaultUpgradeBatchPercent is the percentage of agents upgraded at once (--upgrade-batch).
+	DefaultUpgradeBatchPercent = 10
+)
 
 func (o *Options) defaults() {
 	if o.Exit == nil {
@@ -115,25 +142,25 @@ func (o *Options) defaults() {
 		o.StallGrace = k3s.StallGrace
 	}
 	if o.Timeout <= 0 {
-		o.Timeout = 10 * time.Minute
+		o.Timeout = DefaultTimeout
 	}
 	if o.PollInterval <= 0 {
-		o.PollInterval = 400 * time.Millisecond
+		o.PollInterval = DefaultPollInterval
 	}
 	if o.Concurrency <= 0 {
-		o.Concurrency = 10
+		o.Concurrency = DefaultConcurrency
 	}
 	if o.ConcurrentUploads <= 0 {
-		o.ConcurrentUploads = 5
+		o.ConcurrentUploads = DefaultConcurrentUploads
 	}
 	if o.KeepaliveInterval <= 0 {
 		o.KeepaliveInterval = remote.DefaultKeepaliveInterval
 	}
 	if o.Retries <= 0 {
-		o.Retries = 3
+		o.Retries = DefaultRetries
 	}
 	if o.UpgradeBatchPercent <= 0 {
-		o.UpgradeBatchPercent = 10
+		o.UpgradeBatchPercent = DefaultUpgradeBatchPercent
 	}
 }
 

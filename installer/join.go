@@ -19,10 +19,9 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 
 	"github.com/k3strap/k3strap/events"
+	"github.com/k3strap/k3strap/installer/bringup"
 	"github.com/k3strap/k3strap/installer/drift"
 	"github.com/k3strap/k3strap/installer/kube"
-	"github.com/k3strap/k3strap/inventory"
-	"github.com/k3strap/k3strap/k3s"
 	"github.com/k3strap/k3strap/preflight"
 )
 
@@ -156,27 +155,27 @@ func (s *session) uncordon(ctx context.Context, first, hs *hostState) error {
 	return nil
 }
 
-// waitNode polls the node through the first server until it is Ready, carries its declared
-// labels and taints, runs version (when not ""), and — for servers of an HA cluster — is an
-// etcd member. It ends early, saying so, when hs's own connection is found dead (the host
-// lost power or its network: its node will not come). While it waits, the nodes awaited are
-// said at most every heartbeatEvery (nodeView.beat).
+// waitNode polls the node through the first server and feeds each look to the node judge
+// (bringup.NodeWait) until it is done: Ready, carrying its declared labels and taints, running
+// version (when not ""), and — for servers of an HA cluster — an etcd member. It ends early,
+// saying so, when hs's own connection is found dead (the host lost power or its network: its
+// node will not come), and at the deadline (bringup.Deadline: --timeout from the wait's
+// start). While it waits, the nodes awaited are said at most every heartbeatEvery
+// (nodeView.beat).
 //
 // After a (re)start (res.started set) the node counts as Ready only once a kubelet of this
-// start posted it: its Ready condition's heartbeat is no older than the start (host clock,
-// from the measured clock skew, 2 s tolerance) — a Node Ready from before is not an answer.
+// start posted it (bringup.Fresh since bringup.Since the start): a Node Ready from before is not
+// an answer.
 func (s *session) waitNode(ctx context.Context, hs *hostState, kc *nodeView, version string, res convergeResult) error {
-	var since time.Time
-	if !res.started.IsZero() {
-		since = res.started.Add(hs.facts.ClockSkew).Add(-2 * time.Second)
-	}
-	start := time.Now()
-	deadline := start.Add(s.in.opts.Timeout)
-	wantEtcd := hs.host.EtcdMember() && len(s.in.cluster.Servers()) > 1
 	// A host kept out of the CNI (kernelPolicy exclude) has no pod network on a cluster
 	// whose CNI k3strap deploys: its node may stay NotReady, so registering is enough.
 	_, excluded := s.cniExcluded()[hs.host.Name]
-	lastWhy := "not registered yet"
+	nw := &bringup.NodeWait{
+		Host: hs.host, Taints: s.in.cluster.HostTaints(hs.host), Service: hs.plan.Service, Version: version, Declared: hs.fresh, Excluded: excluded,
+		WantEtcd: hs.host.EtcdMember() && len(s.in.cluster.Servers()) > 1,
+		Since:    bringup.Since(res.started, hs.facts.ClockSkew),
+		Deadline: s.waitDeadline(),
+	}
 	wctx, stop := whileReachable(ctx, hs)
 	defer stop()
 	defer kc.done(hs.host.Name)
@@ -184,31 +183,22 @@ func (s *session) waitNode(ctx context.Context, hs *hostState, kc *nodeView, ver
 	for {
 		mark := kc.mark()
 		n, err := kc.get(wctx, hs.host.Name)
-		if err == nil && n != nil && excluded {
-			s.in.emitter(s.current).Step(hs.host.Name, "node", events.StatusOK, "node registered (excluded from the CNI: Ready not required)")
-			return nil
+		var lost error
+		if wctx.Err() != nil && ctx.Err() == nil {
+			lost = context.Cause(wctx)
 		}
-		if err == nil && n != nil {
-			// Labels and taints are K3s's to set at registration: required of a node this run
-			// created; drift on an existing node is the reconcile step's (node-taint alone
-			// never changes a registered node, docs/failure-modes.md F5).
-			why := nodeNotDone(n, hs.host, wantEtcd, version, hs.fresh, since)
-			if why == "" {
-				s.in.emitter(s.current).Step(hs.host.Name, "node", events.StatusOK, "node Ready"+map[bool]string{true: " on " + version, false: ""}[version != ""])
-				return nil
-			}
-			lastWhy = why
+		v := nw.Observe(n, err == nil, lost, time.Now())
+		if v.Kind == bringup.Up {
+			s.in.emitter(s.current).Step(hs.host.Name, "node", events.StatusOK, v.Message)
+			return nil
 		}
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
-		if lost := context.Cause(wctx); lost != nil && wctx.Err() != nil {
-			return fmt.Errorf("node %s not ready: %w (its node: %s)", hs.host.Name, lost, lastWhy)
+		if v.Err != nil {
+			return v.Err
 		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("node %s not ready after %s: %s (see `journalctl -u %s` on the host)", hs.host.Name, s.in.opts.Timeout, lastWhy, hs.plan.Service)
-		}
-		kc.beat(s.in.emitter(s.current), hs.host.Name, lastWhy, start, deadline)
+		kc.beat(s.in.emitter(s.current), hs.host.Name, v.Why, nw.Deadline.Start, nw.Deadline.At())
 		if err := kc.wait(wctx, mark); err != nil && ctx.Err() != nil {
 			return err
 		}
@@ -484,53 +474,6 @@ func (v *nodeView) wait(ctx context.Context, mark <-chan struct{}) error {
 	case <-t.C:
 	}
 	return nil
-}
-
-// nodeNotDone says what the node still lacks, "" when it is done. since (host clock) is the
-// earliest Ready heartbeat that counts; zero accepts any.
-func nodeNotDone(n *corev1.Node, h *inventory.Host, wantEtcd bool, version string, declared bool, since time.Time) string {
-	ready, stale := false, false
-	for _, c := range n.Status.Conditions {
-		if c.Type == corev1.NodeReady && c.Status == corev1.ConditionTrue {
-			ready = true
-			stale = !since.IsZero() && c.LastHeartbeatTime.Time.Before(since.Truncate(time.Second))
-		}
-	}
-	if !ready {
-		return "not Ready"
-	}
-	if stale {
-		return "Ready only from before the restart (no heartbeat since)"
-	}
-	if version != "" && n.Status.NodeInfo.KubeletVersion != version {
-		return fmt.Sprintf("still on %s, not %s", n.Status.NodeInfo.KubeletVersion, version)
-	}
-	for k, v := range h.Labels {
-		if !declared {
-			break
-		}
-		if n.Labels[k] != v {
-			return fmt.Sprintf("label %s=%s missing", k, v)
-		}
-	}
-	for _, t := range h.Taints {
-		if !declared {
-			break
-		}
-		found := false
-		for _, nt := range n.Spec.Taints {
-			if nt.Key == t.Key && nt.Value == t.Value && nt.Effect == t.Effect {
-				found = true
-			}
-		}
-		if !found {
-			return "taint " + t.String() + " missing"
-		}
-	}
-	if wantEtcd && n.Labels[k3s.LabelEtcd] != "true" {
-		return "not an etcd member yet"
-	}
-	return ""
 }
 
 // cniExcluded returns the hosts kernelPolicy exclude keeps out of the CNI: the verdict the

@@ -103,6 +103,17 @@ func newReplayRun(t *testing.T, name string) (*replayRun, *inventory.Cluster) {
 // newReplayRunTier is newReplayRun with w2's tier label (the drift scenarios were recorded
 // with "two" against a cluster installed with "one").
 func newReplayRunTier(t *testing.T, name, tier string) (*replayRun, *inventory.Cluster) {
+	return newReplayRunConfig(t, name, tier, "")
+}
+
+// replayF1Config is the F1 configuration record.sh's f1 inventory holds (docs/failure-modes.md).
+const replayF1Config = `      kubelet-arg: [fail-cgroupv1=false, cloud-provider=external]
+      disable-cloud-controller: true
+`
+
+// newReplayRunConfig is newReplayRunTier with the cluster's kubelet-arg line replaced by
+// config ("" keeps it).
+func newReplayRunConfig(t *testing.T, name, tier, config string) (*replayRun, *inventory.Cluster) {
 	t.Helper()
 	dir := t.TempDir()
 	art := filepath.Join(dir, "art")
@@ -122,7 +133,7 @@ func newReplayRunTier(t *testing.T, name, tier string) (*replayRun, *inventory.C
 			t.Fatal(err)
 		}
 	}
-	c, err := inventory.Parse(filepath.Join(dir, "cluster.yaml"), []byte(strings.Replace(replayCluster, "TIER", tier, 1)), inventory.LoadOptions{})
+	c, err := inventory.Parse(filepath.Join(dir, "cluster.yaml"), []byte(inventoryText(tier, config)), inventory.LoadOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -166,6 +177,7 @@ func newReplayRunTier(t *testing.T, name, tier string) (*replayRun, *inventory.C
 			e.Stdout = tokenLine.ReplaceAllString(standIns.Replace(e.Stdout), "sha "+tokenSum+" "+k3s.PathTokenFile)
 			return e
 		}
+		rp.Quiet = []string{"kubectl get nodes --watch"}
 		r.hosts[h.Name] = rp
 	}
 	return r, c
@@ -246,4 +258,13 @@ func (r *replayRun) log() string {
 		fmt.Fprintf(&b, "%s %s %s %s %s\n", e.Time.Format("15:04:05.000"), e.Phase, e.Host, e.Status, e.Message)
 	}
 	return b.String()
+}
+
+// inventoryText is replayCluster with w2's tier and, when set, the F1 config.
+func inventoryText(tier, config string) string {
+	s := strings.Replace(replayCluster, "TIER", tier, 1)
+	if config != "" {
+		s = strings.Replace(s, "      kubelet-arg: [fail-cgroupv1=false]\n", config, 1)
+	}
+	return s
 }

@@ -43,6 +43,10 @@ func (s *session) dialRetry(ctx context.Context, hs *hostState, cfg remote.Confi
 	if s.in.opts.Connect != nil {
 		return s.in.opts.Connect(ctx, hs.host)
 	}
+	if hs.host.IsLocal() {
+		// Local mode (connection: local): k3strap runs on the host; nothing is dialed.
+		return s.dialLocal(hs, cfg)
+	}
 	var c *remote.Client
 	attempt := 0
 	err := backoff.RetryNotify(func() error {

@@ -61,6 +61,9 @@ type joinState struct {
 	// notJoined names the servers join-servers could not join (join-agents fails naming them
 	// once the agents are done).
 	notJoined []string
+	// apiDate is the Date of the API's answer to wait-api, apiLocal this host's clock when it
+	// came (local mode joins: the clock check).
+	apiDate, apiLocal time.Time
 }
 
 // outputs are what a run leaves for the summary and the caller.
@@ -95,8 +98,10 @@ type session struct {
 	// closers run when the session closes, last added first (the lock's release).
 	closers []func()
 	// nodes is the shared view of the cluster's nodes through the first server (join,
-	// bring-up and the day-two restarts wait on it).
-	nodes *nodeView
+	// bring-up and the day-two restarts wait on it), made once by nodeView (nodesOnce: the
+	// joins ask for it concurrently).
+	nodes     *nodeView
+	nodesOnce sync.Once
 
 	// What steps hand forward, typed by the stage that writes it; each step's doc comment
 	// says what it reads and writes. docs/architecture.md tables which command uses which.
@@ -155,10 +160,10 @@ func (s *session) onClose(fn func()) { s.closers = append(s.closers, fn) }
 
 // nodeView returns the session's shared view of the nodes through the first server.
 func (s *session) nodeView() *nodeView {
-	if s.nodes == nil {
+	s.nodesOnce.Do(func() {
 		s.nodes = &nodeView{first: s.first, interval: nodeListInterval(len(s.hosts)), watchFor: s.in.opts.Timeout + time.Minute}
 		s.onClose(s.nodes.close)
-	}
+	})
 	return s.nodes
 }
 

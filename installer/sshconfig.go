@@ -316,6 +316,10 @@ func (s *session) resolveEndpoint(alias string, exp inventory.SSH, depth int) (*
 // remoteConfig returns how to connect to h: inventory, ~/.ssh/config, defaults; through the
 // bastion when there is one (dialed once per run and shared).
 func (s *session) remoteConfig(ctx context.Context, h *inventory.Host) (remote.Config, error) {
+	if h.IsLocal() {
+		// Local mode: no SSH settings are read (dialLocal).
+		return remote.Config{Host: h.Name, Address: h.Address, SudoPassword: s.in.opts.SudoPassword}, nil
+	}
 	c := s.in.cluster
 	exp := c.HostSSHExplicit(h)
 	// Local paths as the inventory means them ("~", relative to the inventory file); the

@@ -17,8 +17,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/k3strap/k3strap/diagnose"
 	"github.com/k3strap/k3strap/events"
+	"github.com/k3strap/k3strap/finding"
 	"github.com/k3strap/k3strap/k3s"
 )
 
@@ -67,13 +67,13 @@ func (s *session) doctorVerdict() error {
 	var errs, warns []string
 	for _, f := range ds.findings {
 		id := f.ID
-		if f.Node != "" {
-			id += " (" + f.Node + ")"
+		if f.Host != "" {
+			id += " (" + f.Host + ")"
 		}
 		switch f.Severity {
-		case diagnose.SeverityError:
+		case finding.Error:
 			errs = append(errs, id)
-		case diagnose.SeverityWarning:
+		case finding.Warning:
 			warns = append(warns, id)
 		}
 	}

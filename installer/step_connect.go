@@ -33,7 +33,8 @@ func (c connectStep) Summary() string {
 }
 
 func (c connectStep) Run(ctx context.Context, s *session) error {
-	if s.first == nil && (c.firstOnly || s.command != "reset") {
+	// reset works on any hosts; a box joining by itself (join-local) has only itself.
+	if s.first == nil && (c.firstOnly || (s.command != "reset" && s.command != joinLocalName)) {
 		return errNoServer(events.PhaseConnect)
 	}
 	hosts := s.hosts
@@ -111,6 +112,10 @@ func (s *session) connect(ctx context.Context, hosts []*hostState) {
 			via = " via " + cfg.Via.Address()
 		case cfg.ProxyCommand != "":
 			via = " via ProxyCommand"
+		}
+		if hs.host.IsLocal() {
+			em.Step(hs.host.Name, "connect", events.StatusOK, "local mode: k3strap runs on this host, as "+c.User())
+			return
 		}
 		em.Step(hs.host.Name, "connect", events.StatusOK, fmt.Sprintf("connected to %s as %s%s", c.Address(), cfg.User, via))
 	})

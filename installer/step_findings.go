@@ -12,6 +12,7 @@ import (
 	"github.com/k3strap/k3strap/checkid"
 	"github.com/k3strap/k3strap/diagnose"
 	"github.com/k3strap/k3strap/events"
+	"github.com/k3strap/k3strap/finding"
 	"github.com/k3strap/k3strap/installer/drift"
 	"github.com/k3strap/k3strap/inventory"
 	"github.com/k3strap/k3strap/preflight"
@@ -37,25 +38,26 @@ func (findingsStep) Run(_ context.Context, s *session) error {
 	in := s.doctorInput()
 	ds.findings = diagnose.Findings(in)
 	if ds.viewErr != "" {
-		ds.findings = append([]diagnose.Finding{{ID: checkid.APIUnreachable, Severity: diagnose.SeverityError,
+		ds.findings = append([]finding.Finding{{ID: checkid.APIUnreachable, Severity: finding.Error,
 			Title: "the cluster's API could not be read", Message: ds.viewErr + "; only the nodes' own evidence was judged.",
-			Fixes: []string{"look at the K3s unit of the servers (`systemctl status k3s`, `journalctl -u k3s`)"}}}, ds.findings...)
+			Fixes:  []string{"look at the K3s unit of the servers (`systemctl status k3s`, `journalctl -u k3s`)"},
+			Source: finding.Doctor}}, ds.findings...)
 	}
 	ds.report.Findings = ds.findings
 	for _, f := range ds.findings {
 		em.Doctor(doctorEvent(f))
 	}
-	worst := diagnose.Worst(ds.findings)
+	worst := finding.Worst(ds.findings)
 	var errs, warns int
 	for _, f := range ds.findings {
 		switch f.Severity {
-		case diagnose.SeverityError:
+		case finding.Error:
 			errs++
-		case diagnose.SeverityWarning:
+		case finding.Warning:
 			warns++
 		}
 	}
-	if worst == "" || worst == diagnose.SeverityInfo {
+	if worst == "" || worst == finding.Info {
 		em.Finished(events.StatusOK, fmt.Sprintf("healthy: no problem found on %d nodes", len(ds.view.Nodes)))
 	} else {
 		em.Finished(events.StatusFailed, fmt.Sprintf("%d errors, %d warnings", errs, warns))
@@ -64,8 +66,8 @@ func (findingsStep) Run(_ context.Context, s *session) error {
 }
 
 // doctorEvent is a finding as an event payload.
-func doctorEvent(f diagnose.Finding) events.DoctorFinding {
-	e := events.DoctorFinding{ID: f.ID, Severity: string(f.Severity), Node: f.Node, Title: f.Title, Message: f.Message,
+func doctorEvent(f finding.Finding) events.DoctorFinding {
+	e := events.DoctorFinding{ID: f.ID, Severity: string(f.Severity), Node: f.Host, Title: f.Title, Message: f.Message,
 		Fixes: f.Fixes, Commands: f.Commands, Repairable: f.Repair != nil}
 	for _, l := range f.Evidence {
 		e.Evidence = append(e.Evidence, events.EvidenceLine{Text: l.Text, Source: l.Source})

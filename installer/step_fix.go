@@ -12,6 +12,7 @@ import (
 
 	"github.com/k3strap/k3strap/diagnose"
 	"github.com/k3strap/k3strap/events"
+	"github.com/k3strap/k3strap/finding"
 	"github.com/k3strap/k3strap/installer/drift"
 	"github.com/k3strap/k3strap/inventory"
 )
@@ -60,7 +61,7 @@ func (fixStep) Run(ctx context.Context, s *session) error {
 		em.Finished(events.StatusFailed, msg)
 		return nil
 	}
-	var kept []diagnose.Finding
+	var kept []finding.Finding
 	repaired := map[string]bool{}
 	for _, f := range ds.findings {
 		if f.Repair == nil {
@@ -110,10 +111,10 @@ func (s *session) doctorRepairsInfo(verb string) []string {
 	return lines
 }
 
-func describeRepair(r *diagnose.Repair) string {
+func describeRepair(r *finding.Repair) string {
 	var parts []string
 	for _, t := range r.Taints {
-		parts = append(parts, "taint "+t.ToString())
+		parts = append(parts, "taint "+t)
 	}
 	for _, k := range slices.Sorted(maps.Keys(r.Labels)) {
 		parts = append(parts, "label "+k+"="+r.Labels[k])

@@ -11,6 +11,7 @@ import (
 
 	"github.com/k3strap/k3strap/events"
 	"github.com/k3strap/k3strap/facts"
+	"github.com/k3strap/k3strap/finding"
 	"github.com/k3strap/k3strap/preflight"
 )
 
@@ -32,8 +33,15 @@ func (preflightStep) Summary() string {
 }
 
 func (preflightStep) Run(ctx context.Context, s *session) error {
-	s.reportFileMethods(ctx)
+	// Deciding how files reach each host (an SFTP start) and reading the proxy environment are
+	// independent remote round trips: both at once, so the step waits for the longer, not the sum.
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		s.reportFileMethods(ctx)
+	}()
 	proxy, err := s.gatherProxy(ctx)
+	<-done
 	if err != nil {
 		return err
 	}
@@ -56,7 +64,13 @@ func (preflightStep) Run(ctx context.Context, s *session) error {
 func (s *session) preflightInput() *preflight.Input {
 	input := &preflight.Input{Cluster: s.in.cluster, Facts: map[string]*facts.Host{}, Unreachable: map[string]error{},
 		BinaryReleases: s.pre.binaryReleases, Paths: s.pre.paths, Writes: s.plannedWrites(), Proxy: s.pre.proxy}
+	// Hosts --host left out, or all but itself for a box joining by itself, are not asked for.
+	input.NotInRun = map[string]bool{}
+	for _, h := range s.in.cluster.Spec.Hosts {
+		input.NotInRun[h.Name] = true
+	}
 	for _, hs := range s.hosts {
+		delete(input.NotInRun, hs.host.Name)
 		if hs.facts != nil {
 			input.Facts[hs.host.Name] = hs.facts
 		}
@@ -85,7 +99,7 @@ func (s *session) preflight() (*preflight.Report, error) {
 		if f.Ignored {
 			sev = "ignored"
 		}
-		res := events.PreflightResult{Check: f.Check, Severity: sev, Message: f.Message, Fix: f.Fix, Commands: f.Commands}
+		res := events.PreflightResult{Check: f.ID, Severity: sev, Message: f.Message, Fix: f.Fix(), Commands: f.Commands}
 		for _, e := range f.Evidence {
 			res.Evidence = append(res.Evidence, events.EvidenceLine{Text: e.Text, Source: e.Source})
 		}
@@ -113,17 +127,17 @@ func (s *session) preflight() (*preflight.Report, error) {
 // failedChecks groups preflight errors: checks is every failed check ID once, in report order;
 // hosts the hosts with errors in report order, and byHost every failed check of each host (not
 // only the last: a host's summary line names them all).
-func failedChecks(errs []preflight.Finding) (checks, hosts []string, byHost map[string][]string) {
+func failedChecks(errs []finding.Finding) (checks, hosts []string, byHost map[string][]string) {
 	byHost = map[string][]string{}
 	for _, f := range errs {
-		if !slices.Contains(checks, f.Check) {
-			checks = append(checks, f.Check)
+		if !slices.Contains(checks, f.ID) {
+			checks = append(checks, f.ID)
 		}
 		if _, ok := byHost[f.Host]; !ok {
 			hosts = append(hosts, f.Host)
 		}
-		if !slices.Contains(byHost[f.Host], f.Check) {
-			byHost[f.Host] = append(byHost[f.Host], f.Check)
+		if !slices.Contains(byHost[f.Host], f.ID) {
+			byHost[f.Host] = append(byHost[f.Host], f.ID)
 		}
 	}
 	return checks, hosts, byHost

@@ -7,18 +7,18 @@ import (
 	"slices"
 	"testing"
 
-	"github.com/k3strap/k3strap/preflight"
+	"github.com/k3strap/k3strap/finding"
 )
 
 // A host that fails several preflight checks is summarised with every one of them, not the
 // last; the failure names every check once.
 func TestFailedChecksNamesEveryCheck(t *testing.T) {
-	errs := []preflight.Finding{
-		{Check: "Swap", Host: "cp1"},
-		{Check: "DiskSpace", Host: "w1"},
-		{Check: "Ports", Host: "cp1"},
-		{Check: "Swap", Host: "w1"},
-		{Check: "Ports", Host: "cp1"}, // a second finding of the same check
+	errs := []finding.Finding{
+		{ID: "Swap", Host: "cp1"},
+		{ID: "DiskSpace", Host: "w1"},
+		{ID: "Ports", Host: "cp1"},
+		{ID: "Swap", Host: "w1"},
+		{ID: "Ports", Host: "cp1"}, // a second finding of the same check
 	}
 	checks, hosts, byHost := failedChecks(errs)
 	if want := []string{"Swap", "DiskSpace", "Ports"}; !slices.Equal(checks, want) {

@@ -44,7 +44,7 @@ func (s *session) sucOptions() (suc.Options, error) {
 		if h.Role == inventory.RoleAgent {
 			agents++
 		}
-		for _, t := range h.Taints {
+		for _, t := range c.HostTaints(h) {
 			o.Tolerations = append(o.Tolerations, suc.TolerationFor(t.Key, t.Value, string(t.Effect)))
 		}
 	}

@@ -5,23 +5,20 @@ package installer
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"strconv"
 	"strings"
 	"sync"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
-
-	"github.com/k3strap/k3strap/checkid"
 	"github.com/k3strap/k3strap/diagnose"
 	"github.com/k3strap/k3strap/events"
 	"github.com/k3strap/k3strap/facts"
+	"github.com/k3strap/k3strap/installer/bringup"
 	"github.com/k3strap/k3strap/installer/remote"
 	"github.com/k3strap/k3strap/inventory"
-	"github.com/k3strap/k3strap/k3s"
 )
 
 // superviseStep starts following the first server's bring-up from the (re)start the
@@ -119,110 +116,41 @@ func (bu *bringUp) finish(err error) {
 	})
 }
 
-// gatePoll is how often the probe looks at the Node while its uninitialized taint is on, and
-// gatePolls the most looks at that pace: the taint goes about 3.7 s after the Node registers
-// (testdata/real-k3s-v1.36.3/timeline-default.txt), so 150 looks at 0.1 s cover it with room,
-// and a cluster in F1 (the taint stays) falls back to PollInterval after about 15 s plus the
-// looks' own time.
-const (
-	gatePoll  = 100 * time.Millisecond
-	gatePolls = 150
-)
-
-// probeState is the server's state as of the last probe tick.
-type probeState struct {
-	service  string
-	restarts int
-	// start is the unit's main process start (epoch seconds, host clock; 0 = unknown);
-	// subnetMtime subnet.env's modification time (likewise).
-	start       int64
-	subnetMtime int64
-	readyz      string
-	node        *corev1.Node
-	nodeErr     string
-	subnetRaw   string
-	subnet      *diagnose.SubnetEnv
-	// quickTick: the probe reported only the service and subnet.env (it just appeared); the
-	// milestones it completes count, nothing is judged from it.
-	quickTick bool
-}
-
+// supervisor follows the first server's bring-up: it runs the probe (scripts/probe.sh, one SSH
+// channel, started again when it goes quiet), feeds each tick to the bring-up judge
+// (bringup.Watch), answers the probe with the nap the judge decided, says what the judge has
+// to say, opens the join gates it opens, gathers evidence for a failure verdict and ends the
+// run with the diagnosis. It judges nothing itself.
 type supervisor struct {
 	s  *session
 	hs *hostState
 	em events.Emitter
 
-	// started is when this run (re)started the unit, or began watching a unit it found
-	// running (local clock); the timeout counts from it.
-	started time.Time
-	reached map[k3s.Milestone]float64
-	last    k3s.Milestone
-	tick    int
-	// taintSince is when the uninitialized taint was first seen (local clock); crdWait that the
-	// evidence showed K3s waiting for its own CRDs once the grace passed (crdWaitGraces).
-	taintSince time.Time
-	crdWait    bool
-	// resumed is true when the run found K3s running and left it so (an earlier run, or
-	// systemd, started it): no process the host shows is "from before", and the milestones
-	// are those of whatever process runs now (its ExecMainStartTimestamp). It never changes.
-	resumed bool
-	// quick is true while checking a server that was left running: its milestones are only
-	// reported if it turns out not to be up.
-	quick   bool
-	pending []events.MilestoneInfo
-	// proc is the main process start (host clock, epoch seconds) of the process being judged:
-	// the first one seen that belongs to this bring-up; when it changes (systemd restarted the
-	// unit) the milestones are judged again for the new process. 0 = not seen yet.
-	proc int64
-	// restarts is NRestarts as last seen (-1 before the first tick); restartsAt the times (local
-	// clock) at which it was seen to go up while watching, for the crash-loop rule
-	// (k3s.CrashLoop).
-	restarts   int
-	restartsAt []time.Time
-	// lastBeat is when the last heartbeat (or the start message) was emitted.
-	lastBeat time.Time
-	// gate, when set, is closed once servers may join (joinable); then set to nil.
-	gate chan struct{}
-	// agentGate, when set, is closed once agents may join: with gate, or as soon as the API
-	// answers when earlyAgents (the embedded cloud controller removes the taint); then nil.
-	agentGate   chan struct{}
-	earlyAgents bool
+	// gate, when set, is closed once servers may join; agentGate once agents may join (with
+	// gate, or as soon as the API answers when earlyAgents: the embedded cloud controller
+	// removes the taint). Each is set to nil once closed.
+	gate, agentGate chan struct{}
+	earlyAgents     bool
 	// up is called once every milestone is reached, before the probe's channel is closed.
 	up func()
 
+	// w is the judge, made by run.
+	w *bringup.Watch
+
 	// now is the clock the judgement reads (nil: time.Now; tests give a fake one).
 	now func() time.Time
-	// stream runs the probe and feeds its lines to onLine until ctx ends or the probe ends
-	// (nil: probe.sh over the host's connection).
-	stream func(ctx context.Context, onLine func(string)) error
+	// stream runs the probe with naps as its standard input and feeds its lines to onLine
+	// until ctx ends or the probe ends (nil: probe.sh over the host's connection).
+	stream func(ctx context.Context, naps io.Reader, onLine func(string)) error
 	// gather, when set, replaces the evidence command (tests).
-	gather func(st *probeState) diagnose.Evidence
+	gather func(o bringup.Observation) diagnose.Evidence
 	// quietAfter is how long the probe may deliver no tick before it counts as quiet (0:
-	// probeQuiet of the poll interval).
+	// bringup.ProbeQuiet of the poll interval).
 	quietAfter time.Duration
 }
 
-// crdWaitGraces is how many stall graces the uninitialized taint may stay when the evidence
-// shows K3s waiting for the CRDs of its own packaged manifests (diagnose.UninitializedStall's
-// manifest-deployer stall): after a crash during K3s's first start the taint stayed about 70 s
-// on the real K3s v1.36.3 (docs/k3s.md, "Not every stuck uninitialized taint is F1") — one
-// SIGKILL while agents joined is ridden out, not called a stall.
-const crdWaitGraces = 3
-
 // heartbeatEvery is the most often a wait says what it waits for in the plain output.
-const heartbeatEvery = 30 * time.Second
-
-// probeAttempts is how many times in a row the bring-up probe is started when it goes quiet or
-// ends without a verdict, before the supervisor gives up with that cause.
-const probeAttempts = 3
-
-// probeQuiet is how long the probe may deliver no tick (`@end`) before it counts as quiet:
-// five intervals, at least 20 s — a tick runs systemctl and up to two kubectl calls of at most
-// 5 s each (probe.sh), and on the real lane a loaded host (K3s starting beside other tests on
-// two cores) once took 15.6 s for one.
-func probeQuiet(interval time.Duration) time.Duration {
-	return max(20*time.Second, 5*interval)
-}
+const heartbeatEvery = bringup.HeartbeatEvery
 
 func (sup *supervisor) clock() time.Time {
 	if sup.now != nil {
@@ -231,20 +159,8 @@ func (sup *supervisor) clock() time.Time {
 	return time.Now()
 }
 
-func (sup *supervisor) flannelOff() bool {
-	return sup.hs.plan.Config.EffectiveFlannelBackend() == "none"
-}
-
-// errProbeQuiet is the cause a probe stream is stopped with when it delivered no tick for
-// quietAfter.
-type errProbeQuiet struct{ quiet time.Duration }
-
-func (e *errProbeQuiet) Error() string {
-	return fmt.Sprintf("the probe delivered nothing for %s", e.quiet.Round(100*time.Millisecond))
-}
-
 // hostLost is the cause a wait on a host is stopped with when the host's connection was found
-// dead (remote.Client.Lost).
+// dead (remote.Host's Lost).
 type hostLost struct {
 	host  string
 	since time.Time
@@ -273,39 +189,40 @@ func lostHost(hs *hostState) (<-chan struct{}, func() error) {
 	}
 }
 
-// run follows the first server's bring-up until every milestone is reached, the
-// uninitialized taint outlives the grace period (diagnosed), the service crash-loops
-// (diagnosed, k3s.CrashLoop), the host's connection is lost, the probe stays quiet, or the
-// timeout passes.
-func (sup *supervisor) run(ctx context.Context, res convergeResult) error {
-	sup.reached = map[k3s.Milestone]float64{}
-	sup.restarts = -1
-	sup.started = res.started
-	sup.resumed = res.started.IsZero()
-	sup.quick = sup.resumed
-	if sup.resumed {
-		sup.started = sup.clock()
-	}
-	sup.lastBeat = sup.clock()
-	sup.skipSubnetEnv()
-	if !sup.quick {
-		sup.em.Started(fmt.Sprintf("watching %s come up (stall grace %s, timeout %s)", sup.hs.host.Name, sup.s.in.opts.StallGrace, sup.s.in.opts.Timeout))
-	}
+// config is what the judge judges the first server's bring-up by.
+func (sup *supervisor) config(res convergeResult) bringup.Config {
 	opts := sup.s.in.opts
+	cfg := bringup.Config{
+		Host: sup.hs.host.Name, Service: sup.hs.plan.Service, Started: res.started, ClockSkew: sup.hs.facts.ClockSkew,
+		Timeout: opts.Timeout, StallGrace: opts.StallGrace, PollInterval: opts.PollInterval, EarlyAgents: sup.earlyAgents,
+	}
+	if sup.hs.plan.Config.EffectiveFlannelBackend() == "none" {
+		cfg.SubnetEnvSkipped = bringup.SubnetEnvSkipReason(sup.s.in.cluster.Spec.CNI.Type)
+	}
+	return cfg
+}
+
+// run follows the first server's bring-up until the judge's verdict: up, a diagnosed failure
+// (stall, crash loop, timeout), the host's connection lost, or the probe failing again and
+// again.
+func (sup *supervisor) run(ctx context.Context, res convergeResult) error {
+	opts := sup.s.in.opts
+	sup.w = bringup.New(sup.config(res), sup.clock())
+	sup.say(sup.w.Opening())
 	if sup.quietAfter == 0 {
-		sup.quietAfter = probeQuiet(opts.PollInterval)
+		sup.quietAfter = bringup.ProbeQuiet(opts.PollInterval)
 	}
 	if sup.stream == nil {
 		interval := strconv.FormatFloat(opts.PollInterval.Seconds(), 'f', 2, 64)
-		fast := strconv.FormatFloat(min(gatePoll, opts.PollInterval).Seconds(), 'f', 2, 64)
-		cmd := remote.Script("bring-up probe", probeScript, sup.hs.plan.Service, sup.hs.host.Name, interval,
-			fast, strconv.Itoa(gatePolls), k3s.TaintUninitialized).AsRoot()
-		sup.stream = func(ctx context.Context, onLine func(string)) error { return sup.hs.c().Stream(ctx, cmd, onLine) }
+		cmd := remote.Script("bring-up probe", probeScript, sup.hs.plan.Service, sup.hs.host.Name, interval).AsRoot()
+		sup.stream = func(ctx context.Context, naps io.Reader, onLine func(string)) error {
+			return sup.hs.c().Stream(ctx, cmd.WithStdin(naps), onLine)
+		}
 	}
-	wctx, cancel := context.WithTimeout(ctx, opts.Timeout+30*time.Second)
+	wctx, cancel := context.WithTimeout(ctx, opts.Timeout+bringup.StreamSlack)
 	defer cancel()
-	w := &probeWatch{st: &probeState{}}
-	for attempt := 1; ; attempt++ {
+	w := &probeWatch{}
+	for {
 		ticks, err := sup.streamOnce(wctx, w)
 		switch {
 		case w.verdict != nil:
@@ -315,7 +232,7 @@ func (sup *supervisor) run(ctx context.Context, res convergeResult) error {
 		case ctx.Err() != nil:
 			return ctx.Err()
 		case wctx.Err() != nil:
-			return sup.fail(ctx, diagnose.Timeout(sup.evidence(ctx, w.st), sup.lastReached(), opts.Timeout))
+			return sup.failWith(ctx, bringup.Verdict{Kind: bringup.TimedOut}, w.last)
 		}
 		var lost *hostLost
 		if done, why := lostHost(sup.hs); !errors.As(err, &lost) && done != nil {
@@ -335,25 +252,26 @@ func (sup *supervisor) run(ctx context.Context, res convergeResult) error {
 			default:
 			}
 		}
+		var lostErr error
 		if errors.As(err, &lost) {
-			return sup.s.hostFailure(sup.hs, "supervise", KindBringUp, fmt.Errorf("watching bring-up: %w", lost))
+			lostErr = lost
 		}
-		if ticks > 0 {
-			attempt = 1
-		}
-		why := "the probe ended"
+		why := ""
 		if err != nil {
 			why = "the probe ended: " + firstLine(err)
 		}
-		var q *errProbeQuiet
+		var q *bringup.QuietError
 		if errors.As(err, &q) {
 			why = q.Error()
 		}
-		if attempt >= probeAttempts {
-			return sup.s.hostFailure(sup.hs, "supervise", KindBringUp, fmt.Errorf("watching bring-up: %s, %d times in a row (is %s overloaded? `uptime` and `journalctl -u %s` on the host)",
-				why, probeAttempts, sup.hs.host.Name, sup.hs.plan.Service))
+		switch v := sup.w.ProbeEnded(ticks, why, lostErr); v.Kind {
+		case bringup.Lost:
+			return sup.s.hostFailure(sup.hs, "supervise", KindBringUp, fmt.Errorf("watching bring-up: %w", v.Err))
+		case bringup.ProbeFailed:
+			return sup.s.hostFailure(sup.hs, "supervise", KindBringUp, fmt.Errorf("watching bring-up: %s", v.Message))
+		default:
+			sup.em.Info(sup.hs.host.Name, v.Message)
 		}
-		sup.em.Info(sup.hs.host.Name, fmt.Sprintf("bring-up probe: %s; starting it again (attempt %d of %d)", why, attempt+1, probeAttempts))
 		select {
 		case <-wctx.Done():
 		case <-time.After(min(time.Second, sup.quietAfter)):
@@ -361,37 +279,54 @@ func (sup *supervisor) run(ctx context.Context, res convergeResult) error {
 	}
 }
 
-// skipSubnetEnv marks subnet.env as not expected when flannel is off (said once, at the start).
-func (sup *supervisor) skipSubnetEnv() {
-	if !sup.flannelOff() {
-		return
-	}
-	if _, seen := sup.reached[k3s.MilestoneSubnetEnv]; !seen {
-		reason := "flannel-backend: none — no subnet.env is ever written; "
-		switch sup.s.in.cluster.Spec.CNI.Type {
-		case inventory.CNICalico:
-			reason += "Calico, deployed by k3strap, configures pod networking"
-		case inventory.CNIFlannelStandalone:
-			reason += "the standalone flannel DaemonSet deployed by k3strap configures pod networking"
-		default:
-			reason += "the CNI you bring configures pod networking"
-		}
-		sup.em.Milestone(sup.hs.host.Name, events.MilestoneInfo{Name: string(k3s.MilestoneSubnetEnv), Skipped: true, Detail: reason})
-	}
-	sup.reached[k3s.MilestoneSubnetEnv] = 0
-}
-
-// probeWatch is what the probe's lines have told so far: the state being assembled for the
-// next tick and the outcome.
+// probeWatch is what the probe's lines have told so far: the parser (kept over probe
+// restarts), the last full tick, and the outcome.
 type probeWatch struct {
-	st      *probeState
+	p       bringup.Parser
+	last    bringup.Observation
 	verdict error
 	done    bool
 }
 
-// streamOnce runs the probe once, feeding its ticks to evaluate, until a verdict or done, ctx
-// ends, the probe ends, the probe stays quiet for quietAfter (*errProbeQuiet) or the host's
-// connection is lost (*hostLost). It returns the number of ticks delivered.
+// napFeed is the probe's standard input: after each full tick, the nap the judge decided, one
+// line (bringup.NapLine). Sending never blocks (a nap the probe has not read yet is replaced
+// by none: the probe then naps its default); Read ends with io.EOF once closed.
+type napFeed struct {
+	lines  chan string
+	closed chan struct{}
+	rest   string
+}
+
+func newNapFeed() *napFeed {
+	return &napFeed{lines: make(chan string, 4), closed: make(chan struct{})}
+}
+
+func (f *napFeed) send(line string) {
+	select {
+	case f.lines <- line:
+	default:
+	}
+}
+
+// Read is called by the SSH session's copier only.
+func (f *napFeed) Read(p []byte) (int, error) {
+	if f.rest == "" {
+		select {
+		case f.rest = <-f.lines:
+		case <-f.closed:
+			return 0, io.EOF
+		}
+	}
+	n := copy(p, f.rest)
+	f.rest = f.rest[n:]
+	return n, nil
+}
+
+func (f *napFeed) close() { close(f.closed) }
+
+// streamOnce runs the probe once, feeding its ticks to the judge, until a verdict or done, ctx
+// ends, the probe ends, the probe stays quiet for quietAfter (*bringup.QuietError) or the
+// host's connection is lost (*hostLost). It returns the number of ticks delivered.
 func (sup *supervisor) streamOnce(ctx context.Context, w *probeWatch) (int, error) {
 	sctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
@@ -418,43 +353,43 @@ func (sup *supervisor) streamOnce(ctx context.Context, w *probeWatch) (int, erro
 				q := time.Since(last)
 				mu.Unlock()
 				if q > sup.quietAfter {
-					cancel(&errProbeQuiet{quiet: q})
+					cancel(&bringup.QuietError{Quiet: q})
 					return
 				}
 			}
 		}
 	}()
-	err := sup.stream(sctx, func(line string) {
+	naps := newNapFeed()
+	err := sup.stream(sctx, naps, func(line string) {
 		if w.done || w.verdict != nil {
 			return
 		}
-		if line != "@end" {
-			sup.parse(w.st, line)
+		o, full := w.p.Line(line)
+		if !full {
 			return
 		}
+		w.last = o
 		mu.Lock()
 		last = time.Now()
 		ticks++
 		mu.Unlock()
-		sup.tick++
-		d, v := sup.evaluate(ctx, w.st)
-		// The evaluation may have gathered evidence over SSH: the probe is not quiet meanwhile.
+		done, verdict, nap := sup.tick(ctx, o)
+		// The judgement may have gathered evidence over SSH: the probe is not quiet meanwhile.
 		mu.Lock()
 		last = time.Now()
 		mu.Unlock()
-		if v != nil {
-			w.verdict = v
+		switch {
+		case verdict != nil:
+			w.verdict = verdict
 			cancel(nil)
-			return
-		}
-		if d {
+		case done:
 			w.done = true
-			sup.reportUp()
 			cancel(nil)
-			return
+		case nap > 0:
+			naps.send(bringup.NapLine(nap))
 		}
-		w.st = &probeState{readyz: w.st.readyz}
 	})
+	naps.close()
 	close(stop)
 	<-watchdog
 	mu.Lock()
@@ -466,13 +401,56 @@ func (sup *supervisor) streamOnce(ctx context.Context, w *probeWatch) (int, erro
 	return n, err
 }
 
+// tick gives one tick to the judge and acts on what it says: the notes, the gates, the
+// verdict (up; evidence and a diagnosis for a failure). It returns whether the server is up,
+// the failure, and the nap to answer the probe with.
+func (sup *supervisor) tick(ctx context.Context, o bringup.Observation) (bool, error, time.Duration) {
+	r := sup.w.Observe(o, sup.clock())
+	sup.say(r.Notes)
+	if r.ServersMayJoin && sup.gate != nil {
+		close(sup.gate)
+		sup.gate = nil
+	}
+	if r.AgentsMayJoin && sup.agentGate != nil {
+		close(sup.agentGate)
+		sup.agentGate = nil
+	}
+	v := r.Verdict
+	switch {
+	case v.Kind == bringup.Up:
+		sup.reportUp(v)
+		return true, nil, 0
+	case v.NeedsEvidence():
+		j := sup.w.Diagnose(v, sup.evidence(ctx, o))
+		if j.Fail {
+			return false, sup.fail(j.Diagnosis), 0
+		}
+		sup.em.Info(sup.hs.host.Name, j.Note)
+	}
+	return false, nil, r.Nap
+}
+
+// say emits what the judge has to say, in its order.
+func (sup *supervisor) say(notes []bringup.Note) {
+	for _, n := range notes {
+		switch n.Kind {
+		case bringup.NoteStarted:
+			sup.em.Started(n.Text)
+		case bringup.NoteMilestone:
+			sup.em.Milestone(sup.hs.host.Name, n.Milestone)
+		default:
+			sup.em.Info(sup.hs.host.Name, n.Text)
+		}
+	}
+}
+
 // reportUp says the first server is up, records what it got in its host result, and lets the
 // steps waiting for it go on at once.
-func (sup *supervisor) reportUp() {
-	if sup.quick {
-		sup.em.Step(sup.hs.host.Name, "health", events.StatusOK, "already up: node Ready, no uninitialized taint"+map[bool]string{true: "", false: ", subnet.env present"}[sup.flannelOff()])
+func (sup *supervisor) reportUp(v bringup.Verdict) {
+	if v.Resumed {
+		sup.em.Step(sup.hs.host.Name, "health", events.StatusOK, v.Message)
 	} else {
-		sup.em.Finished(events.StatusOK, fmt.Sprintf("%s is up after %.1f s", sup.hs.host.Name, sup.clock().Sub(sup.started).Seconds()))
+		sup.em.Finished(events.StatusOK, v.Message)
 	}
 	if res := sup.s.boot.firstResult; !sup.s.upgrading(sup.hs) {
 		sup.hs.setResult(res.status(), res.describe())
@@ -482,317 +460,23 @@ func (sup *supervisor) reportUp() {
 	}
 }
 
-func (sup *supervisor) parse(st *probeState, line string) {
-	tag, rest, _ := strings.Cut(line, " ")
-	switch tag {
-	case "@service":
-		f := strings.Fields(rest)
-		if len(f) > 0 {
-			st.service = f[0]
-		}
-		if len(f) > 1 {
-			st.restarts, _ = strconv.Atoi(f[1])
-		}
-	case "@start":
-		st.start, _ = strconv.ParseInt(strings.TrimSpace(rest), 10, 64)
-	case "@subnet-mtime":
-		st.subnetMtime, _ = strconv.ParseInt(strings.TrimSpace(rest), 10, 64)
-	case "@subnet":
-		st.subnetRaw = rest
-		if se, err := diagnose.ParseSubnetEnv(rest); err == nil {
-			st.subnet = &se
-		}
-	case "@quick":
-		st.quickTick = true
-	case "@subnet-missing":
-		st.subnetRaw, st.subnet = "", nil
-	case "@readyz":
-		st.readyz = strings.TrimSpace(rest)
-	case "@node":
-		rest = strings.TrimSpace(rest)
-		if strings.HasPrefix(rest, "{") {
-			var n corev1.Node
-			if err := json.Unmarshal([]byte(rest), &n); err == nil {
-				st.node = &n
-				return
-			}
-		}
-		st.nodeErr = rest
-	}
-}
-
-// evaluate records new milestones and decides: done, or a verdict (stall, crash loop,
-// timeout).
-func (sup *supervisor) evaluate(ctx context.Context, st *probeState) (bool, error) {
-	now := sup.clock()
-	sec := now.Sub(sup.started).Seconds()
-	sup.countRestarts(st, now)
-	hit := map[k3s.Milestone]string{}
-	if !sup.fresh(st) {
-		// What the probe sees still belongs to the process before this run's (re)start: an
-		// old subnet.env, a node Ready from before, an API answering until systemd stops it,
-		// a failed state until the start job runs. Only the timeout can be judged.
-		if now.Sub(sup.started) > sup.s.in.opts.Timeout {
-			return false, sup.fail(ctx, diagnose.Timeout(sup.evidence(ctx, st), sup.lastReached(), sup.s.in.opts.Timeout))
-		}
-		return false, nil
-	}
-	sup.follow(st, sec)
-	if st.service == "active" {
-		hit[k3s.MilestoneServiceActive] = ""
-	}
-	if st.readyz == "ok" {
-		hit[k3s.MilestoneAPIReady] = ""
-	}
-	var taint *corev1.Taint
-	if n := st.node; n != nil {
-		hit[k3s.MilestoneRegistered] = ""
-		for i := range n.Spec.Taints {
-			if n.Spec.Taints[i].Key == k3s.TaintUninitialized {
-				taint = &n.Spec.Taints[i]
-			}
-		}
-		if taint == nil {
-			detail := ""
-			if _, seen := sup.reached[k3s.MilestoneRegistered]; !seen {
-				detail = "registered without it (the kubelet does not run with cloud-provider=external)"
-			}
-			if n.Spec.ProviderID != "" {
-				detail = "providerID " + n.Spec.ProviderID
-			}
-			hit[k3s.MilestoneTaintGone] = detail
-		}
-		if n.Spec.PodCIDR != "" {
-			hit[k3s.MilestonePodCIDR] = n.Spec.PodCIDR
-		}
-		for _, c := range n.Status.Conditions {
-			// A Ready condition counts once the kubelet of this start posted it.
-			if c.Type == corev1.NodeReady && c.Status == corev1.ConditionTrue && (st.start == 0 || c.LastHeartbeatTime.Unix() >= st.start) {
-				hit[k3s.MilestoneNodeReady] = ""
-			}
-		}
-	}
-	// subnet.env counts once flannel of this start wrote it.
-	if st.subnet != nil && !sup.flannelOff() && (st.start == 0 || st.subnetMtime == 0 || st.subnetMtime >= st.start) {
-		hit[k3s.MilestoneSubnetEnv] = st.subnet.String()
-	}
-	for _, m := range k3s.Milestones() {
-		detail, ok := hit[m]
-		if _, seen := sup.reached[m]; !ok || seen {
-			continue
-		}
-		sup.reached[m] = sec
-		sup.last = m
-		mi := events.MilestoneInfo{Name: string(m), Seconds: round1(sec), Detail: detail}
-		if sup.quick {
-			sup.pending = append(sup.pending, mi)
-		} else {
-			sup.em.Milestone(sup.hs.host.Name, mi)
-		}
-	}
-	if sup.gate != nil && sup.joinable() {
-		close(sup.gate)
-		sup.gate = nil
-	}
-	if sup.agentGate != nil && (sup.gate == nil || (sup.earlyAgents && sup.apiReady())) {
-		close(sup.agentGate)
-		sup.agentGate = nil
-	}
-	if len(sup.reached) == len(k3s.Milestones()) {
-		return true, nil
-	}
-	if st.quickTick {
-		return false, nil
-	}
-	return sup.judge(ctx, st, now, taint)
-}
-
-// countRestarts notes every restart systemd made since the last tick (NRestarts went up):
-// each is said once, and kept for the crash-loop rule.
-func (sup *supervisor) countRestarts(st *probeState, now time.Time) {
-	switch {
-	case sup.restarts < 0 || st.restarts < sup.restarts:
-		// The first look, or the counter was reset (daemon-reload of a changed unit).
-		sup.restarts = st.restarts
-		return
-	case st.restarts == sup.restarts:
-		return
-	}
-	for range st.restarts - sup.restarts {
-		sup.restartsAt = append(sup.restartsAt, now)
-	}
-	sup.restarts = st.restarts
-	n := sup.recentRestarts(now)
-	sup.em.Info(sup.hs.host.Name, fmt.Sprintf("systemd restarted %s (NRestarts=%d; %s in the last %s, a crash loop is %d): watching the new process",
-		sup.hs.plan.Service, st.restarts, plural(n, "restart", "restarts"), k3s.CrashLoopWindow, k3s.CrashLoopRestarts))
-}
-
-// recentRestarts is how many restarts were seen within k3s.CrashLoopWindow before now.
-func (sup *supervisor) recentRestarts(now time.Time) int {
-	n := 0
-	for _, t := range sup.restartsAt {
-		if now.Sub(t) <= k3s.CrashLoopWindow {
-			n++
-		}
-	}
-	return n
-}
-
-// follow moves the supervisor to the process the probe shows: the first one of this bring-up
-// is taken as it is; when the unit's main process changed since (systemd restarted it, or
-// someone did), every milestone is judged again for the new process — what the old one reached
-// (the API, a Ready node, subnet.env) does not count for it.
-func (sup *supervisor) follow(st *probeState, sec float64) {
-	if st.start == 0 || st.start == sup.proc {
-		return
-	}
-	if sup.proc == 0 {
-		sup.proc = st.start
-		return
-	}
-	sup.proc = st.start
-	if len(sup.reached) > 0 {
-		var had []string
-		for _, m := range k3s.Milestones() {
-			if _, ok := sup.reached[m]; ok {
-				had = append(had, string(m))
-			}
-		}
-		sup.em.Info(sup.hs.host.Name, fmt.Sprintf("%s restarted at +%.1f s (new main process): its milestones are judged again (the old process had %s)",
-			sup.hs.plan.Service, sec, strings.Join(had, ", ")))
-	}
-	sup.reached = map[k3s.Milestone]float64{}
-	sup.last = ""
-	sup.skipSubnetEnv()
-}
-
-// joinable reports whether other nodes may join: the API answers, the node exists and its
-// uninitialized taint is gone (the F1 gate). subnet.env is the first node's own flannel
-// milestone and not needed by joining nodes.
-func (sup *supervisor) joinable() bool {
-	for _, m := range []k3s.Milestone{k3s.MilestoneAPIReady, k3s.MilestoneRegistered, k3s.MilestoneTaintGone} {
-		if _, ok := sup.reached[m]; !ok {
-			return false
-		}
-	}
-	return true
-}
-
-// apiReady reports whether the first server's API answered in this bring-up.
-func (sup *supervisor) apiReady() bool {
-	_, ok := sup.reached[k3s.MilestoneAPIReady]
-	return ok
-}
-
-// fresh reports whether the probe's state belongs to this bring-up: after a (re)start made by
-// this run, the unit's main process started (host clock) no earlier than the (re)start
-// command, allowing 2 s for the clock skew measurement. A server the run found running
-// (resumed), or a host without systemd (no start time), is always fresh: what it shows now is
-// what is judged, by its current process's start.
-func (sup *supervisor) fresh(st *probeState) bool {
-	if sup.resumed || st.start == 0 {
-		return true
-	}
-	hostStart := sup.started.Add(sup.hs.facts.ClockSkew).Add(-2 * time.Second)
-	return st.start >= hostStart.Unix()
-}
-
-// judge decides whether the bring-up stalled (uninitialized taint past the grace period), the
-// service crash-loops (k3s.CrashLoop), or the timeout passed; taint is the uninitialized taint
-// seen now. Otherwise it says, at most every heartbeatEvery, what it waits for.
-func (sup *supervisor) judge(ctx context.Context, st *probeState, now time.Time, taint *corev1.Taint) (bool, error) {
-	if sup.quick {
-		// Left running but not up: watch it like a fresh start, reporting what it has.
-		sup.quick = false
-		sup.lastBeat = now
-		sup.em.Started(fmt.Sprintf("%s is running but not up yet; watching (stall grace %s, timeout %s)", sup.hs.host.Name, sup.s.in.opts.StallGrace, sup.s.in.opts.Timeout))
-		for _, mi := range sup.pending {
-			sup.em.Milestone(sup.hs.host.Name, mi)
-		}
-		sup.pending = nil
-	}
-
-	// Stall: the uninitialized taint outlived the grace period.
-	if taint != nil {
-		if sup.taintSince.IsZero() {
-			sup.taintSince = now
-			if created := st.node.CreationTimestamp.Time; !created.IsZero() {
-				// A node that existed before this run has carried the taint since it registered.
-				local := created.Add(-sup.hs.facts.ClockSkew)
-				if local.Before(sup.started.Add(-5 * time.Second)) {
-					sup.taintSince = local
-				}
-			}
-		}
-		grace := sup.s.in.opts.StallGrace
-		if age := now.Sub(sup.taintSince); age > grace && (!sup.crdWait || age > crdWaitGraces*grace) {
-			ev := sup.evidence(ctx, st)
-			ev.TaintAge = age
-			d := diagnose.UninitializedStall(ev)
-			if d.ID == checkid.ManifestDeployerStall && !sup.crdWait {
-				// Not a stall but K3s recovering from a crash during its first start.
-				sup.crdWait = true
-				sup.em.Info(sup.hs.host.Name, fmt.Sprintf("%s: %s; watching up to %s of the taint", sup.hs.host.Name, d.Title, crdWaitGraces*grace))
-				return false, nil
-			}
-			return false, sup.fail(ctx, d)
-		}
-	}
-	// Crash loop: repeated restarts within the window, or systemd gave up.
-	if k3s.CrashLoop(st.service, sup.recentRestarts(now)) {
-		ev := sup.evidence(ctx, st)
-		return false, sup.fail(ctx, diagnose.ServiceFailing(ev, sup.hs.plan.Service))
-	}
-	if now.Sub(sup.started) > sup.s.in.opts.Timeout {
-		return false, sup.fail(ctx, diagnose.Timeout(sup.evidence(ctx, st), sup.lastReached(), sup.s.in.opts.Timeout))
-	}
-	if now.Sub(sup.lastBeat) >= heartbeatEvery {
-		sup.lastBeat = now
-		sup.em.Info(sup.hs.host.Name, sup.waitingFor(st, now, taint))
-	}
-	return false, nil
-}
-
-// waitingFor says what the bring-up waits for: the milestones still missing, how long it has
-// waited, and how much of the timeout and stall grace is left.
-func (sup *supervisor) waitingFor(st *probeState, now time.Time, taint *corev1.Taint) string {
-	var missing []string
-	for _, m := range k3s.Milestones() {
-		if _, ok := sup.reached[m]; !ok {
-			missing = append(missing, string(m))
-		}
-	}
-	opts := sup.s.in.opts
-	waited := now.Sub(sup.started)
-	msg := fmt.Sprintf("still waiting for %s: %s (service %s; %s so far, timeout in %s",
-		sup.hs.host.Name, strings.Join(missing, ", "), orNone(st.service), waited.Round(time.Second), (opts.Timeout - waited).Round(time.Second))
-	if taint != nil && !sup.taintSince.IsZero() {
-		msg += fmt.Sprintf(", uninitialized taint for %s, stall grace left %s", now.Sub(sup.taintSince).Round(time.Second),
-			(opts.StallGrace - now.Sub(sup.taintSince)).Round(time.Second))
-	}
-	return msg + ")"
-}
-
-func round1(f float64) float64 { return float64(int(f*10+0.5)) / 10 }
-
-func (sup *supervisor) lastReached() string {
-	if sup.last == "" {
-		return "none (the service was started)"
-	}
-	return fmt.Sprintf("%s at %.1f s", sup.last, sup.reached[sup.last])
+// failWith diagnoses a failure verdict from the evidence (o: the last tick) and returns it as
+// a bring-up Failure.
+func (sup *supervisor) failWith(ctx context.Context, v bringup.Verdict, o bringup.Observation) error {
+	return sup.fail(sup.w.Diagnose(v, sup.evidence(ctx, o)).Diagnosis)
 }
 
 // evidence gathers what a diagnosis needs in one command; on failure it falls back to the
-// probe's last state.
-func (sup *supervisor) evidence(ctx context.Context, st *probeState) diagnose.Evidence {
+// probe's tick o.
+func (sup *supervisor) evidence(ctx context.Context, o bringup.Observation) diagnose.Evidence {
 	if sup.gather != nil {
-		return sup.gather(st)
+		return sup.gather(o)
 	}
 	ev := diagnose.Evidence{
 		NodeName:                sup.hs.host.Name,
-		Node:                    st.node,
-		SubnetEnvPresent:        st.subnetRaw != "",
-		ServiceState:            st.service,
+		Node:                    o.Node,
+		SubnetEnvPresent:        o.SubnetRaw != "",
+		ServiceState:            o.Service,
 		ExternalCloudController: sup.s.in.cluster.Spec.K3s.CloudController == inventory.CloudControllerExternal,
 	}
 	c := sup.hs.c()
@@ -821,7 +505,7 @@ func (sup *supervisor) evidence(ctx context.Context, st *probeState) diagnose.Ev
 }
 
 // fail emits the diagnosis and returns it as a bring-up Failure.
-func (sup *supervisor) fail(_ context.Context, d diagnose.Diagnosis) error {
+func (sup *supervisor) fail(d diagnose.Diagnosis) error {
 	info := events.ErrorInfo{
 		Message:   fmt.Sprintf("%s: %s. %s", sup.hs.host.Name, d.Title, d.Message),
 		Fix:       strings.Join(d.Fixes, "\n"),
@@ -832,10 +516,5 @@ func (sup *supervisor) fail(_ context.Context, d diagnose.Diagnosis) error {
 	return &Failure{Kind: KindBringUp, Phase: events.PhaseSupervise, Host: sup.hs.host.Name, Info: info}
 }
 
-// plural is "1 restart", "2 restarts".
-func plural(n int, one, many string) string {
-	if n == 1 {
-		return "1 " + one
-	}
-	return strconv.Itoa(n) + " " + many
-}
+// plural is "1 restart", "2 restarts" (bringup.Plural).
+func plural(n int, one, many string) string { return bringup.Plural(n, one, many) }

@@ -4,12 +4,15 @@
 package installer
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -20,13 +23,14 @@ import (
 	"github.com/k3strap/k3strap/diagnose"
 	"github.com/k3strap/k3strap/events"
 	"github.com/k3strap/k3strap/facts"
+	"github.com/k3strap/k3strap/installer/bringup"
 	"github.com/k3strap/k3strap/installer/plan"
 	"github.com/k3strap/k3strap/inventory"
 	"github.com/k3strap/k3strap/k3s"
 )
 
 // testSupervisor is a supervisor of a server (re)started at started, without a connection:
-// evaluate only reads probe states.
+// tick only reads probe observations (runProbe starts the judge again from its own result).
 func testSupervisor(started time.Time) (*supervisor, *events.Recorder) {
 	rec := &events.Recorder{}
 	c := &inventory.Cluster{Spec: inventory.Spec{Hosts: []inventory.Host{{Name: "cp1", Address: "192.0.2.1", Role: inventory.RoleServer}}}}
@@ -35,19 +39,26 @@ func testSupervisor(started time.Time) (*supervisor, *events.Recorder) {
 	hs := s.first
 	hs.facts = &facts.Host{}
 	hs.plan = &plan.HostPlan{Host: hs.host, Service: "k3s"}
-	sup := &supervisor{s: s, hs: hs, em: in.emitter(events.PhaseSupervise), started: started,
-		reached: map[k3s.Milestone]float64{}, restarts: -1, gate: make(chan struct{})}
+	sup := &supervisor{s: s, hs: hs, em: in.emitter(events.PhaseSupervise), gate: make(chan struct{})}
+	sup.w = bringup.New(sup.config(convergeResult{started: started}), started)
 	return sup, rec
 }
 
-// upState is a probe state of a server that is up; heartbeat is its Ready condition's.
-func upState(start, subnetMtime int64, heartbeat time.Time) *probeState {
+// evaluate gives one tick to the supervisor as streamOnce does and returns whether the server
+// is up and the failure.
+func (sup *supervisor) evaluate(ctx context.Context, o bringup.Observation) (bool, error) {
+	done, err, _ := sup.tick(ctx, o)
+	return done, err
+}
+
+// upState is a probe tick of a server that is up; heartbeat is its Ready condition's.
+func upState(start, subnetMtime int64, heartbeat time.Time) bringup.Observation {
 	n := &corev1.Node{Spec: corev1.NodeSpec{PodCIDR: "10.42.0.0/24"}}
 	n.Name = "cp1"
 	n.Status.Conditions = []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue, LastHeartbeatTime: metav1.NewTime(heartbeat)}}
-	st := &probeState{service: "active", readyz: "ok", node: n, start: start, subnetMtime: subnetMtime, subnetRaw: "FLANNEL_NETWORK=10.42.0.0/16"}
+	st := bringup.Observation{Service: "active", Readyz: "ok", Node: n, Start: start, SubnetMtime: subnetMtime, SubnetRaw: "FLANNEL_NETWORK=10.42.0.0/16"}
 	if se, err := diagnose.ParseSubnetEnv("FLANNEL_NETWORK=10.42.0.0/16 FLANNEL_SUBNET=10.42.0.1/24 FLANNEL_MTU=1450 FLANNEL_IPMASQ=true"); err == nil {
-		st.subnet = &se
+		st.Subnet = &se
 	}
 	return st
 }
@@ -60,26 +71,26 @@ func TestSupervisorIgnoresStateFromBeforeTheRestart(t *testing.T) {
 	old := now.Add(-10 * time.Minute)
 
 	// The old process still runs: nothing is reached.
-	if done, err := sup.evaluate(context.Background(), upState(old.Unix(), old.Unix(), old)); done || err != nil || len(sup.reached) != 0 {
-		t.Fatalf("old process: done %v err %v reached %v", done, err, sup.reached)
+	if done, err := sup.evaluate(context.Background(), upState(old.Unix(), old.Unix(), old)); done || err != nil || len(sup.w.Reached()) != 0 {
+		t.Fatalf("old process: done %v err %v reached %v", done, err, sup.w.Reached())
 	}
 	// The new process runs, but subnet.env and the Ready condition are from before.
 	if done, _ := sup.evaluate(context.Background(), upState(now.Unix(), old.Unix(), old)); done {
 		t.Fatal("done with an old subnet.env and an old Ready condition")
 	}
 	for _, m := range []k3s.Milestone{k3s.MilestoneSubnetEnv, k3s.MilestoneNodeReady} {
-		if _, ok := sup.reached[m]; ok {
+		if _, ok := sup.w.Reached()[m]; ok {
 			t.Errorf("%s reached from state before the restart", m)
 		}
 	}
 	for _, m := range []k3s.Milestone{k3s.MilestoneServiceActive, k3s.MilestoneAPIReady, k3s.MilestoneTaintGone} {
-		if _, ok := sup.reached[m]; !ok {
+		if _, ok := sup.w.Reached()[m]; !ok {
 			t.Errorf("%s not reached from the new process", m)
 		}
 	}
 	// Fresh subnet.env and heartbeat: done.
 	if done, err := sup.evaluate(context.Background(), upState(now.Unix(), now.Unix()+1, now.Add(time.Second))); !done || err != nil {
-		t.Fatalf("fresh state: done %v err %v reached %v", done, err, sup.reached)
+		t.Fatalf("fresh state: done %v err %v reached %v", done, err, sup.w.Reached())
 	}
 }
 
@@ -90,41 +101,23 @@ func TestSupervisorOpensTheJoinGateBeforeSubnetEnv(t *testing.T) {
 	sup, _ := testSupervisor(now)
 	gate := sup.gate
 	st := upState(now.Unix(), 0, now.Add(-time.Hour))
-	st.subnet, st.subnetRaw = nil, ""
-	st.node.Spec.PodCIDR = ""
-	st.node.Spec.Taints = []corev1.Taint{{Key: k3s.TaintUninitialized, Value: "true", Effect: corev1.TaintEffectNoSchedule}}
+	st.Subnet, st.SubnetRaw = nil, ""
+	st.Node.Spec.PodCIDR = ""
+	st.Node.Spec.Taints = []corev1.Taint{{Key: k3s.TaintUninitialized, Value: "true", Effect: corev1.TaintEffectNoSchedule}}
 	sup.evaluate(context.Background(), st)
 	select {
 	case <-gate:
 		t.Fatal("gate open while the uninitialized taint is there")
 	default:
 	}
-	st.node.Spec.Taints = nil
+	st.Node.Spec.Taints = nil
 	if done, _ := sup.evaluate(context.Background(), st); done {
 		t.Fatal("done without subnet.env")
 	}
 	select {
 	case <-gate:
 	default:
-		t.Fatalf("gate still closed with API ready, node registered, taint gone: %v", sup.reached)
-	}
-}
-
-// A joining node Ready only from before its restart is not done.
-func TestNodeNotDoneNeedsAHeartbeatSinceTheRestart(t *testing.T) {
-	since := time.Now()
-	n := &corev1.Node{}
-	n.Status.Conditions = []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue, LastHeartbeatTime: metav1.NewTime(since.Add(-time.Minute))}}
-	h := &inventory.Host{Name: "w1", Role: inventory.RoleAgent}
-	if why := nodeNotDone(n, h, false, "", false, since); why == "" {
-		t.Fatal("a Ready condition from before the restart counted")
-	}
-	if why := nodeNotDone(n, h, false, "", false, time.Time{}); why != "" {
-		t.Fatalf("without a restart: %s", why)
-	}
-	n.Status.Conditions[0].LastHeartbeatTime = metav1.NewTime(since.Add(time.Second))
-	if why := nodeNotDone(n, h, false, "", false, since); why != "" {
-		t.Fatalf("fresh heartbeat: %s", why)
+		t.Fatalf("gate still closed with API ready, node registered, taint gone: %v", sup.w.Reached())
 	}
 }
 
@@ -192,18 +185,48 @@ func realNode(t *testing.T, heartbeat time.Time) *corev1.Node {
 }
 
 // fakeProbe plays attempts of the probe: each attempt's ticks, one per poll interval of a
-// fake clock advanced by step before each tick; then the attempt stays quiet until stopped.
+// fake clock advanced by step before each tick, each after the supervisor's answer to the one
+// before (as probe.sh); then the attempt stays quiet until stopped. It records the naps the
+// supervisor answered with.
 type fakeProbe struct {
 	t        *testing.T
 	clock    time.Time
 	step     time.Duration
 	attempts [][]probeTick
 	started  int
+
+	mu      sync.Mutex
+	naps    []string
+	readers sync.WaitGroup
 }
 
 func (f *fakeProbe) now() time.Time { return f.clock }
 
-func (f *fakeProbe) stream(ctx context.Context, onLine func(string)) error {
+// answers returns the naps the supervisor answered with, once every attempt's input ended.
+func (f *fakeProbe) answers() []string {
+	f.readers.Wait()
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.naps
+}
+
+func (f *fakeProbe) stream(ctx context.Context, naps io.Reader, onLine func(string)) error {
+	answers := make(chan string, 1)
+	f.readers.Add(1)
+	go func() {
+		defer f.readers.Done()
+		defer close(answers)
+		sc := bufio.NewScanner(naps)
+		for sc.Scan() {
+			f.mu.Lock()
+			f.naps = append(f.naps, sc.Text())
+			f.mu.Unlock()
+			select {
+			case answers <- sc.Text():
+			default: // an answer the fake no longer waits for
+			}
+		}
+	}()
 	i := f.started
 	f.started++
 	if i < len(f.attempts) {
@@ -214,6 +237,14 @@ func (f *fakeProbe) stream(ctx context.Context, onLine func(string)) error {
 			f.clock = f.clock.Add(f.step)
 			for _, l := range tk.lines(f.t) {
 				onLine(l)
+			}
+			// As probe.sh: the next tick after the answer (none comes once the watch ends).
+			select {
+			case <-answers:
+			case <-ctx.Done():
+				return ctx.Err()
+			case <-time.After(5 * time.Second):
+				f.t.Errorf("no answer to tick %d", len(f.naps))
 			}
 		}
 	}
@@ -270,8 +301,8 @@ func TestSupervisorResumesAServerStartedBefore(t *testing.T) {
 	if took > 5*time.Second || fp.clock.Sub(now) > 10*time.Second {
 		t.Fatalf("took %s (fake clock %s) for a server up at its third tick", took, fp.clock.Sub(now))
 	}
-	if _, ok := sup.reached[k3s.MilestoneSubnetEnv]; !ok {
-		t.Fatalf("done without subnet.env: %v", sup.reached)
+	if _, ok := sup.w.Reached()[k3s.MilestoneSubnetEnv]; !ok {
+		t.Fatalf("done without subnet.env: %v", sup.w.Reached())
 	}
 	if got := strings.Join(messages(rec, events.PhaseStarted), "\n"); !strings.Contains(got, "running but not up yet") {
 		t.Errorf("no watching message: %q", got)
@@ -314,6 +345,10 @@ func TestSupervisorRidesOutOneRestart(t *testing.T) {
 	if n != 2 {
 		t.Errorf("api-ready reported %d times, want once per process", n)
 	}
+	// The probe is answered after every tick but the last (up): the poll interval, no taint.
+	if got := fp.answers(); strings.Join(got, " ") != "0.40 0.40 0.40 0.40" {
+		t.Errorf("naps answered %q, want the 0.4 s poll interval after each of the 4 ticks before up", got)
+	}
 }
 
 // Repeated restarts within k3s.CrashLoopWindow are a crash loop (the rule doctor uses too),
@@ -349,7 +384,7 @@ func TestSupervisorCallsRepeatedRestartsACrashLoop(t *testing.T) {
 }
 
 // A probe that goes quiet is noticed after quietAfter and started again; one that stays quiet
-// ends the watch with that cause after probeAttempts, not at the timeout.
+// ends the watch with that cause after bringup.ProbeAttempts, not at the timeout.
 func TestSupervisorNoticesAQuietProbe(t *testing.T) {
 	now := time.Now().Truncate(time.Second)
 	up := probeTick{service: "active", start: now.Unix(), subnet: now.Unix() + 15, readyz: "ok", node: realNode(t, now.Add(10*time.Second))}
@@ -379,7 +414,7 @@ func TestSupervisorNoticesAQuietProbe(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), "the probe delivered nothing for") || !strings.Contains(err.Error(), "3 times in a row") {
 			t.Fatalf("want the quiet probe named, got %v", err)
 		}
-		if fp.started != probeAttempts || took > 5*time.Second {
+		if fp.started != bringup.ProbeAttempts || took > 5*time.Second {
 			t.Errorf("%d probe starts in %s", fp.started, took)
 		}
 	})
@@ -419,18 +454,22 @@ func TestSupervisorHeartbeat(t *testing.T) {
 			t.Errorf("heartbeat %q lacks %q", beats[0], want)
 		}
 	}
+	// While the uninitialized taint is on, the probe is told to look again at the gate's pace.
+	if got := fp.answers(); len(got) != 16 || strings.Count(strings.Join(got, " "), "0.10") != 16 {
+		t.Errorf("naps answered %q, want 0.10 (bringup.GatePoll) after each of the 16 tainted ticks", got)
+	}
 }
 
 // After a crash during K3s's first start the uninitialized taint stays while K3s waits for its
 // own CRDs (about 70 s on the real K3s v1.36.3, docs/k3s.md): past the stall grace the
-// supervisor says so and watches on, up to crdWaitGraces graces; F1 is still a stall at once.
+// supervisor says so and watches on, up to bringup.CRDWaitGraces graces; F1 is still a stall at once.
 func TestSupervisorWaitsOutTheCRDWaitAfterACrash(t *testing.T) {
 	now := time.Now().Truncate(time.Second)
 	tainted := realNode(t, now.Add(-time.Hour))
 	tainted.CreationTimestamp = metav1.NewTime(now.Add(time.Second))
 	tainted.Spec.Taints = append(tainted.Spec.Taints, corev1.Taint{Key: k3s.TaintUninitialized, Value: "true", Effect: corev1.TaintEffectNoSchedule})
-	crdWait := func(st *probeState) diagnose.Evidence {
-		return diagnose.Evidence{NodeName: "cp1", Node: st.node, ServiceState: st.service,
+	crdWait := func(o bringup.Observation) diagnose.Evidence {
+		return diagnose.Evidence{NodeName: "cp1", Node: o.Node, ServiceState: o.Service,
 			Journal: []string{`Nov 26 18:31:02 cp1 k3s[256]: time="2026-11-26T18:31:02Z" level=info msg="Waiting for CRD addons.k3s.cattle.io to become available"`}}
 	}
 	var ticks []probeTick
@@ -462,7 +501,7 @@ func TestSupervisorWaitsOutTheCRDWaitAfterACrash(t *testing.T) {
 	err, _ := runProbe(t, sup, fp, convergeResult{started: now})
 	var f *Failure
 	if !errors.As(err, &f) || f.Info.Diagnosis != checkid.ManifestDeployerStall || fp.clock.Sub(now) > 200*time.Second {
-		t.Fatalf("CRD wait past %d graces: %v at +%s", crdWaitGraces, err, fp.clock.Sub(now))
+		t.Fatalf("CRD wait past %d graces: %v at +%s", bringup.CRDWaitGraces, err, fp.clock.Sub(now))
 	}
 }
 

@@ -167,9 +167,7 @@ func (c *Cluster) HostConfig(h *Host) K3sConfig {
 		}
 		cfg.NodeLabel = appendUnique(cfg.NodeLabel, labels...)
 	}
-	for _, t := range h.Taints {
-		cfg.NodeTaint = appendUnique(cfg.NodeTaint, t.String())
-	}
+	cfg.NodeTaint, _ = hostTaints(cfg.NodeTaint, h) // hosttaints.go: the one rule
 	switch c.Spec.K3s.CloudController {
 	case CloudControllerExternal:
 		cfg.DisableCloudController = Bool(true)
@@ -357,3 +355,17 @@ func (c *Cluster) ClusterCIDRs() (pods, services []string) {
 	}
 	return split(cfg.ClusterCIDR, DefaultClusterCIDR), split(cfg.ServiceCIDR, DefaultServiceCIDR)
 }
+
+// LocalHost returns the host whose connection is local (k3strap runs on it), nil when every
+// host is reached over SSH. Validation allows at most one.
+func (c *Cluster) LocalHost() *Host {
+	for i := range c.Spec.Hosts {
+		if c.Spec.Hosts[i].Connection == ConnectionLocal {
+			return &c.Spec.Hosts[i]
+		}
+	}
+	return nil
+}
+
+// IsLocal reports whether h is reached without SSH (connection: local).
+func (h *Host) IsLocal() bool { return h != nil && h.Connection == ConnectionLocal }

@@ -115,25 +115,20 @@ var roleTaintKeys = map[string]bool{
 }
 
 // FirstServerCustomTaints returns the first server's NoSchedule / NoExecute taints as K3s
-// registers them (node-taint of its rendered config, which includes spec.hosts[].taints),
+// registers them (HostTaints),
 // without the control-plane/etcd role taints and the taints Kubernetes manages itself
 // (node.kubernetes.io/*, node.cloudprovider.kubernetes.io/*): the "custom taints" of
 // docs/failure-modes.md F3 that Rancher's agents only tolerate through appendTolerations.
-// Unparsable entries are skipped (validation reports them).
 func (c *Cluster) FirstServerCustomTaints() []Taint {
 	fs := c.FirstServer()
 	if fs == nil {
 		return nil
 	}
 	var out []Taint
-	seen := map[string]bool{}
-	for _, s := range c.HostConfig(fs).NodeTaint {
-		t, err := ParseTaint(s)
-		if err != nil || !t.Blocks() || t.Managed() || roleTaintKeys[t.Key] || seen[t.String()] {
-			continue
+	for _, t := range c.HostTaints(fs) {
+		if t.Blocks() && !t.Managed() && !roleTaintKeys[t.Key] {
+			out = append(out, t)
 		}
-		seen[t.String()] = true
-		out = append(out, t)
 	}
 	return out
 }

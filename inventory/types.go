@@ -248,6 +248,10 @@ type Host struct {
 	Labels map[string]string `yaml:"labels,omitempty"`
 	// Taints are node taints kept true by k3strap (key[=value]:Effect in YAML).
 	Taints []Taint `yaml:"taints,omitempty"`
+	// Connection is how k3strap reaches the host: ssh (default) or local — k3strap runs on the
+	// host itself and runs its commands there without SSH (local mode, as k0sctl's localhost
+	// and k3sup's --local; docs/edge-first-boot.md). At most one host of an inventory is local.
+	Connection Connection `yaml:"connection,omitempty"`
 	// SSH overrides the cluster SSH defaults for this host; zero fields inherit.
 	SSH SSH `yaml:"ssh,omitempty"`
 	// K3s overrides cluster K3s settings for this host.
@@ -260,6 +264,18 @@ type Host struct {
 	// cluster-wide ones (Cluster.HostProxy; docs/proxy.md).
 	Proxy *Proxy `yaml:"proxy,omitempty"`
 }
+
+// Connection says how k3strap reaches a host.
+type Connection string
+
+// Connections.
+const (
+	// ConnectionSSH reaches the host over SSH (the default).
+	ConnectionSSH Connection = "ssh"
+	// ConnectionLocal runs on the host itself: k3strap is started there (by hand, or at boot
+	// by `k3strap firstboot`) and runs commands through /bin/sh, sudo when not root.
+	ConnectionLocal Connection = "local"
+)
 
 // HostK3s is the per-host K3s override.
 type HostK3s struct {

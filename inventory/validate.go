@@ -472,6 +472,7 @@ func (v *validator) hosts() {
 	addrs := map[string]int{}
 	var agents []string
 	servers := 0
+	local := ""
 	for i := range c.Spec.Hosts {
 		h := &c.Spec.Hosts[i]
 		base := fmt.Sprintf("spec.hosts[%d]", i)
@@ -510,12 +511,33 @@ func (v *validator) hosts() {
 		}
 		v.labels(h, base)
 		v.taints(h, base)
+		v.connection(h, base, &local)
 		v.ssh(&h.SSH, base+".ssh", h.Name)
 		v.k3sConfig(h.K3s.Config, base+".k3s.config", h)
 	}
 	if servers == 0 && len(agents) > 0 {
 		v.add("spec.hosts", atKey, "", fmt.Sprintf("the cluster has agents (%s) but no server", strings.Join(agents, ", ")),
 			"set role: server on at least one host; the first server in file order initialises the cluster")
+	}
+}
+
+// connection checks hosts[].connection: ssh, local or empty, and local on one host at most —
+// local mode runs k3strap on the host itself, and one run starts on one machine (local is the
+// name of the first local host seen so far).
+func (v *validator) connection(h *Host, base string, local *string) {
+	switch h.Connection {
+	case "", ConnectionSSH:
+	case ConnectionLocal:
+		if *local != "" {
+			v.add(base+".connection", atValue, h.Name,
+				fmt.Sprintf("connection: local is also set on host %s; local mode runs k3strap on the host itself, so one run has one local host", printableName(*local)),
+				"keep connection: local on the host this inventory is run on and reach the others over SSH (or give each box its own seed: `k3strap firstboot seed`)")
+			return
+		}
+		*local = h.Name
+	default:
+		v.add(base+".connection", atValue, h.Name, fmt.Sprintf("unknown connection %q", h.Connection),
+			"write connection: ssh (the default) or connection: local (k3strap runs on this host)")
 	}
 }
 

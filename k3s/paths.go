@@ -31,6 +31,9 @@ const (
 	DirDataRoot = "/var/lib/rancher"
 	// DirData is K3s's default data-dir.
 	DirData = DirDataRoot + "/k3s"
+	// PathKubeletKubeconfig is the kubelet's kubeconfig on every node (servers and agents):
+	// the node's own identity, which the node authorizer lets read its own Node object.
+	PathKubeletKubeconfig = DirData + "/agent/kubelet.kubeconfig"
 	// DirImages is where an airgap images archive goes before the first start.
 	DirImages = DirData + "/agent/images"
 	// PathServerToken is a server's join token (K10<ca hash>::server:<password>).

@@ -10,6 +10,7 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/k3strap/k3strap/finding"
 	"github.com/k3strap/k3strap/firewall"
 	"github.com/k3strap/k3strap/k3s"
 )
@@ -98,9 +99,10 @@ func nodePortDrops(c *Cluster) []*drop {
 			dr.d.Uncertain = d.Uncertain
 		}
 	}
+	addrs := newPathAddrs(c) // srcAddr and ProbeAddr are the same rule
 	c.eachPath(func(p k3s.NodePort, i, j int) {
 		from, to := &c.Nodes[i], &c.Nodes[j]
-		src, dst := srcAddr(from, p), to.ProbeAddr(p)
+		src, dst := addrs.of(i, p), addrs.of(j, p)
 		if !src.IsValid() || !dst.IsValid() {
 			return
 		}
@@ -360,14 +362,14 @@ func toolOf(ch *firewall.Chain) string {
 }
 
 // ruleEvidence describes the deciding rule and its counter.
-func ruleEvidence(n *Node, dr *drop) []Evidence {
+func ruleEvidence(n *Node, dr *drop) []finding.Evidence {
 	src := n.Name + ": " + rulesetSource(dr.d.By.Chain)
-	ev := []Evidence{{Text: dropText(dr.d), Source: src}}
+	ev := []finding.Evidence{{Text: dropText(dr.d), Source: src}}
 	if r := dr.d.By.Rule(); r != nil && r.Counter != nil {
-		ev = append(ev, Evidence{Text: fmt.Sprintf("its counter: %d packets, %d bytes dropped so far", r.Counter.Packets, r.Counter.Bytes), Source: src})
+		ev = append(ev, finding.Evidence{Text: fmt.Sprintf("its counter: %d packets, %d bytes dropped so far", r.Counter.Packets, r.Counter.Bytes), Source: src})
 	}
 	for _, u := range dr.d.Uncertain {
-		ev = append(ev, Evidence{Text: "unless this rule, which k3strap cannot evaluate, lets it through first: " + u.String(), Source: src})
+		ev = append(ev, finding.Evidence{Text: "unless this rule, which k3strap cannot evaluate, lets it through first: " + u.String(), Source: src})
 	}
 	return ev
 }
@@ -393,20 +395,20 @@ func rulesetSource(ch *firewall.Chain) string {
 // HostFirewalls judges what each host's filter does to pod traffic (HostFirewall), and, when
 // the filter cannot be read, what firewalld and ufw say they allow. Drops of node-to-node
 // traffic are NodePaths results (FirewallPaths), so that one cause gives one finding.
-func HostFirewalls(c *Cluster) []Result {
-	var out []Result
+func HostFirewalls(c *Cluster) []finding.Finding {
+	var out []finding.Finding
 	for _, dr := range podDrops(c) {
 		n := c.Node(dr.host)
 		fix, cmds := fixFor(c, n, dr)
-		sev := Error
+		sev := finding.Error
 		if !dr.d.Certain() {
-			sev = Warning
+			sev = finding.Warning
 		}
-		out = append(out, Result{ID: HostFirewall, Severity: sev, Host: dr.host,
+		out = append(out, finding.Finding{ID: HostFirewall, Severity: sev, Host: dr.host,
 			Title: fmt.Sprintf("%s's firewall drops %s", dr.host, dr.pods),
 			Message: fmt.Sprintf("%s's packet filter drops %s (%s). Pods on %s then cannot reach what they need (the API server through the kubernetes Service, CoreDNS, pods on other nodes), although the nodes reach each other.",
 				dr.host, dr.pods, dropText(dr.d), dr.host),
-			Evidence: ruleEvidence(n, dr), Fix: fix, Commands: cmds})
+			Evidence: ruleEvidence(n, dr), Fixes: finding.Fixes(fix), Commands: cmds})
 	}
 	for i := range c.Nodes {
 		n := &c.Nodes[i]
@@ -421,7 +423,7 @@ func HostFirewalls(c *Cluster) []Result {
 }
 
 // managerOnly judges firewalld's zones or ufw's status when the ruleset itself was not read.
-func managerOnly(c *Cluster, n *Node) (Result, bool) {
+func managerOnly(c *Cluster, n *Node) (finding.Finding, bool) {
 	var missing []k3s.NodePort
 	if f := n.Net.Firewalld; f.Running() {
 		for _, p := range append(slices.Clone(c.Ports), c.Extra...) {
@@ -434,7 +436,7 @@ func managerOnly(c *Cluster, n *Node) (Result, bool) {
 			}
 		}
 		if len(missing) == 0 {
-			return Result{}, false
+			return finding.Finding{}, false
 		}
 		var cmds []string
 		for _, p := range missing {
@@ -444,22 +446,22 @@ func managerOnly(c *Cluster, n *Node) (Result, bool) {
 			cmds = append(cmds, "firewall-cmd --permanent --zone=trusted --add-source="+cidr.String())
 		}
 		cmds = append(cmds, "firewall-cmd --reload")
-		return Result{ID: HostFirewall, Severity: Warning, Host: n.Name,
+		return finding.Finding{ID: HostFirewall, Severity: finding.Warning, Host: n.Name,
 			Title:    "firewalld runs on " + n.Name + " and its zone does not allow " + portList(missing),
 			Message:  fmt.Sprintf("firewalld is running on %s and the zone of its K3s interface does not list %s (its ruleset could not be read to see more).", n.Name, portList(missing)),
-			Evidence: []Evidence{{Text: "firewall-cmd --state: running; default zone " + f.DefaultZone, Source: n.Name + ": firewall-cmd"}},
-			Fix:      "open K3s's ports and trust the pod and service ranges (docs.k3s.io Requirements → firewalld), or stop firewalld",
+			Evidence: []finding.Evidence{{Text: "firewall-cmd --state: running; default zone " + f.DefaultZone, Source: n.Name + ": firewall-cmd"}},
+			Fixes:    finding.Fixes("open K3s's ports and trust the pod and service ranges (docs.k3s.io Requirements → firewalld), or stop firewalld"),
 			Commands: cmds}, true
 	}
 	if u := n.Net.UFW; u.Active() && u.DefaultIncoming != "allow" {
-		return Result{ID: HostFirewall, Severity: Warning, Host: n.Name,
+		return finding.Finding{ID: HostFirewall, Severity: finding.Warning, Host: n.Name,
 			Title:    "ufw is active on " + n.Name + " with incoming " + u.DefaultIncoming,
 			Message:  fmt.Sprintf("ufw is active on %s (default incoming %s, routed %s) and its rules could not be read to see whether K3s's ports are open.", n.Name, u.DefaultIncoming, u.DefaultRouted),
-			Evidence: []Evidence{{Text: "ufw status: active", Source: n.Name + ": ufw status verbose"}},
-			Fix:      "allow K3s's ports and the pod and service ranges (docs.k3s.io Requirements → ufw), or ufw disable",
+			Evidence: []finding.Evidence{{Text: "ufw status: active", Source: n.Name + ": ufw status verbose"}},
+			Fixes:    finding.Fixes("allow K3s's ports and the pod and service ranges (docs.k3s.io Requirements → ufw), or ufw disable"),
 			Commands: []string{"ufw allow 6443/tcp", "ufw allow from " + cidrOr(c.ClusterCIDRs, "10.42.0.0/16") + " to any", "ufw allow from " + cidrOr(c.ServiceCIDRs, "10.43.0.0/16") + " to any"}}, true
 	}
-	return Result{}, false
+	return finding.Finding{}, false
 }
 
 func cidrOr(ps []netip.Prefix, def string) string {
@@ -473,8 +475,8 @@ func cidrOr(ps []netip.Prefix, def string) string {
 // between two nodes, with the nodes it cuts off and the flannel state that shows the traffic
 // is being sent (doctor; and preflight for the ports it could not probe). only, when not
 // nil, limits it to drops of those target hosts and ports ("host proto/port").
-func FirewallPaths(c *Cluster, only map[string]bool) []Result {
-	var out []Result
+func FirewallPaths(c *Cluster, only map[string]bool) []finding.Finding {
+	var out []finding.Finding
 	drops := nodePortDrops(c)
 	sort.SliceStable(drops, func(i, j int) bool { return drops[i].host < drops[j].host })
 	for _, dr := range drops {
@@ -491,19 +493,19 @@ func FirewallPaths(c *Cluster, only map[string]bool) []Result {
 		}
 		n := c.Node(dr.host)
 		fix, cmds := fixFor(c, n, dr)
-		sev := Error
+		sev := finding.Error
 		if !dr.d.Certain() {
-			sev = Warning
+			sev = finding.Warning
 		}
 		dir := fmt.Sprintf("from %s to %s", names(dr.peers), dr.host)
 		if dr.out {
 			dir = fmt.Sprintf("from %s to %s", dr.host, names(dr.peers))
 		}
-		r := Result{ID: NodePaths, Severity: sev, Host: dr.host, Peers: dr.peers,
+		r := finding.Finding{ID: NodePaths, Severity: sev, Host: dr.host, Peers: dr.peers,
 			Title: fmt.Sprintf("%s's firewall cuts %s off from %s on %s", dr.host, dr.host, names(dr.peers), portList(dr.ports)),
 			Message: fmt.Sprintf("%s's packet filter %s %s traffic %s: %s.%s",
 				dr.host, strings.Fields(dropText(dr.d))[0], portList(dr.ports), dir, consequence(dr.ports, dr.host, dr.peers), dropDetail(dr.d)),
-			Evidence: ruleEvidence(n, dr), Fix: fix, Commands: cmds}
+			Evidence: ruleEvidence(n, dr), Fixes: finding.Fixes(fix), Commands: cmds}
 		r.Evidence = append(r.Evidence, flannelEvidence(c, dr)...)
 		out = append(out, r)
 	}
@@ -549,7 +551,7 @@ func dedupe(s []string) []string {
 // flannelEvidence shows, for an overlay drop on a running cluster, that the peers do send
 // the node's overlay traffic there: the node's public-ip annotation and the peers' FDB
 // entries for its VTEP MAC.
-func flannelEvidence(c *Cluster, dr *drop) []Evidence {
+func flannelEvidence(c *Cluster, dr *drop) []finding.Evidence {
 	overlay := false
 	for _, p := range dr.ports {
 		overlay = overlay || p.Overlay
@@ -558,9 +560,9 @@ func flannelEvidence(c *Cluster, dr *drop) []Evidence {
 	if !overlay || n == nil || n.Running == nil || dr.out {
 		return nil
 	}
-	var ev []Evidence
+	var ev []finding.Evidence
 	if n.Running.PublicIP.IsValid() {
-		ev = append(ev, Evidence{Text: fmt.Sprintf("flannel.alpha.coreos.com/public-ip: %s (VtepMAC %s)", n.Running.PublicIP, n.Running.VtepMAC), Source: "kubectl get node " + n.Name})
+		ev = append(ev, finding.Evidence{Text: fmt.Sprintf("flannel.alpha.coreos.com/public-ip: %s (VtepMAC %s)", n.Running.PublicIP, n.Running.VtepMAC), Source: "kubectl get node " + n.Name})
 	}
 	for _, name := range dr.peers {
 		p := c.Node(name)
@@ -569,7 +571,7 @@ func flannelEvidence(c *Cluster, dr *drop) []Evidence {
 		}
 		for _, e := range p.Net.FDB {
 			if e.Dst == n.Running.PublicIP.String() || (n.Running.VtepMAC != "" && strings.EqualFold(e.MAC, n.Running.VtepMAC)) {
-				ev = append(ev, Evidence{Text: fmt.Sprintf("%s sends %s's VXLAN traffic to %s (FDB %s dst %s)", name, n.Name, e.Dst, e.MAC, e.Dst), Source: name + ": bridge fdb show dev " + e.Dev})
+				ev = append(ev, finding.Evidence{Text: fmt.Sprintf("%s sends %s's VXLAN traffic to %s (FDB %s dst %s)", name, n.Name, e.Dst, e.MAC, e.Dst), Source: name + ": bridge fdb show dev " + e.Dev})
 			}
 		}
 	}

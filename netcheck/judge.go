@@ -11,6 +11,7 @@ import (
 	"strings"
 
 	"github.com/k3strap/k3strap/facts"
+	"github.com/k3strap/k3strap/finding"
 	"github.com/k3strap/k3strap/firewall"
 	"github.com/k3strap/k3strap/k3s"
 )
@@ -21,11 +22,11 @@ import (
 // per host the check could not run on; NodePaths from the rulesets for the UDP ports a
 // running K3s holds; one PathMTU error per source whose full-size overlay packets were lost,
 // with the largest size that got through and the flannel MTU that fits.
-func Paths(c *Cluster, rep *PathReport) []Result {
+func Paths(c *Cluster, rep *PathReport) []finding.Finding {
 	if rep == nil {
 		return nil
 	}
-	var out []Result
+	var out []finding.Finding
 	hosts := make([]string, 0, len(rep.Hosts))
 	for h := range rep.Hosts {
 		hosts = append(hosts, h)
@@ -33,11 +34,11 @@ func Paths(c *Cluster, rep *PathReport) []Result {
 	sort.Slice(hosts, func(i, j int) bool { return nodeIndex(c, hosts[i]) < nodeIndex(c, hosts[j]) })
 	for _, h := range hosts {
 		why := rep.Hosts[h]
-		out = append(out, Result{ID: NodePaths, Severity: Error, Host: h,
+		out = append(out, finding.Finding{ID: NodePaths, Severity: finding.Error, Host: h,
 			Title:    "the path check cannot run on " + h,
 			Message:  fmt.Sprintf("k3strap could not test the paths to and from %s: %s.", h, why),
-			Evidence: []Evidence{{Text: why, Source: h + ": path probe"}},
-			Fix:      "install perl (perl-base) or python3 on " + h + " so the path check can run there, or accept the risk with --ignore-preflight-errors=" + NodePaths})
+			Evidence: []finding.Evidence{{Text: why, Source: h + ": path probe"}},
+			Fixes:    finding.Fixes("install perl (perl-base) or python3 on " + h + " so the path check can run there, or accept the risk with --ignore-preflight-errors=" + NodePaths)})
 	}
 
 	type key struct {
@@ -65,17 +66,17 @@ func Paths(c *Cluster, rep *PathReport) []Result {
 		rs := groups[k]
 		p := rs[0].Port
 		var srcs []string
-		var ev []Evidence
+		var ev []finding.Evidence
 		for _, r := range rs {
 			srcs = append(srcs, r.From)
-			ev = append(ev, Evidence{Text: fmt.Sprintf("%s → %s (%s) %s %d: %s", r.From, r.To, r.Addr, strings.ToUpper(p.Proto), p.Port, r.Detail), Source: r.From + ": path probe"})
+			ev = append(ev, finding.Evidence{Text: fmt.Sprintf("%s → %s (%s) %s %d: %s", r.From, r.To, r.Addr, strings.ToUpper(p.Proto), p.Port, r.Detail), Source: r.From + ": path probe"})
 		}
-		res := Result{ID: NodePaths, Severity: Error, Host: k.to, Peers: srcs,
+		res := finding.Finding{ID: NodePaths, Severity: finding.Error, Host: k.to, Peers: srcs,
 			Title: fmt.Sprintf("%s %d (%s) on %s is not reachable from %s", strings.ToUpper(p.Proto), p.Port, p.Purpose, k.to, names(srcs)),
 			Message: fmt.Sprintf("%s cannot reach %s on %s %d, which K3s needs for the %s (%s → %s): %s.",
 				names(srcs), k.to, strings.ToUpper(p.Proto), p.Port, p.Purpose, p.From, p.To, consequence([]k3s.NodePort{p}, k.to, srcs)),
 			Evidence: ev,
-			Fix:      fmt.Sprintf("open %s %d on %s for %s, in its own firewall and in anything between them (security groups, network firewalls)", strings.ToUpper(p.Proto), p.Port, k.to, names(srcs))}
+			Fixes:    finding.Fixes(fmt.Sprintf("open %s %d on %s for %s, in its own firewall and in anything between them (security groups, network firewalls)", strings.ToUpper(p.Proto), p.Port, k.to, names(srcs)))}
 		// a ruleset on either end that explains it
 		for _, dr := range drops {
 			if !slices.ContainsFunc(dr.ports, func(q k3s.NodePort) bool { return q.Proto == p.Proto && q.Port == p.Port }) {
@@ -86,7 +87,7 @@ func Paths(c *Cluster, rep *PathReport) []Result {
 				res.Evidence = append(res.Evidence, ruleEvidence(n, dr)...)
 				fix, cmds := fixFor(c, n, dr)
 				res.Message += " " + dr.host + "'s packet filter " + strings.Fields(dropText(dr.d))[0] + " it: " + dr.d.By.String() + "."
-				res.Fix = fix
+				res.Fixes = finding.Fixes(fix)
 				res.Commands = append(res.Commands, cmds...)
 			}
 		}
@@ -118,7 +119,7 @@ func nodeIndex(c *Cluster, name string) int {
 }
 
 // pathMTU reports the sources whose full-size overlay packets did not arrive.
-func pathMTU(c *Cluster, rep *PathReport) []Result {
+func pathMTU(c *Cluster, rep *PathReport) []finding.Finding {
 	_, overhead := c.Overlay()
 	bySrc := map[string][]MTUResult{}
 	var srcs []string
@@ -131,11 +132,11 @@ func pathMTU(c *Cluster, rep *PathReport) []Result {
 		}
 		bySrc[m.From] = append(bySrc[m.From], m)
 	}
-	var out []Result
+	var out []finding.Finding
 	for _, s := range srcs {
 		ms := bySrc[s]
 		var targets []string
-		var ev []Evidence
+		var ev []finding.Evidence
 		best := 0
 		mtu := ms[0].IfaceMTU
 		for _, m := range ms {
@@ -150,7 +151,7 @@ func pathMTU(c *Cluster, rep *PathReport) []Result {
 			if m.LocalPMTU > 0 {
 				txt += fmt.Sprintf("; %s's kernel knows the path MTU as %d", m.From, m.LocalPMTU)
 			}
-			ev = append(ev, Evidence{Text: txt, Source: m.From + ": path probe"})
+			ev = append(ev, finding.Evidence{Text: txt, Source: m.From + ": path probe"})
 			if m.Step > 0 && m.Largest > 0 && (best == 0 || m.Largest < best) {
 				best = m.Largest
 			}
@@ -164,18 +165,18 @@ func pathMTU(c *Cluster, rep *PathReport) []Result {
 		if iface == "" {
 			iface = "the node interface"
 		}
-		r := Result{ID: PathMTU, Severity: Error, Host: s, Peers: targets,
+		r := finding.Finding{ID: PathMTU, Severity: finding.Error, Host: s, Peers: targets,
 			Title:    fmt.Sprintf("the path from %s to %s carries less than %s's MTU %d", s, names(targets), iface, mtu),
 			Evidence: ev}
 		if best > 0 {
 			r.Message = fmt.Sprintf("Packets of %d bytes (the MTU of %s on %s) do not get from %s to %s; at most %d do. Flannel sends pod packets of up to the interface MTU once encapsulated (the overlay adds %d bytes; pods get MTU %d), so large pod packets between these nodes are silently lost: connections open and then hang. The flannel MTU that fits is %d.",
 				mtu, iface, s, s, names(targets), best, overhead, mtu-overhead, best-overhead)
-			r.Fix = fmt.Sprintf("set the MTU of %s to %d on every node (and make it permanent in the host's network configuration), so flannel gives pods %d; or raise the MTU of the link in between to %d", iface, best, best-overhead, mtu)
+			r.Fixes = finding.Fixes(fmt.Sprintf("set the MTU of %s to %d on every node (and make it permanent in the host's network configuration), so flannel gives pods %d; or raise the MTU of the link in between to %d", iface, best, best-overhead, mtu))
 			r.Commands = []string{fmt.Sprintf("ip link set dev %s mtu %d", iface, best)}
 		} else {
 			r.Message = fmt.Sprintf("Packets of %d bytes (the MTU of %s on %s) do not get from %s to %s. Flannel sends encapsulated pod packets of that size (the overlay adds %d bytes), so large pod packets between these nodes are lost.",
 				mtu, iface, s, s, names(targets), overhead)
-			r.Fix = fmt.Sprintf("find the link with the smaller MTU between %s and %s and lower %s's MTU to it on every node, or raise that link's", s, names(targets), iface)
+			r.Fixes = finding.Fixes(fmt.Sprintf("find the link with the smaller MTU between %s and %s and lower %s's MTU to it on every node, or raise that link's", s, names(targets), iface))
 		}
 		out = append(out, r)
 	}
@@ -188,8 +189,8 @@ func pathMTU(c *Cluster, rep *PathReport) []Result {
 // an InternalIP (and flannel announces a public-ip) the other nodes do not use — a warning
 // with the node-ip / flannel-iface keys that fix it. On a running node the InternalIP and
 // public-ip annotation are compared the same way.
-func NodeAddresses(c *Cluster, configPath func(host, key string) string) []Result {
-	var out []Result
+func NodeAddresses(c *Cluster, configPath func(host, key string) string) []finding.Finding {
+	var out []finding.Finding
 	for i := range c.Nodes {
 		n := &c.Nodes[i]
 		if n.Net == nil || len(n.Net.Interfaces) == 0 {
@@ -215,10 +216,10 @@ func NodeAddresses(c *Cluster, configPath func(host, key string) string) []Resul
 			}
 		}
 		if len(errs) > 0 {
-			out = append(out, Result{ID: NodeAddress, Severity: Error, Host: n.Name,
+			out = append(out, finding.Finding{ID: NodeAddress, Severity: finding.Error, Host: n.Name,
 				Title: "K3s's address settings do not match " + n.Name + "'s interfaces", Message: strings.Join(errs, "; ") + ".",
-				Evidence: []Evidence{{Text: "addresses: " + addrList(n.Net), Source: src}},
-				Fix:      "set node-ip to an address of the host and flannel-iface to the interface that holds it (" + configPath(n.Name, "node-ip") + ")"})
+				Evidence: []finding.Evidence{{Text: "addresses: " + addrList(n.Net), Source: src}},
+				Fixes:    finding.Fixes("set node-ip to an address of the host and flannel-iface to the interface that holds it (" + configPath(n.Name, "node-ip") + ")")})
 			continue
 		}
 		want := n.Address
@@ -263,20 +264,20 @@ func NodeAddresses(c *Cluster, configPath func(host, key string) string) []Resul
 		if n.Running != nil && n.Address != want {
 			what = "its InternalIP"
 		}
-		ev := []Evidence{{Text: "interfaces: " + addrList(n.Net), Source: src}}
+		ev := []finding.Evidence{{Text: "interfaces: " + addrList(n.Net), Source: src}}
 		if r := n.Net.DefaultRoute(family(want)); r != nil {
-			ev = append(ev, Evidence{Text: fmt.Sprintf("default route via %s dev %s", r.Gateway, r.Dev), Source: src})
+			ev = append(ev, finding.Evidence{Text: fmt.Sprintf("default route via %s dev %s", r.Gateway, r.Dev), Source: src})
 		}
 		if n.Running != nil {
-			ev = append(ev, Evidence{Text: fmt.Sprintf("InternalIP %s, flannel public-ip %s", n.Running.InternalIP, n.Running.PublicIP), Source: "kubectl get node " + n.Name})
+			ev = append(ev, finding.Evidence{Text: fmt.Sprintf("InternalIP %s, flannel public-ip %s", n.Running.InternalIP, n.Running.PublicIP), Source: "kubectl get node " + n.Name})
 			cmds = append(cmds, "k3s kubectl get node "+n.Name+" -o wide   # after the change and a restart of K3s")
 		}
-		out = append(out, Result{ID: NodeAddress, Severity: Warning, Host: n.Name,
+		out = append(out, finding.Finding{ID: NodeAddress, Severity: finding.Warning, Host: n.Name,
 			Title: fmt.Sprintf("%s has more than one interface and K3s would not use %s (%s)", n.Name, want, wantIf.Name),
 			Message: fmt.Sprintf("%s is %s, but %s. Nodes that cannot reach the other address lose cross-node pod traffic without any error.",
 				want, what, strings.Join(msgs, "; ")),
 			Evidence: ev,
-			Fix:      fmt.Sprintf("set %s for %s (%s)", strings.Join(keys, " and "), n.Name, configPath(n.Name, strings.SplitN(keys[0], ":", 2)[0])),
+			Fixes:    finding.Fixes(fmt.Sprintf("set %s for %s (%s)", strings.Join(keys, " and "), n.Name, configPath(n.Name, strings.SplitN(keys[0], ":", 2)[0]))),
 			Commands: cmds})
 	}
 	return out
@@ -310,8 +311,8 @@ func ifaceList(n *facts.Network) string {
 // otherwise comes up without a working pod network); NetworkManager running without an
 // unmanaged-devices rule for the CNI's interfaces (ifaces, e.g. cni0, flannel*) is a
 // warning (it may take those interfaces over and change their routes).
-func NetworkManagers(c *Cluster, ifaces []string) []Result {
-	var out []Result
+func NetworkManagers(c *Cluster, ifaces []string) []finding.Finding {
+	var out []finding.Finding
 	for i := range c.Nodes {
 		n := &c.Nodes[i]
 		if n.Net == nil {
@@ -320,16 +321,16 @@ func NetworkManagers(c *Cluster, ifaces []string) []Result {
 		nm := n.Net.NetworkManager
 		src := n.Name + ": systemctl is-enabled"
 		if units := nm.CloudSetupEnabled(); len(units) > 0 {
-			var ev []Evidence
+			var ev []finding.Evidence
 			for _, u := range units {
-				ev = append(ev, Evidence{Text: fmt.Sprintf("%s is %s (%s)", u, nm.Enabled[u], nm.Active[u]), Source: src})
+				ev = append(ev, finding.Evidence{Text: fmt.Sprintf("%s is %s (%s)", u, nm.Enabled[u], nm.Active[u]), Source: src})
 			}
-			out = append(out, Result{ID: NMCloudSetup, Severity: Error, Host: n.Name,
+			out = append(out, finding.Finding{ID: NMCloudSetup, Severity: finding.Error, Host: n.Name,
 				Title: "nm-cloud-setup is enabled on " + n.Name,
 				Message: fmt.Sprintf("nm-cloud-setup (%s) is enabled on %s. It rewrites the host's routing rules and tables from the cloud's metadata and breaks the routes K3s's pod network needs; K3s requires it disabled (docs.k3s.io Requirements, RHEL).",
 					strings.Join(units, ", "), n.Name),
 				Evidence: ev,
-				Fix:      "disable nm-cloud-setup and reboot the node (the reboot clears the rules it made)",
+				Fixes:    finding.Fixes("disable nm-cloud-setup and reboot the node (the reboot clears the rules it made)"),
 				Commands: []string{"systemctl disable nm-cloud-setup.service nm-cloud-setup.timer", "reboot"}})
 		}
 		if !nm.Running() || len(ifaces) == 0 {
@@ -346,16 +347,16 @@ func NetworkManagers(c *Cluster, ifaces []string) []Result {
 		if len(managed) == 0 {
 			continue
 		}
-		ev := []Evidence{{Text: "NetworkManager.service is active", Source: n.Name + ": systemctl is-active"}}
+		ev := []finding.Evidence{{Text: "NetworkManager.service is active", Source: n.Name + ": systemctl is-active"}}
 		if len(specs) > 0 {
-			ev = append(ev, Evidence{Text: "[keyfile] unmanaged-devices=" + strings.Join(specs, ";"), Source: n.Name + ": " + strings.Join(from, ", ")})
+			ev = append(ev, finding.Evidence{Text: "[keyfile] unmanaged-devices=" + strings.Join(specs, ";"), Source: n.Name + ": " + strings.Join(from, ", ")})
 		} else {
-			ev = append(ev, Evidence{Text: "no [keyfile] unmanaged-devices in NetworkManager.conf or conf.d", Source: n.Name + ": /etc/NetworkManager"})
+			ev = append(ev, finding.Evidence{Text: "no [keyfile] unmanaged-devices in NetworkManager.conf or conf.d", Source: n.Name + ": /etc/NetworkManager"})
 		}
 		for _, d := range nm.Devices {
 			for _, m := range managed {
 				if globName(m, d.Device) && d.State != "unmanaged" {
-					ev = append(ev, Evidence{Text: fmt.Sprintf("%s (%s) is %s", d.Device, d.Type, d.State), Source: n.Name + ": nmcli device status"})
+					ev = append(ev, finding.Evidence{Text: fmt.Sprintf("%s (%s) is %s", d.Device, d.Type, d.State), Source: n.Name + ": nmcli device status"})
 				}
 			}
 		}
@@ -364,12 +365,12 @@ func NetworkManagers(c *Cluster, ifaces []string) []Result {
 			specList = append(specList, "interface-name:"+m)
 		}
 		conf := "[keyfile]\nunmanaged-devices=" + strings.Join(specList, ";")
-		out = append(out, Result{ID: NetworkManager, Severity: Warning, Host: n.Name,
+		out = append(out, finding.Finding{ID: NetworkManager, Severity: finding.Warning, Host: n.Name,
 			Title: "NetworkManager may manage " + strings.Join(managed, ", ") + " on " + n.Name,
 			Message: fmt.Sprintf("NetworkManager runs on %s and no unmanaged-devices rule covers %s. It then treats the interfaces K3s's pod network creates as its own and may change their addresses and routes, which breaks pod networking (docs.k3s.io and docs.rke2.io Known Issues → NetworkManager).",
 				n.Name, strings.Join(managed, ", ")),
 			Evidence: ev,
-			Fix:      "tell NetworkManager to leave them alone: write /etc/NetworkManager/conf.d/k3s.conf and reload NetworkManager",
+			Fixes:    finding.Fixes("tell NetworkManager to leave them alone: write /etc/NetworkManager/conf.d/k3s.conf and reload NetworkManager"),
 			Commands: []string{fmt.Sprintf("printf '%s\\n' > /etc/NetworkManager/conf.d/k3s.conf", strings.ReplaceAll(conf, "\n", "\\n")), "systemctl reload NetworkManager"}})
 	}
 	return out
@@ -388,8 +389,8 @@ func globName(pat, name string) bool {
 // each pod's node — to itself — and loops); without one, when no candidate is usable K3s
 // writes its own file with 8.8.8.8 — an error when the cluster is airgapped (no way to
 // 8.8.8.8), a warning otherwise.
-func ResolvConfs(c *Cluster, airgap bool, configPath func(host, key string) string) []Result {
-	var out []Result
+func ResolvConfs(c *Cluster, airgap bool, configPath func(host, key string) string) []finding.Finding {
+	var out []finding.Finding
 	for i := range c.Nodes {
 		n := &c.Nodes[i]
 		if n.Net == nil || len(n.Net.Resolv) == 0 {
@@ -405,21 +406,21 @@ func ResolvConfs(c *Cluster, airgap bool, configPath func(host, key string) stri
 			}
 			src := n.Name + ": " + f.Path
 			if !f.Present {
-				out = append(out, Result{ID: ResolvConf, Severity: Error, Host: n.Name,
+				out = append(out, finding.Finding{ID: ResolvConf, Severity: finding.Error, Host: n.Name,
 					Title:    "resolv-conf names a file " + n.Name + " does not have",
 					Message:  fmt.Sprintf("resolv-conf is %s, which does not exist on %s: the kubelet cannot start pods.", f.Path, n.Name),
-					Evidence: []Evidence{{Text: f.Path + " does not exist", Source: src}}, Fix: fix("")})
+					Evidence: []finding.Evidence{{Text: f.Path + " does not exist", Source: src}}, Fixes: finding.Fixes(fix(""))})
 				continue
 			}
 			if ns, why, ok := k3s.UsableResolvConf(f.Text); !ok {
-				out = append(out, Result{ID: ResolvConf, Severity: Error, Host: n.Name,
+				out = append(out, finding.Finding{ID: ResolvConf, Severity: finding.Error, Host: n.Name,
 					Title:    "resolv-conf on " + n.Name + " names no usable nameserver",
 					Message:  fmt.Sprintf("resolv-conf is %s on %s, and it has %s. K3s takes it as it is; CoreDNS then forwards to a loopback resolver inside its own pod (itself) and every lookup outside the cluster fails.", f.Path, n.Name, why),
-					Evidence: []Evidence{{Text: "nameservers: " + strings.Join(ns, " "), Source: src}}, Fix: fix("")})
+					Evidence: []finding.Evidence{{Text: "nameservers: " + strings.Join(ns, " "), Source: src}}, Fixes: finding.Fixes(fix(""))})
 			}
 			continue
 		}
-		var ev []Evidence
+		var ev []finding.Evidence
 		usable := ""
 		for _, p := range k3s.ResolvConfCandidates {
 			f := n.Net.ResolvFile(p)
@@ -428,7 +429,7 @@ func ResolvConfs(c *Cluster, airgap bool, configPath func(host, key string) stri
 			}
 			src := n.Name + ": " + p
 			if !f.Present {
-				ev = append(ev, Evidence{Text: p + " does not exist", Source: src})
+				ev = append(ev, finding.Evidence{Text: p + " does not exist", Source: src})
 				continue
 			}
 			ns, why, ok := k3s.UsableResolvConf(f.Text)
@@ -440,33 +441,33 @@ func ResolvConfs(c *Cluster, airgap bool, configPath func(host, key string) stri
 			if f.Link != "" {
 				t += "; it is a link " + f.Link
 			}
-			ev = append(ev, Evidence{Text: t, Source: src})
+			ev = append(ev, finding.Evidence{Text: t, Source: src})
 		}
 		if usable != "" || len(ev) == 0 {
 			continue
 		}
 		if f := n.Net.ResolvFile(k3s.ResolvConfFallbackFile); f != nil && f.Present {
-			ev = append(ev, Evidence{Text: "K3s already wrote " + f.Path + ": " + strings.TrimSpace(f.Text), Source: n.Name + ": " + f.Path})
+			ev = append(ev, finding.Evidence{Text: "K3s already wrote " + f.Path + ": " + strings.TrimSpace(f.Text), Source: n.Name + ": " + f.Path})
 		}
 		if n.Running != nil {
 			for _, l := range n.Running.Journal {
 				if strings.Contains(l, "autogenerated resolv.conf") {
-					ev = append(ev, Evidence{Text: strings.TrimSpace(l), Source: n.Name + ": journal"})
+					ev = append(ev, finding.Evidence{Text: strings.TrimSpace(l), Source: n.Name + ": journal"})
 					break
 				}
 			}
 		}
-		sev := Warning
+		sev := finding.Warning
 		reach := "Lookups outside the cluster work only if every node can reach 8.8.8.8."
 		if airgap {
-			sev = Error
+			sev = finding.Error
 			reach = "The cluster is airgapped, so 8.8.8.8 is out of reach: every lookup outside the cluster fails."
 		}
-		out = append(out, Result{ID: ResolvConf, Severity: sev, Host: n.Name,
+		out = append(out, finding.Finding{ID: ResolvConf, Severity: sev, Host: n.Name,
 			Title: "no resolver file on " + n.Name + " that K3s can use",
 			Message: fmt.Sprintf("Neither %s has a nameserver K3s accepts (every nameserver must be a global unicast address; loopback resolvers such as systemd-resolved's 127.0.0.53 are not). K3s then writes its own resolv.conf with nameserver %s for the kubelet, and CoreDNS forwards everything there. %s",
 				strings.Join(k3s.ResolvConfCandidates, " nor "), k3s.ResolvConfFallback, reach),
-			Evidence: ev, Fix: fix(", or make one of the files K3s reads name your upstream resolvers")})
+			Evidence: ev, Fixes: finding.Fixes(fix(", or make one of the files K3s reads name your upstream resolvers"))})
 	}
 	return out
 }
@@ -476,8 +477,8 @@ func ResolvConfs(c *Cluster, airgap bool, configPath func(host, key string) stri
 // iptables detection picks the one with more rules, as kubernetes-sigs/iptables-wrappers
 // does), while the kernel applies both: a DROP in the other backend still drops, and the
 // counts can flip the choice between reboots.
-func IptablesBackendsUsed(c *Cluster) []Result {
-	var out []Result
+func IptablesBackendsUsed(c *Cluster) []finding.Finding {
+	var out []finding.Finding
 	for i := range c.Nodes {
 		n := &c.Nodes[i]
 		if n.Net == nil || n.Net.Ruleset == nil {
@@ -496,9 +497,9 @@ func IptablesBackendsUsed(c *Cluster) []Result {
 			continue
 		}
 		src := n.Name + ": iptables-legacy-save, iptables-nft-save"
-		ev := []Evidence{{Text: fmt.Sprintf("%d iptables-legacy rules, %d iptables-nft rules", legacy, nft), Source: src}}
+		ev := []finding.Evidence{{Text: fmt.Sprintf("%d iptables-legacy rules, %d iptables-nft rules", legacy, nft), Source: src}}
 		if n.Net.IptablesVersion != "" {
-			ev = append(ev, Evidence{Text: "iptables --version: " + n.Net.IptablesVersion, Source: n.Name + ": iptables --version"})
+			ev = append(ev, finding.Evidence{Text: "iptables --version: " + n.Net.IptablesVersion, Source: n.Name + ": iptables --version"})
 		}
 		shown := 0
 		for _, ch := range rs.Chains {
@@ -506,21 +507,21 @@ func IptablesBackendsUsed(c *Cluster) []Result {
 				continue
 			}
 			if ch.Policy == "drop" {
-				ev = append(ev, Evidence{Text: fmt.Sprintf("legacy %s %s policy DROP", ch.Table, ch.Name), Source: n.Name + ": iptables-legacy-save"})
+				ev = append(ev, finding.Evidence{Text: fmt.Sprintf("legacy %s %s policy DROP", ch.Table, ch.Name), Source: n.Name + ": iptables-legacy-save"})
 			}
 			for _, r := range ch.Rules {
 				if shown < 3 {
-					ev = append(ev, Evidence{Text: fmt.Sprintf("legacy -A %s %s", ch.Name, r.Text), Source: n.Name + ": iptables-legacy-save"})
+					ev = append(ev, finding.Evidence{Text: fmt.Sprintf("legacy -A %s %s", ch.Name, r.Text), Source: n.Name + ": iptables-legacy-save"})
 					shown++
 				}
 			}
 		}
-		out = append(out, Result{ID: IptablesBackends, Severity: Warning, Host: n.Name,
+		out = append(out, finding.Finding{ID: IptablesBackends, Severity: finding.Warning, Host: n.Name,
 			Title: n.Name + " has iptables rules in both backends (legacy and nf_tables)",
 			Message: fmt.Sprintf("%s has %d rules in iptables-legacy and %d in iptables-nft. K3s's kube-proxy and flannel write their rules into one backend only, while the kernel applies both: the other backend's rules still drop what K3s accepts, and K3s's choice of backend can flip when the counts change (docs.k3s.io Known Issues → iptables).",
 				n.Name, legacy, nft),
 			Evidence: ev,
-			Fix:      "keep one backend: move the legacy rules into nf_tables (iptables-nft) and flush the legacy tables, then make the host's firewall tools use iptables-nft (update-alternatives --set iptables /usr/sbin/iptables-nft on Debian/Ubuntu)",
+			Fixes:    finding.Fixes("keep one backend: move the legacy rules into nf_tables (iptables-nft) and flush the legacy tables, then make the host's firewall tools use iptables-nft (update-alternatives --set iptables /usr/sbin/iptables-nft on Debian/Ubuntu)"),
 			Commands: []string{
 				"iptables-legacy-save | iptables-nft-restore --noflush",
 				"for t in filter nat mangle raw; do iptables-legacy -t $t -F; iptables-legacy -t $t -X; done",

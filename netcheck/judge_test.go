@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/k3strap/k3strap/facts"
+	"github.com/k3strap/k3strap/finding"
 	"github.com/k3strap/k3strap/firewall"
 	"github.com/k3strap/k3strap/k3s"
 )
@@ -80,7 +81,7 @@ func TestNodeAddressMultiHomed(t *testing.T) {
 	// a1: the inventory address is on eth0, the default route on wan0
 	c.Nodes[1].Net = hostNet("wan0", "eth0=10.129.0.12/24", "wan0=10.143.0.12/24")
 	rs := NodeAddresses(c, configKey)
-	if len(rs) != 1 || rs[0].ID != NodeAddress || rs[0].Severity != Warning || rs[0].Host != "a1" {
+	if len(rs) != 1 || rs[0].ID != NodeAddress || rs[0].Severity != finding.Warning || rs[0].Host != "a1" {
 		t.Fatalf("%+v", rs)
 	}
 	r := rs[0]
@@ -89,13 +90,13 @@ func TestNodeAddressMultiHomed(t *testing.T) {
 			t.Errorf("message lacks %q: %s", want, r.Message)
 		}
 	}
-	if r.Fix != "set node-ip: 10.129.0.12 and flannel-iface: eth0 for a1 (spec.hosts[a1].k3s.config.node-ip)" {
-		t.Errorf("fix %q", r.Fix)
+	if r.Fix() != "set node-ip: 10.129.0.12 and flannel-iface: eth0 for a1 (spec.hosts[a1].k3s.config.node-ip)" {
+		t.Errorf("fix %q", r.Fix())
 	}
 	// node-ip alone leaves flannel on wan0
 	c.Nodes[1].NodeIP = []string{"10.129.0.12"}
 	rs = NodeAddresses(c, configKey)
-	if len(rs) != 1 || !strings.Contains(rs[0].Fix, "flannel-iface: eth0") || strings.Contains(rs[0].Fix, "node-ip") {
+	if len(rs) != 1 || !strings.Contains(rs[0].Fix(), "flannel-iface: eth0") || strings.Contains(rs[0].Fix(), "node-ip") {
 		t.Fatalf("node-ip only: %+v", rs)
 	}
 	// both keys: nothing to say
@@ -110,7 +111,7 @@ func TestNodeAddressMultiHomed(t *testing.T) {
 	// keys that name nothing on the host are errors
 	c.Nodes[1].NodeIP, c.Nodes[1].FlannelIface = []string{"10.9.9.9"}, "eth9"
 	rs = NodeAddresses(c, configKey)
-	if len(rs) != 1 || rs[0].Severity != Error || !strings.Contains(rs[0].Message, "node-ip 10.9.9.9 is not an address of a1") || !strings.Contains(rs[0].Message, "flannel-iface eth9 does not exist") {
+	if len(rs) != 1 || rs[0].Severity != finding.Error || !strings.Contains(rs[0].Message, "node-ip 10.9.9.9 is not an address of a1") || !strings.Contains(rs[0].Message, "flannel-iface eth9 does not exist") {
 		t.Fatalf("%+v", rs)
 	}
 }
@@ -144,7 +145,7 @@ func TestFirewallPathsVXLANBlocked(t *testing.T) {
 		t.Fatalf("%d results: %+v", len(rs), rs)
 	}
 	r := rs[0]
-	if r.ID != NodePaths || r.Severity != Error || r.Host != "a1" || !slices.Equal(r.Peers, []string{"cp1", "a2"}) {
+	if r.ID != NodePaths || r.Severity != finding.Error || r.Host != "a1" || !slices.Equal(r.Peers, []string{"cp1", "a2"}) {
 		t.Errorf("%+v", r)
 	}
 	for _, want := range []string{"UDP 8472 (flannel VXLAN)", "from cp1 and a2 to a1", "`udp dport 8472 counter packets 17 bytes 2210 drop` (nftables table inet k3i3block chain input, handle 2)", "pods on a1 cannot talk to pods on cp1 and a2"} {
@@ -194,7 +195,7 @@ func TestNetworkManagerFindings(t *testing.T) {
 	c := threeNodes()
 	c.Nodes[0].Net = facts.ParseNetwork(string(b))
 	rs := NetworkManagers(c, []string{"cni0", "flannel*"})
-	if len(rs) != 2 || rs[0].ID != NMCloudSetup || rs[0].Severity != Error || rs[1].ID != NetworkManager || rs[1].Severity != Warning {
+	if len(rs) != 2 || rs[0].ID != NMCloudSetup || rs[0].Severity != finding.Error || rs[1].ID != NetworkManager || rs[1].Severity != finding.Warning {
 		t.Fatalf("%+v", rs)
 	}
 	if !slices.Equal(rs[0].Commands, []string{"systemctl disable nm-cloud-setup.service nm-cloud-setup.timer", "reboot"}) {
@@ -233,13 +234,13 @@ func TestResolvConf(t *testing.T) {
 	if len(rs) != 2 {
 		t.Fatalf("%+v", rs)
 	}
-	if rs[0].Host != "cp1" || rs[0].Severity != Warning || !strings.Contains(rs[0].Message, "nameserver 8.8.8.8") || !strings.Contains(rs[0].Evidence[0].Text, "nameserver 127.0.0.53 is not a global unicast address") {
+	if rs[0].Host != "cp1" || rs[0].Severity != finding.Warning || !strings.Contains(rs[0].Message, "nameserver 8.8.8.8") || !strings.Contains(rs[0].Evidence[0].Text, "nameserver 127.0.0.53 is not a global unicast address") {
 		t.Errorf("cp1: %+v", rs[0])
 	}
-	if rs[1].Host != "a2" || rs[1].Severity != Error || !strings.Contains(rs[1].Message, "(itself)") {
+	if rs[1].Host != "a2" || rs[1].Severity != finding.Error || !strings.Contains(rs[1].Message, "(itself)") {
 		t.Errorf("a2: %+v", rs[1])
 	}
-	if rs := ResolvConfs(c, true, configKey); rs[0].Severity != Error || !strings.Contains(rs[0].Message, "airgapped") {
+	if rs := ResolvConfs(c, true, configKey); rs[0].Severity != finding.Error || !strings.Contains(rs[0].Message, "airgapped") {
 		t.Errorf("airgap: %+v", rs[0])
 	}
 }
@@ -296,7 +297,7 @@ func TestPathsJudgement(t *testing.T) {
 	// a host without an interpreter
 	rep.Hosts["a2"] = "neither perl nor python3 is installed"
 	rs = Paths(c, rep)
-	if rs[0].Host != "a2" || !strings.Contains(rs[0].Fix, "--ignore-preflight-errors=NodePaths") {
+	if rs[0].Host != "a2" || !strings.Contains(rs[0].Fix(), "--ignore-preflight-errors=NodePaths") {
 		t.Errorf("%+v", rs[0])
 	}
 }

@@ -8,9 +8,10 @@
 //
 // Preflight (before anything is installed, from facts and the path probes) and doctor (on a
 // running cluster, from its evidence) call the same functions and so speak one vocabulary:
-// every Result carries one of the check IDs below, the evidence it rests on with its source,
-// and a fix that names the exact command or config key. The package does no I/O of its own;
-// RunPaths drives the path probes through the runners its caller gives it.
+// every finding (finding.Finding, the one model of both) carries one of the check IDs below,
+// the evidence it rests on with its source, and a fix that names the exact command or config
+// key. The package does no I/O of its own; RunPaths drives the path probes through the
+// runners its caller gives it.
 package netcheck
 
 import (
@@ -40,42 +41,6 @@ const (
 // IDs lists the check IDs in the order preflight runs them.
 func IDs() []string {
 	return []string{NodePaths, PathMTU, NodeAddress, HostFirewall, IptablesBackends, NMCloudSetup, NetworkManager, ResolvConf}
-}
-
-// Severity of a result.
-type Severity string
-
-// Severities.
-const (
-	Error   Severity = "error"
-	Warning Severity = "warning"
-	Info    Severity = "info"
-)
-
-// Evidence is one fact a result rests on and where it was read ("cp1: nft -j list ruleset").
-type Evidence struct {
-	Text   string
-	Source string
-}
-
-// Result is one thing a check found.
-type Result struct {
-	ID       string
-	Severity Severity
-	// Host is the host (node) it is about; Peers the other hosts involved (the sources of a
-	// path, the nodes a blocked port cuts off).
-	Host  string
-	Peers []string
-	// Title is one line; Message says what is wrong with the host's actual values and what
-	// it does to K3s.
-	Title   string
-	Message string
-	// Evidence are the facts it rests on.
-	Evidence []Evidence
-	// Fix says what to change; Commands are the exact commands that change it (never run by
-	// k3strap).
-	Fix      string
-	Commands []string
 }
 
 // Node is one host as the checks see it.
@@ -253,6 +218,35 @@ func (n *Node) ProbeAddr(p k3s.NodePort) netip.Addr {
 		return a
 	}
 	a, _ := n.NodeAddr()
+	return a
+}
+
+// pathAddrs remembers, per node index and kind of port, the address a node's traffic on a
+// port leaves with and other nodes reach it at (ProbeAddr; srcAddr is the same rule): working
+// one out walks the host's interfaces and their addresses, and the loops over every path ask
+// for each node once per peer and port. Not safe for concurrent use; one per loop.
+type pathAddrs struct {
+	c *Cluster
+	m map[pathAddrKey]netip.Addr
+}
+
+type pathAddrKey struct {
+	node    int
+	overlay bool
+}
+
+func newPathAddrs(c *Cluster) *pathAddrs {
+	return &pathAddrs{c: c, m: map[pathAddrKey]netip.Addr{}}
+}
+
+// of returns c.Nodes[i].ProbeAddr(p), worked out once per node and kind of port.
+func (pa *pathAddrs) of(i int, p k3s.NodePort) netip.Addr {
+	k := pathAddrKey{i, p.Overlay}
+	a, ok := pa.m[k]
+	if !ok {
+		a = pa.c.Nodes[i].ProbeAddr(p)
+		pa.m[k] = a
+	}
 	return a
 }
 

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"sort"
 
+	"github.com/k3strap/k3strap/finding"
 	"github.com/k3strap/k3strap/inventory"
 	"github.com/k3strap/k3strap/k3s"
 )
@@ -36,7 +37,7 @@ func ReadBinaryReleases(c *inventory.Cluster) map[string]BinaryRelease {
 // then find a different release installed (docs/k3s.md, Airgap). An error for each
 // architecture whose binary is another release than spec.k3s.version, naming both versions
 // and the file; a warning when a binary's release cannot be read.
-func checkAirgapRelease(in *Input) []Finding {
+func checkAirgapRelease(in *Input) []finding.Finding {
 	c := in.Cluster
 	want := c.Spec.K3s.Version
 	if c.Spec.K3s.Install != inventory.Airgap || want == "" || len(in.BinaryReleases) == 0 {
@@ -52,7 +53,7 @@ func checkAirgapRelease(in *Input) []Finding {
 		archs = append(archs, a)
 	}
 	sort.Strings(archs)
-	var out []Finding
+	var out []finding.Finding
 	for _, arch := range archs {
 		b := in.BinaryReleases[arch]
 		path := fmt.Sprintf("spec.k3s.airgap.%s.binary", arch)

@@ -12,6 +12,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/k3strap/k3strap/facts"
+	"github.com/k3strap/k3strap/finding"
 	"github.com/k3strap/k3strap/installer/remote"
 	"github.com/k3strap/k3strap/inventory"
 )
@@ -32,7 +33,7 @@ func TestHealthyClusterHasNoFindings(t *testing.T) {
 	c := newCluster(host("cp1", inventory.RoleServer), host("cp2", inventory.RoleServer), host("cp3", inventory.RoleServer), host("w1", inventory.RoleAgent))
 	r := Run(input(c, nil), Ignore{})
 	for _, f := range r.Findings {
-		t.Errorf("unexpected finding: %s (fix: %s)", f, f.Fix)
+		t.Errorf("unexpected finding: %s (fix: %s)", f, f.Fix())
 	}
 }
 
@@ -51,8 +52,12 @@ func TestSSH(t *testing.T) {
 	agent := input(c, nil)
 	delete(agent.Facts, "w1")
 	agent.Unreachable = map[string]error{"w1": &remote.ConnectError{Host: "w1", Step: remote.StepAgent, Err: errors.New("ssh-agent did not answer within 10s")}}
+	notInRun := input(c, nil)
+	delete(notInRun.Facts, "w1")
+	notInRun.NotInRun = map[string]bool{"w1": true}
 	runCases(t, "SSH", []checkCase{
 		{"all reachable", input(c, nil), nil},
+		{"a host the run does not work on", notInRun, nil},
 		{"command hung", hung, []want{errW("w1", "SSH to ops@w1.example.net:22 works, but gather facts on w1 did not finish within 2m0s").withFix("look for what hangs")}},
 		{"agent silent", agent, []want{errW("w1", "ssh-agent did not answer within 10s").withFix("ssh-add -l", "ssh.keyPath")}},
 		{"unreachable", unreachable, []want{
@@ -646,7 +651,7 @@ func TestFirstNodeTaintsCNI(t *testing.T) {
 		t.Fatalf("findings %v, want one for cp1 and one for w1", got)
 	}
 	for _, f := range got {
-		if f.Severity != SeverityError || !strings.Contains(f.Message, "not dedicated=edge:NoExecute") ||
+		if f.Severity != finding.Error || !strings.Contains(f.Message, "not dedicated=edge:NoExecute") ||
 			strings.Contains(f.Message, "master") || !strings.Contains(f.Message, "gets no pod network") {
 			t.Errorf("finding %s", f)
 		}

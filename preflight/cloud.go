@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/k3strap/k3strap/finding"
 	"github.com/k3strap/k3strap/inventory"
 	"github.com/k3strap/k3strap/k3s"
 )
@@ -64,9 +65,9 @@ func kubeletArgSource(c *inventory.Cluster, h *inventory.Host) string {
 //   - warning when the embedded controller is disabled and nothing replaces it, without the
 //     F1 combination: no uninitialized taint then, but no node addresses from a cloud controller
 //     and no ServiceLB (which runs inside K3s's cloud controller).
-func checkCloudController(in *Input) []Finding {
+func checkCloudController(in *Input) []finding.Finding {
 	c := in.Cluster
-	var out []Finding
+	var out []finding.Finding
 	var on, off, offSrc []string
 	for _, s := range c.Servers() {
 		if c.EmbeddedCloudController(s) {

@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/k3strap/k3strap/facts"
+	"github.com/k3strap/k3strap/finding"
 	"github.com/k3strap/k3strap/inventory"
 	"github.com/k3strap/k3strap/k3s"
 )
@@ -16,9 +17,9 @@ import (
 // checkExistingInstall: a K3s already on the host. Re-running apply reconciles it (warning);
 // the wrong unit for the host's role, or a binary newer than spec.k3s.version (a downgrade,
 // which K3s does not support), is an error.
-func checkExistingInstall(in *Input) []Finding {
+func checkExistingInstall(in *Input) []finding.Finding {
 	c := in.Cluster
-	return eachHost(in, func(_ int, h *inventory.Host, f *facts.Host) []Finding {
+	return eachHost(in, func(_ int, h *inventory.Host, f *facts.Host) []finding.Finding {
 		k := f.K3s
 		if !k.Installed() {
 			return nil
@@ -29,7 +30,7 @@ func checkExistingInstall(in *Input) []Finding {
 			wantUnit, wrongUnit = k3s.UnitAgent, k3s.UnitServer
 		}
 		uninstall := uninstallScript(k.Service)
-		var out []Finding
+		var out []finding.Finding
 		if slices.Contains(k.Services, wrongUnit) || k.Service == wrongUnit {
 			out = append(out, errorf(h.Name,
 				fmt.Sprintf("uninstall the existing K3s first (%s removes its data too), or change spec.hosts[].role of %s to match", uninstallScript(wrongUnit), h.Name),
@@ -60,7 +61,7 @@ func checkExistingInstall(in *Input) []Finding {
 			// A re-run of k3strap on a host it installed: nothing to warn about.
 			return nil
 		}
-		return []Finding{warnf(h.Name,
+		return []finding.Finding{warnf(h.Name,
 			"nothing to do if this is a re-run; to start from scratch, uninstall K3s first ("+uninstall+")",
 			"K3s is already installed (%s); apply will %s", state, action)}
 	})

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/k3strap/k3strap/facts"
+	"github.com/k3strap/k3strap/finding"
 	"github.com/k3strap/k3strap/inventory"
 )
 
@@ -97,13 +98,13 @@ func input(c *inventory.Cluster, mutate func(name string, f *facts.Host)) *Input
 // want is one expected finding: host, severity and substrings of message and fix.
 type want struct {
 	host string
-	sev  Severity
+	sev  finding.Severity
 	msg  []string
 	fix  []string
 }
 
-func errW(host string, msg ...string) want  { return want{host: host, sev: SeverityError, msg: msg} }
-func warnW(host string, msg ...string) want { return want{host: host, sev: SeverityWarning, msg: msg} }
+func errW(host string, msg ...string) want  { return want{host: host, sev: finding.Error, msg: msg} }
+func warnW(host string, msg ...string) want { return want{host: host, sev: finding.Warning, msg: msg} }
 
 func (w want) withFix(fix ...string) want { w.fix = fix; return w }
 
@@ -141,10 +142,10 @@ func runCases(t *testing.T, id string, cases []checkCase) {
 			}
 			for i, w := range tc.want {
 				f := got[i]
-				if f.Check != id || f.Host != w.host || f.Severity != w.sev {
+				if f.ID != id || f.Host != w.host || f.Severity != w.sev {
 					t.Errorf("finding %d = %s (host %q), want [%s %s] %s", i, f, f.Host, w.sev, id, w.host)
 				}
-				if f.Fix == "" || f.Message == "" {
+				if f.Fix() == "" || f.Message == "" {
 					t.Errorf("finding %d has no message or fix: %+v", i, f)
 				}
 				for _, s := range w.msg {
@@ -153,8 +154,8 @@ func runCases(t *testing.T, id string, cases []checkCase) {
 					}
 				}
 				for _, s := range w.fix {
-					if !strings.Contains(f.Fix, s) {
-						t.Errorf("finding %d fix %q lacks %q", i, f.Fix, s)
+					if !strings.Contains(f.Fix(), s) {
+						t.Errorf("finding %d fix %q lacks %q", i, f.Fix(), s)
 					}
 				}
 			}

@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/k3strap/k3strap/facts"
+	"github.com/k3strap/k3strap/finding"
 	"github.com/k3strap/k3strap/inventory"
 )
 
@@ -79,7 +80,7 @@ func familiesOf(l inventory.StringList, prefix bool) ipFamilies {
 // checkIPFamilies: the pod and service ranges use the same families; every host's node-ip
 // (when set) lists one address of each family the cluster uses and no other; a host without
 // node-ip has a global address of each family (K3s then picks one per family itself).
-func checkIPFamilies(in *Input) []Finding {
+func checkIPFamilies(in *Input) []finding.Finding {
 	c := in.Cluster
 	fs := c.FirstServer()
 	if fs == nil {
@@ -95,7 +96,7 @@ func checkIPFamilies(in *Input) []Finding {
 		svcs = ipFamilies{"IPv4"}
 	}
 	where := configPath(c)
-	var out []Finding
+	var out []finding.Finding
 	fix := fmt.Sprintf("give %s and %s the same families in the same order, e.g. cluster-cidr: 10.42.0.0/16,fd00:42::/56 and service-cidr: 10.43.0.0/16,fd00:43::/112 (dual-stack) — decide before the first start: K3s cannot turn an IPv4-only cluster into a dual-stack one", where(fs.Name, "cluster-cidr"), where(fs.Name, "service-cidr"))
 	switch {
 	case !pods.sameSet(svcs):

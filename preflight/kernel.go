@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/k3strap/k3strap/facts"
+	"github.com/k3strap/k3strap/finding"
 	"github.com/k3strap/k3strap/inventory"
 	"github.com/k3strap/k3strap/k3s"
 	"github.com/k3strap/k3strap/templates/cni"
@@ -97,9 +98,9 @@ func kernelEvidenceFix(f *facts.Host) string {
 }
 
 // checkKernelConfig: the kernel options every K3s node needs, and kernel.keys.root_maxkeys.
-func checkKernelConfig(in *Input) []Finding {
-	return eachHost(in, func(_ int, h *inventory.Host, f *facts.Host) []Finding {
-		var out []Finding
+func checkKernelConfig(in *Input) []finding.Finding {
+	return eachHost(in, func(_ int, h *inventory.Host, f *facts.Host) []finding.Finding {
+		var out []finding.Finding
 		k := f.Kernel
 		if !k.Readable() {
 			out = append(out, warnf(h.Name, kernelEvidenceFix(f),
@@ -332,7 +333,7 @@ func CNIExcludedHosts(in *Input) []ExcludedHost {
 // missing features and where they were looked for; under exclude, with a CNI that runs as a
 // DaemonSet, it is a warning that says the host is excluded, plus one summary warning listing
 // every excluded host — unless no host is left to run the CNI, which is an error.
-func checkCNIKernel(in *Input) []Finding {
+func checkCNIKernel(in *Input) []finding.Finding {
 	c := in.Cluster
 	t, backend := cniChoice(c)
 	label := cniLabel(t, backend)
@@ -342,7 +343,7 @@ func checkCNIKernel(in *Input) []Finding {
 		for i := range c.Spec.Hosts {
 			names = append(names, c.Spec.Hosts[i].Name)
 		}
-		return []Finding{warnf(hostList(c, names),
+		return []finding.Finding{warnf(hostList(c, names),
 			"check the nodes' kernels against the CNI's documentation yourself",
 			"k3strap does not know the kernel requirements of %s; not checked", label)}
 	}
@@ -359,7 +360,7 @@ func checkCNIKernel(in *Input) []Finding {
 	need := strings.Join(names, ", ")
 	exclude := c.Spec.CNI.KernelPolicy == inventory.KernelPolicyExclude
 	excludable := cni.Excludable(t)
-	var out, excluded []Finding
+	var out, excluded []finding.Finding
 	var excludedNames []string
 	verdicts := cniVerdicts(in, req)
 	for _, v := range verdicts {
@@ -412,9 +413,9 @@ func checkCNIKernel(in *Input) []Finding {
 // checkCgroups: the controllers K3s needs (docs/k3s.md#kernel-requirements: v2 cpu, cpuset, memory; v1 cpuset,
 // memory), and cgroup v1 with Kubernetes >= 1.35, whose kubelet refuses to start on v1 unless
 // kubelet-arg fail-cgroupv1=false (KEP-5573, kubernetes/kubernetes#134298).
-func checkCgroups(in *Input) []Finding {
+func checkCgroups(in *Input) []finding.Finding {
 	c := in.Cluster
-	return eachHost(in, func(_ int, h *inventory.Host, f *facts.Host) []Finding {
+	return eachHost(in, func(_ int, h *inventory.Host, f *facts.Host) []finding.Finding {
 		cg := f.Cgroup
 		var need []string
 		switch cg.Version {
@@ -423,10 +424,10 @@ func checkCgroups(in *Input) []Finding {
 		case 1:
 			need = []string{"cpuset", "memory"}
 		default:
-			return []Finding{errorf(h.Name, "mount the cgroup2 filesystem at /sys/fs/cgroup (systemd and OpenRC with rc_cgroup_mode=unified do this at boot)",
+			return []finding.Finding{errorf(h.Name, "mount the cgroup2 filesystem at /sys/fs/cgroup (systemd and OpenRC with rc_cgroup_mode=unified do this at boot)",
 				"no cgroup filesystem found at /sys/fs/cgroup: K3s cannot run containers")}
 		}
-		var out []Finding
+		var out []finding.Finding
 		var missing []string
 		for _, n := range need {
 			if !slices.Contains(cg.Controllers, n) {

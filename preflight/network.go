@@ -8,64 +8,56 @@ import (
 	"net/netip"
 	"strings"
 
+	"github.com/k3strap/k3strap/finding"
 	"github.com/k3strap/k3strap/inventory"
 	"github.com/k3strap/k3strap/k3s"
 	"github.com/k3strap/k3strap/netcheck"
 )
 
-// The host-network checks (docs/failure-modes.md "Host networks"): netcheck judges, preflight
-// turns its results into findings under the same IDs doctor uses.
+// The host-network checks (docs/failure-modes.md "Host networks"): netcheck judges and its
+// findings are preflight's as they are (info left out), under the same IDs doctor uses.
 
 // netChecks returns the host-network checks in netcheck.IDs order.
 func netChecks() []Check {
-	judge := map[string]func(in *Input, c *netcheck.Cluster) []netcheck.Result{
-		netcheck.NodePaths: func(in *Input, c *netcheck.Cluster) []netcheck.Result {
+	judge := map[string]func(in *Input, c *netcheck.Cluster) []finding.Finding{
+		netcheck.NodePaths: func(in *Input, c *netcheck.Cluster) []finding.Finding {
 			if in.Paths == nil {
 				// no path check ran: the rulesets alone
 				return netcheck.FirewallPaths(c, nil)
 			}
 			return netcheck.Paths(c, in.Paths)
 		},
-		netcheck.PathMTU: func(in *Input, c *netcheck.Cluster) []netcheck.Result { return netcheck.Paths(c, in.Paths) },
-		netcheck.NodeAddress: func(in *Input, c *netcheck.Cluster) []netcheck.Result {
+		netcheck.PathMTU: func(in *Input, c *netcheck.Cluster) []finding.Finding { return netcheck.Paths(c, in.Paths) },
+		netcheck.NodeAddress: func(in *Input, c *netcheck.Cluster) []finding.Finding {
 			return netcheck.NodeAddresses(c, configPath(in.Cluster))
 		},
-		netcheck.HostFirewall:     func(_ *Input, c *netcheck.Cluster) []netcheck.Result { return netcheck.HostFirewalls(c) },
-		netcheck.IptablesBackends: func(_ *Input, c *netcheck.Cluster) []netcheck.Result { return netcheck.IptablesBackendsUsed(c) },
-		netcheck.NMCloudSetup: func(in *Input, c *netcheck.Cluster) []netcheck.Result {
+		netcheck.HostFirewall:     func(_ *Input, c *netcheck.Cluster) []finding.Finding { return netcheck.HostFirewalls(c) },
+		netcheck.IptablesBackends: func(_ *Input, c *netcheck.Cluster) []finding.Finding { return netcheck.IptablesBackendsUsed(c) },
+		netcheck.NMCloudSetup: func(in *Input, c *netcheck.Cluster) []finding.Finding {
 			return netcheck.NetworkManagers(c, cniInterfaces(in.Cluster))
 		},
-		netcheck.NetworkManager: func(in *Input, c *netcheck.Cluster) []netcheck.Result {
+		netcheck.NetworkManager: func(in *Input, c *netcheck.Cluster) []finding.Finding {
 			return netcheck.NetworkManagers(c, cniInterfaces(in.Cluster))
 		},
-		netcheck.ResolvConf: func(in *Input, c *netcheck.Cluster) []netcheck.Result {
+		netcheck.ResolvConf: func(in *Input, c *netcheck.Cluster) []finding.Finding {
 			return netcheck.ResolvConfs(c, in.Cluster.Spec.K3s.Install == inventory.Airgap, configPath(in.Cluster))
 		},
 	}
 	var out []Check
 	for _, id := range netcheck.IDs() {
 		fn := judge[id]
-		out = append(out, check{id: id, run: func(in *Input) []Finding {
-			var fs []Finding
+		out = append(out, check{id: id, run: func(in *Input) []finding.Finding {
+			var fs []finding.Finding
 			for _, r := range fn(in, NetCluster(in)) {
-				if r.ID != id || r.Severity == netcheck.Info {
+				if r.ID != id || r.Severity == finding.Info {
 					continue
 				}
-				fs = append(fs, fromNet(r))
+				fs = append(fs, r)
 			}
 			return fs
 		}})
 	}
 	return out
-}
-
-// fromNet turns a netcheck result into a finding.
-func fromNet(r netcheck.Result) Finding {
-	sev := SeverityWarning
-	if r.Severity == netcheck.Error {
-		sev = SeverityError
-	}
-	return Finding{Host: r.Host, Severity: sev, Message: r.Message, Fix: r.Fix, Evidence: r.Evidence, Commands: r.Commands}
 }
 
 // configPath names where a host's K3s config key is set: spec.hosts[i].k3s.config.KEY.

@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/k3strap/k3strap/facts"
+	"github.com/k3strap/k3strap/finding"
 	"github.com/k3strap/k3strap/inventory"
 )
 
@@ -92,8 +93,8 @@ func k3sRunning(f *facts.Host) bool {
 	return false
 }
 
-func (p portSpec) run(in *Input) []Finding {
-	return eachHost(in, func(_ int, h *inventory.Host, f *facts.Host) []Finding {
+func (p portSpec) run(in *Input) []finding.Finding {
+	return eachHost(in, func(_ int, h *inventory.Host, f *facts.Host) []finding.Finding {
 		if !p.applies(in.Cluster, h) {
 			return nil
 		}
@@ -118,7 +119,7 @@ func (p portSpec) run(in *Input) []Finding {
 		if p.leftover != "" {
 			fix += fmt.Sprintf("; a kernel socket without a process is usually the %s interface of an earlier flannel: ip link delete %s", p.leftover, p.leftover)
 		}
-		return []Finding{errorf(h.Name, fix,
+		return []finding.Finding{errorf(h.Name, fix,
 			"%s port %d (%s) is already in use (bound to %s)%s", strings.ToUpper(p.proto), p.port, p.what, strings.Join(addrs, ", "), why)}
 	})
 }

@@ -22,47 +22,10 @@ import (
 
 	"github.com/k3strap/k3strap/checkid"
 	"github.com/k3strap/k3strap/facts"
+	"github.com/k3strap/k3strap/finding"
 	"github.com/k3strap/k3strap/inventory"
 	"github.com/k3strap/k3strap/netcheck"
 )
-
-// Severity is how bad a finding is.
-type Severity string
-
-// Severities. An error stops apply unless its check is ignored; a warning is printed only.
-const (
-	SeverityError   Severity = "error"
-	SeverityWarning Severity = "warning"
-)
-
-// Finding is one thing a check found.
-type Finding struct {
-	// Check is the stable check ID (e.g. "CloudController", "Port-6443").
-	Check string `json:"check"`
-	// Host is the inventory host name; a cluster-wide finding names every host involved,
-	// separated by ", ", in inventory order.
-	Host     string   `json:"host"`
-	Severity Severity `json:"severity"`
-	// Message says what is wrong, with the host's actual values.
-	Message string `json:"message"`
-	// Fix says what to change.
-	Fix string `json:"fix,omitempty"`
-	// Ignored is true for an error turned into a warning by --ignore-preflight-errors.
-	Ignored bool `json:"ignored,omitempty"`
-	// Evidence are the facts a host-network finding rests on, with their source; Commands
-	// the exact commands that fix it by hand (k3strap never runs them).
-	Evidence []netcheck.Evidence `json:"evidence,omitempty"`
-	Commands []string            `json:"commands,omitempty"`
-}
-
-// String renders the finding like kubeadm, with the host: `[ERROR CloudController] cp1: msg`
-// or `[WARNING Swap] w1: msg`.
-func (f Finding) String() string {
-	return fmt.Sprintf("[%s %s] %s: %s", strings.ToUpper(string(f.Severity)), f.Check, f.Host, f.Message)
-}
-
-// hosts returns the host names a finding names.
-func (f Finding) hosts() []string { return strings.Split(f.Host, ", ") }
 
 // Input is what the checks judge.
 type Input struct {
@@ -91,6 +54,10 @@ type Input struct {
 	// environment and, with spec.proxy, the probe); nil when it was not gathered, and then the
 	// Proxy and NoProxy checks judge nothing (proxy.go).
 	Proxy map[string]*facts.ProxyFacts
+	// NotInRun are the hosts this run does not work on (--host left them out, or a box in
+	// local mode joining by itself: docs/edge-first-boot.md); the SSH check asks nothing of
+	// them.
+	NotInRun map[string]bool
 }
 
 // BinaryRelease is what was found in one airgap binary.
@@ -113,12 +80,12 @@ type Check interface {
 	Static() bool
 	// Run returns the check's findings. Hosts without facts are skipped (the SSH check reports
 	// them).
-	Run(in *Input) []Finding
+	Run(in *Input) []finding.Finding
 }
 
 type check struct {
 	id     string
-	run    func(in *Input) []Finding
+	run    func(in *Input) []finding.Finding
 	static bool
 }
 
@@ -126,10 +93,10 @@ func (c check) ID() string { return c.id }
 
 func (c check) Static() bool { return c.static }
 
-func (c check) Run(in *Input) []Finding {
+func (c check) Run(in *Input) []finding.Finding {
 	out := c.run(in)
 	for i := range out {
-		out[i].Check = c.id
+		out[i].ID, out[i].Source = c.id, finding.Preflight
 	}
 	return out
 }
@@ -225,20 +192,20 @@ func (i Ignore) Has(id string) bool { return i.all || i.ids[strings.ToLower(id)]
 type Report struct {
 	// Findings sorted by host (inventory order; cluster-wide findings under their first host),
 	// then check order (Checks), then the order the check produced them.
-	Findings []Finding `json:"findings"`
+	Findings []finding.Finding `json:"findings"`
 }
 
 // Errors returns the findings that are errors (ignored ones are warnings).
-func (r *Report) Errors() []Finding { return r.bySeverity(SeverityError) }
+func (r *Report) Errors() []finding.Finding { return r.bySeverity(finding.Error) }
 
 // Warnings returns the warnings, including ignored errors.
-func (r *Report) Warnings() []Finding { return r.bySeverity(SeverityWarning) }
+func (r *Report) Warnings() []finding.Finding { return r.bySeverity(finding.Warning) }
 
 // HasErrors reports whether any error remains: apply must stop.
 func (r *Report) HasErrors() bool { return len(r.Errors()) > 0 }
 
-func (r *Report) bySeverity(s Severity) []Finding {
-	var out []Finding
+func (r *Report) bySeverity(s finding.Severity) []finding.Finding {
+	var out []finding.Finding
 	for _, f := range r.Findings {
 		if f.Severity == s {
 			out = append(out, f)
@@ -274,16 +241,16 @@ func RunStatic(in *Input, ign Ignore) *Report {
 
 func run(in *Input, ign Ignore, checks []Check) *Report {
 	if in == nil || in.Cluster == nil {
-		return &Report{Findings: []Finding{{Check: "Inventory", Severity: SeverityError,
-			Message: "no inventory to check", Fix: "load the inventory before running preflight"}}}
+		return &Report{Findings: []finding.Finding{{ID: checkid.Inventory, Severity: finding.Error,
+			Message: "no inventory to check", Fixes: finding.Fixes("load the inventory before running preflight"), Source: finding.Preflight}}}
 	}
-	var all []Finding
+	var all []finding.Finding
 	order := map[string]int{}
 	for i, c := range checks {
 		order[c.ID()] = i
 		for _, f := range c.Run(in) {
-			if f.Severity == SeverityError && ign.Has(c.ID()) {
-				f.Severity, f.Ignored = SeverityWarning, true
+			if f.Severity == finding.Error && ign.Has(c.ID()) {
+				f.Severity, f.Ignored = finding.Warning, true
 			}
 			all = append(all, f)
 		}
@@ -294,9 +261,9 @@ func run(in *Input, ign Ignore, checks []Check) *Report {
 			hostIdx[h.Name] = i
 		}
 	}
-	rank := func(f Finding) int {
+	rank := func(f finding.Finding) int {
 		best := len(in.Cluster.Spec.Hosts)
-		for _, h := range f.hosts() {
+		for _, h := range f.Hosts() {
 			if i, ok := hostIdx[h]; ok && i < best {
 				best = i
 			}
@@ -308,24 +275,24 @@ func run(in *Input, ign Ignore, checks []Check) *Report {
 		if ra != rb {
 			return ra < rb
 		}
-		return order[all[a].Check] < order[all[b].Check]
+		return order[all[a].ID] < order[all[b].ID]
 	})
 	return &Report{Findings: all}
 }
 
 // --- helpers shared by the checks
 
-func errorf(host, fix, format string, a ...any) Finding {
-	return Finding{Host: host, Severity: SeverityError, Message: fmt.Sprintf(format, a...), Fix: fix}
+func errorf(host, fix, format string, a ...any) finding.Finding {
+	return finding.Finding{Host: host, Severity: finding.Error, Message: fmt.Sprintf(format, a...), Fixes: finding.Fixes(fix)}
 }
 
-func warnf(host, fix, format string, a ...any) Finding {
-	return Finding{Host: host, Severity: SeverityWarning, Message: fmt.Sprintf(format, a...), Fix: fix}
+func warnf(host, fix, format string, a ...any) finding.Finding {
+	return finding.Finding{Host: host, Severity: finding.Warning, Message: fmt.Sprintf(format, a...), Fixes: finding.Fixes(fix)}
 }
 
 // eachHost calls fn for every inventory host (in file order) that has facts.
-func eachHost(in *Input, fn func(i int, h *inventory.Host, f *facts.Host) []Finding) []Finding {
-	var out []Finding
+func eachHost(in *Input, fn func(i int, h *inventory.Host, f *facts.Host) []finding.Finding) []finding.Finding {
+	var out []finding.Finding
 	for i := range in.Cluster.Spec.Hosts {
 		h := &in.Cluster.Spec.Hosts[i]
 		f := in.Facts[h.Name]

@@ -14,6 +14,7 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/k3strap/k3strap/facts"
+	"github.com/k3strap/k3strap/finding"
 	"github.com/k3strap/k3strap/inventory"
 	"github.com/k3strap/k3strap/k3s"
 )
@@ -68,7 +69,7 @@ func TestF1FixtureInventory(t *testing.T) {
 		t.Fatalf("want exactly the CloudController error, got %v", errs)
 	}
 	e := errs[0]
-	if e.Check != "CloudController" || e.Host != "vm" {
+	if e.ID != "CloudController" || e.Host != "vm" {
 		t.Fatalf("got %s", e)
 	}
 	for _, s := range []string{
@@ -88,8 +89,8 @@ func TestF1FixtureInventory(t *testing.T) {
 		"spec.k3s.cloudController: external with spec.k3s.externalCloudController.manifest",
 		"drop cloud-provider=external from spec.k3s.config.kubelet-arg",
 	} {
-		if !strings.Contains(e.Fix, s) {
-			t.Errorf("fix lacks %q:\n%s", s, e.Fix)
+		if !strings.Contains(e.Fix(), s) {
+			t.Errorf("fix lacks %q:\n%s", s, e.Fix())
 		}
 	}
 	if got := e.String(); !strings.HasPrefix(got, "[ERROR CloudController] vm: the kubelet gets") {
@@ -98,7 +99,7 @@ func TestF1FixtureInventory(t *testing.T) {
 	// The fixture disables every packaged add-on, so its NoSchedule-free node has no F3 issue,
 	// and its fail-cgroupv1=false satisfies Cgroups on v1.
 	for _, f := range r.Findings {
-		if f.Check == "FirstNodeTaints" || f.Check == "Cgroups" {
+		if f.ID == "FirstNodeTaints" || f.ID == "Cgroups" {
 			t.Errorf("unexpected %s", f)
 		}
 	}
@@ -171,16 +172,16 @@ func TestRunIgnoreTurnsErrorsIntoWarnings(t *testing.T) {
 	if r.HasErrors() {
 		t.Fatalf("errors remain: %v", r.Errors())
 	}
-	var cc, swap *Finding
+	var cc, swap *finding.Finding
 	for i, f := range r.Findings {
-		switch f.Check {
+		switch f.ID {
 		case "CloudController":
 			cc = &r.Findings[i]
 		case "Swap":
 			swap = &r.Findings[i]
 		}
 	}
-	if cc == nil || cc.Severity != SeverityWarning || !cc.Ignored {
+	if cc == nil || cc.Severity != finding.Warning || !cc.Ignored {
 		t.Errorf("CloudController finding = %+v, want an ignored warning", cc)
 	}
 	if !strings.HasPrefix(cc.String(), "[WARNING CloudController] vm: ") {
@@ -218,7 +219,7 @@ func TestRunSortsByHostThenCheck(t *testing.T) {
 	r := Run(in, Ignore{})
 	var got []string
 	for _, f := range r.Findings {
-		got = append(got, f.Check+"@"+f.Host)
+		got = append(got, f.ID+"@"+f.Host)
 	}
 	want := []string{
 		"MachineID@cp1, w2", "DefaultRoute@cp1",
@@ -244,11 +245,11 @@ func TestRunWithoutCluster(t *testing.T) {
 }
 
 func TestFindingString(t *testing.T) {
-	f := Finding{Check: "Port-6443", Host: "cp1", Severity: SeverityError, Message: "TCP port 6443 is in use"}
+	f := finding.Finding{ID: "Port-6443", Host: "cp1", Severity: finding.Error, Message: "TCP port 6443 is in use"}
 	if got := f.String(); got != "[ERROR Port-6443] cp1: TCP port 6443 is in use" {
 		t.Errorf("String() = %q", got)
 	}
-	f.Severity = SeverityWarning
+	f.Severity = finding.Warning
 	if got := f.String(); got != "[WARNING Port-6443] cp1: TCP port 6443 is in use" {
 		t.Errorf("String() = %q", got)
 	}

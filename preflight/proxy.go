@@ -9,9 +9,9 @@ import (
 	"strings"
 
 	"github.com/k3strap/k3strap/facts"
+	"github.com/k3strap/k3strap/finding"
 	"github.com/k3strap/k3strap/inventory"
 	"github.com/k3strap/k3strap/k3s"
-	"github.com/k3strap/k3strap/netcheck"
 )
 
 // Proxy checks (docs/proxy.md). Their evidence is Input.Proxy: the K3s unit's proxy
@@ -22,13 +22,13 @@ import (
 // installs) cannot fetch the install script through it is an error naming the host, the
 // proxy and what failed. The probe fetches with curl, else wget, else only connects (bash);
 // a host with nothing to probe with is a warning.
-func checkProxy(in *Input) []Finding {
+func checkProxy(in *Input) []finding.Finding {
 	if in.Proxy == nil {
 		return nil
 	}
 	c := in.Cluster
 	online := c.Spec.K3s.Install != inventory.Airgap
-	return eachHost(in, func(_ int, h *inventory.Host, _ *facts.Host) []Finding {
+	return eachHost(in, func(_ int, h *inventory.Host, _ *facts.Host) []finding.Finding {
 		px := c.HostProxy(h)
 		pf := in.Proxy[h.Name]
 		if px == nil || pf == nil {
@@ -38,7 +38,7 @@ func checkProxy(in *Input) []Finding {
 		shown := k3s.MaskProxyURL(proxy)
 		p := pf.Probe
 		if p == nil {
-			return []Finding{warnf(h.Name, "run `k3strap preflight` again; the probe runs with every preflight",
+			return []finding.Finding{warnf(h.Name, "run `k3strap preflight` again; the probe runs with every preflight",
 				"the proxy %s was not probed from this host", shown)}
 		}
 		detail := ""
@@ -51,7 +51,7 @@ func checkProxy(in *Input) []Finding {
 		}
 		switch {
 		case p.Tool == "none":
-			return []Finding{warnf(h.Name, "install curl on the host (the official install script needs curl or wget anyway)",
+			return []finding.Finding{warnf(h.Name, "install curl on the host (the official install script needs curl or wget anyway)",
 				"cannot probe the proxy %s: the host has neither curl nor bash", shown)}
 		case code == 407 || code == 401:
 			// tinyproxy answers a plain-HTTP request with wrong credentials 401, not 407.
@@ -59,11 +59,11 @@ func checkProxy(in *Input) []Finding {
 			if code == 401 {
 				what = "401 Unauthorized (tinyproxy's answer to wrong credentials; or the site wants a login)"
 			}
-			return []Finding{errorf(h.Name, "set the proxy user in the URL and its password with proxy.passwordEnv or proxy.passwordFile; check them with the proxy's administrators",
+			return []finding.Finding{errorf(h.Name, "set the proxy user in the URL and its password with proxy.passwordEnv or proxy.passwordFile; check them with the proxy's administrators",
 				"the proxy %s refuses the request from this host: %s — proxy credentials missing or wrong", shown, what)}
 		case p.Tool == "tcp" && p.Exit != 0, p.Tool == "wget" && code == 0 && p.Exit != 0,
 			p.Tool == "curl" && code == 0 && p.Exit != 0 && (target == "" || proxyDown(p.Exit)):
-			return []Finding{errorf(h.Name, "check the proxy address and port in spec.proxy, that the proxy runs, and that this host may reach it (firewall, routes)",
+			return []finding.Finding{errorf(h.Name, "check the proxy address and port in spec.proxy, that the proxy runs, and that this host may reach it (firewall, routes)",
 				"the proxy %s does not answer from this host: %s%s", shown, probeFailure(p), detail)}
 		case target == "" || !online || p.Tool == "tcp":
 			// Airgap installs need only the connection; a TCP probe (no curl on the host)
@@ -74,7 +74,7 @@ func checkProxy(in *Input) []Finding {
 			if code >= 400 {
 				what = fmt.Sprintf("HTTP %d", code)
 			}
-			return []Finding{errorf(h.Name, "let the proxy allow "+hostOf(target)+" (the install script and the K3s release downloads), or set spec.k3s.installScriptURL and releaseURL to a mirror it allows",
+			return []finding.Finding{errorf(h.Name, "let the proxy allow "+hostOf(target)+" (the install script and the K3s release downloads), or set spec.k3s.installScriptURL and releaseURL to a mirror it allows",
 				"the proxy %s answers but the install script %s cannot be fetched through it: %s%s", shown, target, what, detail)}
 		}
 		return nil
@@ -143,13 +143,13 @@ func hostOf(u string) string {
 // NO_PROXY that misses entries in-cluster traffic needs (inventory.Cluster.RequiredNoProxy,
 // judged by k3s.InClusterProxied): an error naming the missing entries, the variable and where
 // it was set.
-func checkNoProxy(in *Input) []Finding {
+func checkNoProxy(in *Input) []finding.Finding {
 	if in.Proxy == nil {
 		return nil
 	}
 	c := in.Cluster
 	required := c.RequiredNoProxy()
-	return eachHost(in, func(_ int, h *inventory.Host, _ *facts.Host) []Finding {
+	return eachHost(in, func(_ int, h *inventory.Host, _ *facts.Host) []finding.Finding {
 		pf := in.Proxy[h.Name]
 		if pf == nil {
 			return nil
@@ -164,10 +164,10 @@ func checkNoProxy(in *Input) []Finding {
 		if j == nil {
 			return nil
 		}
-		return []Finding{{Host: h.Name, Severity: SeverityError,
+		return []finding.Finding{{Host: h.Name, Severity: finding.Error,
 			Message: fmt.Sprintf("the K3s service's environment sets a proxy and a NO_PROXY (%s) that misses %s: traffic to them would go to the proxy (nodes, pods and services time out or reach the wrong place)",
 				j.NoProxySource, strings.Join(j.Missing, ", ")),
-			Fix:      j.Fix,
+			Fixes:    finding.Fixes(j.Fix),
 			Evidence: proxyEvidence(j),
 		}}
 	})
@@ -186,11 +186,11 @@ func plannedVars(c *inventory.Cluster, h *inventory.Host) map[string]string {
 	return map[string]string{"HTTP_PROXY": hp, "HTTPS_PROXY": hsp, "NO_PROXY": np, "http_proxy": hp, "https_proxy": hsp, "no_proxy": np}
 }
 
-func proxyEvidence(j *facts.ProxyJudgement) []netcheck.Evidence {
-	var out []netcheck.Evidence
+func proxyEvidence(j *facts.ProxyJudgement) []finding.Evidence {
+	var out []finding.Evidence
 	for _, v := range j.Vars {
-		out = append(out, netcheck.Evidence{Text: v, Source: "the K3s unit's environment"})
+		out = append(out, finding.Evidence{Text: v, Source: "the K3s unit's environment"})
 	}
-	out = append(out, netcheck.Evidence{Text: "missing from NO_PROXY: " + strings.Join(j.Missing, ","), Source: "k3s.NoProxy (docs/proxy.md)"})
+	out = append(out, finding.Evidence{Text: "missing from NO_PROXY: " + strings.Join(j.Missing, ","), Source: "k3s.NoProxy (docs/proxy.md)"})
 	return out
 }

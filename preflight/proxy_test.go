@@ -57,7 +57,7 @@ func TestNoProxyCheck(t *testing.T) {
 	})
 	got := checkByID(t, checkid.NoProxy).Run(with(noCIDR))
 	for _, f := range got {
-		all := f.Message + f.Fix
+		all := f.Message + f.Fix()
 		for _, e := range f.Evidence {
 			all += e.Text + e.Source
 		}

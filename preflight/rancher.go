@@ -9,6 +9,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 
+	"github.com/k3strap/k3strap/finding"
 	"github.com/k3strap/k3strap/inventory"
 )
 
@@ -64,7 +65,7 @@ func RancherHasAgentTaintFix(v string) (fixed, known bool) {
 // fleetAgentDeploymentCustomization.appendTolerations (Rancher ≥ 2.7.5, rancher/rancher#41035),
 // or cattle-cluster-agent stays Pending and the cluster never connects. In API mode k3strap
 // sets them itself; with an import URL the inventory declares what the cluster object carries.
-func checkRancherAgentTolerations(in *Input) []Finding {
+func checkRancherAgentTolerations(in *Input) []finding.Finding {
 	c := in.Cluster
 	r := c.Spec.Rancher
 	if r == nil || r.Register == nil || r.Register.APIMode() {
@@ -93,7 +94,7 @@ func checkRancherAgentTolerations(in *Input) []Finding {
 			need = append(need, t)
 		}
 	}
-	return []Finding{errorf(fs.Name,
+	return []finding.Finding{errorf(fs.Name,
 		"in Rancher, edit the cluster (Cluster Configuration > Cluster Agent and Fleet Agent > Tolerations) and add "+tolerationYAML(need)+
 			"; declare the same under spec.rancher.register.clusterAgentTolerations and fleetAgentTolerations; or give spec.rancher.register.url with an API token instead of importURL and k3strap sets them",
 		"the first server %s has custom taint(s) %s, but the cluster object in Rancher lacks %s: cattle-cluster-agent and fleet-agent would stay Pending and the cluster never connect (docs/failure-modes.md F3, rancher/rancher#49981)",
@@ -104,7 +105,7 @@ func checkRancherAgentTolerations(in *Input) []Finding {
 // release without the fix for rancher/rancher#49981 (install: rancher.install.version or its
 // default; register with an import URL: rancher.register.rancherVersion, a warning when it is
 // not declared; API mode asks Rancher during apply).
-func checkRancherVersion(in *Input) []Finding {
+func checkRancherVersion(in *Input) []finding.Finding {
 	c := in.Cluster
 	r := c.Spec.Rancher
 	if r == nil || (r.Install == nil && r.Register == nil) {
@@ -124,7 +125,7 @@ func checkRancherVersion(in *Input) []Finding {
 	default:
 		v, field = r.Register.RancherVersion, "spec.rancher.register.rancherVersion"
 		if v == "" {
-			return []Finding{warnf(fs.Name, "declare the Rancher version in "+field+" (Rancher shows it at the bottom of its menu)",
+			return []finding.Finding{warnf(fs.Name, "declare the Rancher version in "+field+" (Rancher shows it at the bottom of its menu)",
 				"the first server %s has custom taint(s) %s and the Rancher version is unknown: releases before %s leave cattle-cluster-agent Pending on a tainted first node (rancher/rancher#49981)",
 				fs.Name, taintList(custom), RancherAgentTaintFixedIn)}
 		}
@@ -133,7 +134,7 @@ func checkRancherVersion(in *Input) []Finding {
 	if !known || fixed {
 		return nil
 	}
-	return []Finding{warnf(fs.Name, "use Rancher "+RancherAgentTaintFixedIn+" or newer ("+field+"), or keep the appendTolerations on the cluster object",
+	return []finding.Finding{warnf(fs.Name, "use Rancher "+RancherAgentTaintFixedIn+" or newer ("+field+"), or keep the appendTolerations on the cluster object",
 		"Rancher %s lacks the fix for rancher/rancher#49981 and the first server %s has custom taint(s) %s: cattle-cluster-agent stays Pending on a tainted first node unless the cluster object carries matching appendTolerations",
 		v, fs.Name, taintList(custom))}
 }

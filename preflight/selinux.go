@@ -7,6 +7,7 @@ import (
 	"fmt"
 
 	"github.com/k3strap/k3strap/facts"
+	"github.com/k3strap/k3strap/finding"
 	"github.com/k3strap/k3strap/inventory"
 )
 
@@ -16,9 +17,9 @@ import (
 // not installed and nothing in this run will install it: online installs on RPM-based hosts
 // get it from the official script (rpm.rancher.io); airgap installs get the RPM named for the
 // host's distribution in spec.k3s.selinuxRPMs. Permissive without the policy is a warning.
-func checkSELinux(in *Input) []Finding {
+func checkSELinux(in *Input) []finding.Finding {
 	c := in.Cluster
-	return eachHost(in, func(_ int, h *inventory.Host, f *facts.Host) []Finding {
+	return eachHost(in, func(_ int, h *inventory.Host, f *facts.Host) []finding.Finding {
 		mode := f.SELinux.Mode()
 		if mode == "disabled" || f.SELinux.Policy != "" {
 			return nil
@@ -26,15 +27,15 @@ func checkSELinux(in *Input) []Finding {
 		dist := f.SELinuxDistribution()
 		will, how := selinuxPolicySource(c, dist)
 		if will {
-			return []Finding{warnf(h.Name, "nothing to do; to avoid the install-time step, install k3s-selinux on the host beforehand",
+			return []finding.Finding{warnf(h.Name, "nothing to do; to avoid the install-time step, install k3s-selinux on the host beforehand",
 				"SELinux is %s (%s) and the k3s-selinux policy is not installed yet: %s installs it", mode, f.SELinux.Source(), how)}
 		}
 		fix := selinuxFix(c, dist)
 		if mode == "permissive" {
-			return []Finding{warnf(h.Name, fix,
+			return []finding.Finding{warnf(h.Name, fix,
 				"SELinux is permissive (%s) and the k3s-selinux policy is not installed: switching to enforcing later breaks K3s's containers", f.SELinux.Source())}
 		}
-		return []Finding{errorf(h.Name, fix,
+		return []finding.Finding{errorf(h.Name, fix,
 			"SELinux is enforcing (%s) but the k3s-selinux policy is not installed (rpm -q k3s-selinux and semodule -l find none), and %s: K3s's containers would run with the wrong SELinux labels",
 			f.SELinux.Source(), why(c, dist))}
 	})

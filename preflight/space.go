@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/k3strap/k3strap/facts"
+	"github.com/k3strap/k3strap/finding"
 	"github.com/k3strap/k3strap/inventory"
 )
 
@@ -26,14 +27,14 @@ type Write struct {
 // go, k3strap's own files, K3s's configuration, the airgap images, the staging directory of a
 // login user other than root, the install script's temporary directory — must be writable
 // and have room for everything the plan writes there (Input.Writes, summed per filesystem).
-func checkUploadSpace(in *Input) []Finding {
-	return eachHost(in, func(_ int, h *inventory.Host, f *facts.Host) []Finding {
+func checkUploadSpace(in *Input) []finding.Finding {
+	return eachHost(in, func(_ int, h *inventory.Host, f *facts.Host) []finding.Finding {
 		writes := in.Writes[h.Name]
 		if len(writes) == 0 {
 			return nil
 		}
 		if len(f.Space) == 0 {
-			return []Finding{warnf(h.Name, "check that df works on the host",
+			return []finding.Finding{warnf(h.Name, "check that df works on the host",
 				"free space where k3strap writes unknown (df printed nothing for %s)", writes[0].Dir)}
 		}
 		type fsNeed struct {
@@ -62,7 +63,7 @@ func checkUploadSpace(in *Input) []Finding {
 			}
 		}
 		sort.Strings(order)
-		var out []Finding
+		var out []finding.Finding
 		for _, m := range order {
 			n := byMount[m]
 			where := strings.Join(n.dirs, ", ")

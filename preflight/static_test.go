@@ -41,13 +41,13 @@ func TestRunStatic(t *testing.T) {
 	r := RunStatic(&Input{Cluster: f1Cluster(t)}, Ignore{})
 	var ids []string
 	for _, f := range r.Errors() {
-		ids = append(ids, f.Check)
+		ids = append(ids, f.ID)
 	}
 	if !slices.Contains(ids, "CloudController") {
 		t.Errorf("errors %v lack CloudController", ids)
 	}
 	for _, f := range r.Findings {
-		if !checkByID(t, f.Check).Static() {
+		if !checkByID(t, f.ID).Static() {
 			t.Errorf("host check ran: %s", f)
 		}
 	}
@@ -101,7 +101,7 @@ func TestReadBinaryReleases(t *testing.T) {
 		t.Errorf("arm64 = %+v", got["arm64"])
 	}
 	r := RunStatic(&Input{Cluster: c, BinaryReleases: got}, Ignore{})
-	if errs := r.Errors(); len(errs) != 1 || errs[0].Check != "AirgapRelease" {
+	if errs := r.Errors(); len(errs) != 1 || errs[0].ID != "AirgapRelease" {
 		t.Errorf("errors = %v", errs)
 	}
 	if ReadBinaryReleases(newCluster(host("cp1", inventory.RoleServer))) != nil {

@@ -9,6 +9,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 
+	"github.com/k3strap/k3strap/finding"
 	"github.com/k3strap/k3strap/inventory"
 	"github.com/k3strap/k3strap/k3s"
 	"github.com/k3strap/k3strap/templates/cni"
@@ -172,17 +173,13 @@ func packagedComponents() []Component {
 }
 
 // blockingTaints returns h's NoSchedule / NoExecute taints as K3s will register them
-// (node-taint of the rendered config, which includes spec.hosts[].taints).
+// (inventory.Cluster.HostTaints).
 func blockingTaints(c *inventory.Cluster, h *inventory.Host) []inventory.Taint {
 	var out []inventory.Taint
-	seen := map[string]bool{}
-	for _, s := range c.HostConfig(h).NodeTaint {
-		t, err := inventory.ParseTaint(s)
-		if err != nil || !t.Blocks() || seen[t.String()] {
-			continue // invalid taints are reported by inventory validation
+	for _, t := range c.HostTaints(h) {
+		if t.Blocks() {
+			out = append(out, t)
 		}
-		seen[t.String()] = true
-		out = append(out, t)
 	}
 	return out
 }
@@ -224,20 +221,20 @@ func describeTolerations(tol []corev1.Toleration) string {
 // their own taints); and a CNI DaemonSet that must run on every node is an error for each node
 // whose taints it does not tolerate (F4). Tolerations k3strap renders and those the installer
 // adds (Input.Tolerations) count.
-func checkFirstNodeTaints(in *Input) []Finding {
+func checkFirstNodeTaints(in *Input) []finding.Finding {
 	return append(firstNodeFindings(in), everyNodeFindings(in, Components())...)
 }
 
 // everyNodeFindings reports, per node, the CNI DaemonSets that would stay Pending there and on
 // which taints. Hosts excluded by kernelPolicy exclude are skipped: the DaemonSet is not meant
 // to run there.
-func everyNodeFindings(in *Input, comps []Component) []Finding {
+func everyNodeFindings(in *Input, comps []Component) []finding.Finding {
 	c := in.Cluster
 	skip := map[string]bool{}
 	for _, e := range CNIExcludedHosts(in) {
 		skip[e.Host] = true
 	}
-	var out []Finding
+	var out []finding.Finding
 	for i := range c.Spec.Hosts {
 		h := &c.Spec.Hosts[i]
 		if skip[h.Name] {
@@ -262,7 +259,7 @@ func everyNodeFindings(in *Input, comps []Component) []Finding {
 	return out
 }
 
-func firstNodeFindings(in *Input) []Finding {
+func firstNodeFindings(in *Input) []finding.Finding {
 	c := in.Cluster
 	fs := c.FirstServer()
 	if fs == nil {
@@ -350,7 +347,7 @@ func firstNodeFindings(in *Input) []Finding {
 			}
 		}
 	}
-	return []Finding{errorf(hostList(c, involved),
+	return []finding.Finding{errorf(hostList(c, involved),
 		fmt.Sprintf("add an agent (or a server) without these taints; or taint the first server with CriticalAddonsOnly=true:NoExecute instead, which the packaged add-ons tolerate; or remove the taint from %s; or disable add-ons you do not need (spec.k3s.config.disable)", fs.Name),
 		"the first server %s has taint(s) %s and %s: %s stay Pending (%s)",
 		fs.Name, strings.Join(fsDesc, ", "), others, strings.Join(stuckNames, ", "), strings.Join(stuck, "; "))}

@@ -7,19 +7,20 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/k3strap/k3strap/finding"
 	"github.com/k3strap/k3strap/k3s"
 )
 
 // checkServerCount: embedded etcd keeps quorum with a majority of servers, so an even number
 // of servers tolerates no more failures than one fewer (2 servers: none) — a warning
 // (docs/k3s.md#ha).
-func checkServerCount(in *Input) []Finding {
+func checkServerCount(in *Input) []finding.Finding {
 	servers := in.Cluster.Servers()
 	n := len(servers)
 	if n < 2 || n%2 == 1 {
 		return nil
 	}
-	var out []Finding
+	var out []finding.Finding
 	for _, h := range servers {
 		out = append(out, warnf(h.Name,
 			fmt.Sprintf("use %d or %d servers (an odd number), or make the extra hosts agents", n-1, n+1),
@@ -33,14 +34,14 @@ func checkServerCount(in *Input) []Finding {
 // (k3s.CriticalKeys, K3s's CriticalControlArgs; docs/k3s.md) are compared with the first
 // server's, K3s's defaults applied to absent keys (k3s.CriticalMismatches); each differing
 // value is shown per server.
-func checkCriticalConfig(in *Input) []Finding {
+func checkCriticalConfig(in *Input) []finding.Finding {
 	servers := in.Cluster.Servers()
 	if len(servers) < 2 {
 		return nil
 	}
 	first := servers[0]
 	want := in.Cluster.HostConfig(first).Values()
-	var out []Finding
+	var out []finding.Finding
 	for _, h := range servers[1:] {
 		var diffs []string
 		for _, m := range k3s.CriticalMismatches(in.Cluster.HostConfig(h).Values(), want) {

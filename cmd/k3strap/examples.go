@@ -47,6 +47,13 @@ var commandExamples = map[string]string{
 	"backup": `  k3strap backup -f cluster.yaml
   k3strap backup -f cluster.yaml --name before-upgrade --to ./snapshots`,
 	"backup list": `  k3strap backup list -f cluster.yaml`,
+	"firstboot": `  k3strap firstboot seed -f site.yaml -O seeds/
+  k3strap firstboot run                      # on the box: what its first-boot unit runs`,
+	"firstboot seed": `  k3strap firstboot seed -f site.yaml -O seeds/                 # every host, bundle copied
+  k3strap firstboot seed -f site.yaml -O seeds/ --host a1 --bundle-on-media /media/usb/site.tar
+  genisoimage -V cidata -r -J -o a1.iso seeds/a1                 # a NoCloud volume holding the payload too`,
+	"firstboot run": `  systemctl status k3strap-firstboot; cat /var/lib/k3strap/status
+  k3strap firstboot run --dir /var/lib/k3strap --join-timeout 1h`,
 	"restore": `  k3strap restore -f cluster.yaml --snapshot before-upgrade
   k3strap restore -f cluster.yaml --snapshot ./snapshots/before-upgrade.zip --yes`,
 	"remove-node": `  k3strap remove-node -f cluster.yaml w2

@@ -35,6 +35,8 @@ var outputFormats = map[string][]string{
 	"bundle":                {"plain"},
 	"timeline":              {"plain"}, // an HTML page, to -O or stdout
 	"fleet status":          {"plain", "json"},
+	"firstboot":             {"plain"},
+	"firstboot seed":        {"plain"},
 	"completion":            {"plain"},
 	"completion bash":       {"plain"},
 	"completion zsh":        {"plain"},

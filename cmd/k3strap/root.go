@@ -22,6 +22,7 @@ import (
 	"github.com/k3strap/k3strap/fleet"
 	"github.com/k3strap/k3strap/frontend"
 	"github.com/k3strap/k3strap/installer"
+	"github.com/k3strap/k3strap/installer/remote"
 	"github.com/k3strap/k3strap/inventory"
 	"github.com/k3strap/k3strap/k3s"
 	"github.com/k3strap/k3strap/preflight"
@@ -140,7 +141,7 @@ func (a *app) rootCmd() *cobra.Command {
 	}
 	// One file per command: validate.go, preflight.go, render.go, apply.go, upgrade.go, ...
 	root.AddCommand(a.validateCmd(), a.preflightCmd(), a.renderCmd(), a.applyCmd(), a.upgradeCmd(), a.resetCmd(), a.kubeconfigCmd(), a.checkCmd(), a.doctorCmd(), a.versionCmd(), a.initCmd(), a.stepsCmd(),
-		a.backupCmd(), a.restoreCmd(), a.removeNodeCmd(), a.rotateCmd(), a.bundleCmd())
+		a.backupCmd(), a.restoreCmd(), a.removeNodeCmd(), a.rotateCmd(), a.bundleCmd(), a.firstbootCmd())
 	root.AddCommand(a.schemaCmd(), a.manCmd(), a.timelineCmd())
 	a.fleetCommands(root) // fleet.go: fleet files, `k3strap fleet`
 	// cobra adds help and completion when it runs; added now, they get examples, man pages,
@@ -310,32 +311,34 @@ type runFlags struct {
 	askSudo           bool
 	pollInterval      time.Duration
 	hostTranscripts   string
+	local             bool
 }
 
 func (rf *runFlags) register(cmd *cobra.Command, apply bool) {
 	f := cmd.Flags()
-	f.DurationVar(&rf.keepalive, "ssh-keepalive", 10*time.Second, "SSH keepalive period; a link is declared dead after 3 unanswered")
+	f.DurationVar(&rf.keepalive, "ssh-keepalive", remote.DefaultKeepaliveInterval, "SSH keepalive period; a link is declared dead after 3 unanswered")
 	f.StringVar(&rf.sshConfig, "ssh-config", "", "OpenSSH client config consulted for what the inventory leaves unset (default ~/.ssh/config; none to skip)")
 	f.StringSliceVar(&rf.ignore, "ignore-preflight-errors", nil, "preflight checks whose errors become warnings: ID,ID,... or all")
 	f.BoolVar(&rf.insecure, "insecure-ignore-host-key", false, "do not verify SSH host keys (dangerous; prints a warning per host)")
-	f.IntVar(&rf.concurrency, "concurrency", 10, "hosts worked on at once")
+	f.IntVar(&rf.concurrency, "concurrency", installer.DefaultConcurrency, "hosts worked on at once")
 	f.StringSliceVar(&rf.hosts, "host", nil, "limit to these hosts (repeatable)")
 	f.BoolVar(&rf.askSudo, "ask-sudo-password", false, "ask once for the sudo password on the terminal")
 	// For contributors (docs/development.md, "Host transcripts"): hidden from help.
 	f.StringVar(&rf.hostTranscripts, "record-host-transcripts", "", "directory to record every host's exchanges to, secrets masked (replay tests)")
 	_ = f.MarkHidden("record-host-transcripts")
+	f.BoolVar(&rf.local, "local", false, "local mode: run on the host itself, without SSH (the host --host names, else the one named as this machine); the run works on that host only")
 	if apply {
 		f.StringVar(&rf.kubeconfigOut, "kubeconfig-out", "", "where to write the kubeconfig (default ./<cluster name>.kubeconfig)")
 		f.StringVar(&rf.apiAddress, "api-address", "", "address clients use for the API server (default: the first server's address)")
 		f.DurationVar(&rf.stallGrace, "stall-grace", k3s.StallGrace, "how long the uninitialized taint may stay before the stall is diagnosed")
-		f.DurationVar(&rf.timeout, "timeout", 10*time.Minute, "bring-up timeout of a server or agent")
-		f.DurationVar(&rf.pollInterval, "poll-interval", 400*time.Millisecond, "how often the bring-up supervisor looks")
+		f.DurationVar(&rf.timeout, "timeout", installer.DefaultTimeout, "how long each bring-up wait may last, counted from its own start: the first server from its (re)start, each joining node, the CNI rollout")
+		f.DurationVar(&rf.pollInterval, "poll-interval", installer.DefaultPollInterval, "how often the bring-up supervisor looks")
 		f.BoolVar(&rf.dryRun, "dry-run", false, "connect, gather facts, run preflight and show what would change (diffs included); change nothing")
 		f.BoolVar(&rf.detailedExitCode, "detailed-exitcode", false, "with --dry-run: exit 9 when changes are pending, 0 when there is nothing to do (terraform's -detailed-exitcode)")
-		f.IntVar(&rf.concurrentUploads, "concurrent-uploads", 5, "large uploads (binary, images) in flight at once across hosts")
+		f.IntVar(&rf.concurrentUploads, "concurrent-uploads", installer.DefaultConcurrentUploads, "large uploads (binary, images) in flight at once across hosts")
 		f.BoolVar(&rf.noDrain, "no-drain", false, "do not drain nodes before upgrading them")
 		f.BoolVar(&rf.force, "force", false, "allow a K3s downgrade (turns the ExistingInstall check's downgrade error into a warning)")
-		f.IntVar(&rf.upgradeBatch, "upgrade-batch", 10, "percentage of agents upgraded at once (at least one)")
+		f.IntVar(&rf.upgradeBatch, "upgrade-batch", installer.DefaultUpgradeBatchPercent, "percentage of agents upgraded at once (at least one)")
 	}
 }
 
@@ -381,6 +384,10 @@ func (a *app) installerOptions(c *inventory.Cluster, rf *runFlags) (installer.Op
 	if err != nil {
 		return installer.Options{}, err
 	}
+	hosts, err := a.localMode(c, rf)
+	if err != nil {
+		return installer.Options{}, err
+	}
 	return installer.Options{
 		Exit:                  exitSummary,
 		IgnorePreflight:       ign,
@@ -392,7 +399,7 @@ func (a *app) installerOptions(c *inventory.Cluster, rf *runFlags) (installer.Op
 		PollInterval:          rf.pollInterval,
 		Concurrency:           rf.concurrency,
 		SudoPassword:          pw,
-		Hosts:                 rf.hosts,
+		Hosts:                 hosts,
 		DryRun:                rf.dryRun,
 		DetailedExitCode:      rf.detailedExitCode,
 		ConcurrentUploads:     rf.concurrentUploads,
@@ -452,7 +459,7 @@ func registerDay2(cmd *cobra.Command, rf *runFlags, watches bool) {
 	f := cmd.Flags()
 	f.BoolVar(&rf.dryRun, "dry-run", false, "connect and show what would be done; change nothing")
 	if watches {
-		f.DurationVar(&rf.timeout, "timeout", 10*time.Minute, "how long a node may take to be Ready again")
+		f.DurationVar(&rf.timeout, "timeout", installer.DefaultTimeout, "how long each restarted node may take to be Ready again, counted from when its wait begins")
 		f.DurationVar(&rf.stallGrace, "stall-grace", k3s.StallGrace, "how long the uninitialized taint may stay before the stall is diagnosed")
 	}
 }

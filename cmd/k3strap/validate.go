@@ -14,6 +14,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/k3strap/k3strap/finding"
 	"github.com/k3strap/k3strap/frontend"
 	"github.com/k3strap/k3strap/inventory"
 	"github.com/k3strap/k3strap/preflight"
@@ -50,8 +51,8 @@ func (a *app) validateCmd() *cobra.Command {
 			if errs := rep.Errors(); len(errs) > 0 {
 				var ids []string
 				for _, f := range errs {
-					if !slices.Contains(ids, f.Check) {
-						ids = append(ids, f.Check)
+					if !slices.Contains(ids, f.ID) {
+						ids = append(ids, f.ID)
 					}
 				}
 				return usageError{fmt.Errorf("%s: %d preflight error(s) found without connecting (%s); fix the inventory as each fix says, or pass --ignore-preflight-errors=%s to accept the risk",
@@ -72,11 +73,24 @@ func (a *app) validateCmd() *cobra.Command {
 // validateDoc is what `validate -o json` prints: one object whether the inventory passed or
 // not (an inventory that does not load prints the errors on stderr, exit 2, as with plain).
 type validateDoc struct {
-	Source   string              `json:"source"`
-	Valid    bool                `json:"valid"`
-	Cluster  string              `json:"cluster"`
-	Hosts    []validateHost      `json:"hosts"`
-	Findings []preflight.Finding `json:"findings"`
+	Source   string            `json:"source"`
+	Valid    bool              `json:"valid"`
+	Cluster  string            `json:"cluster"`
+	Hosts    []validateHost    `json:"hosts"`
+	Findings []validateFinding `json:"findings"`
+}
+
+// validateFinding is a preflight finding as `validate -o json` has always printed it
+// (docs/output.md): the check ID under "check", one fix, evidence as {"Text", "Source"}.
+type validateFinding struct {
+	Check    string             `json:"check"`
+	Host     string             `json:"host"`
+	Severity string             `json:"severity"`
+	Message  string             `json:"message"`
+	Fix      string             `json:"fix,omitempty"`
+	Ignored  bool               `json:"ignored,omitempty"`
+	Evidence []finding.Evidence `json:"evidence,omitempty"`
+	Commands []string           `json:"commands,omitempty"`
 }
 
 type validateHost struct {
@@ -88,11 +102,14 @@ type validateHost struct {
 // a static check found an error.
 func (a *app) validateJSON(c *inventory.Cluster, rep *preflight.Report) error {
 	errs := rep.Errors()
-	d := validateDoc{Source: c.Source, Valid: len(errs) == 0, Cluster: c.Metadata.Name, Hosts: []validateHost{}, Findings: []preflight.Finding{}}
+	d := validateDoc{Source: c.Source, Valid: len(errs) == 0, Cluster: c.Metadata.Name, Hosts: []validateHost{}, Findings: []validateFinding{}}
 	for _, h := range c.Spec.Hosts {
 		d.Hosts = append(d.Hosts, validateHost{h.Name, string(h.Role)})
 	}
-	d.Findings = append(d.Findings, rep.Findings...)
+	for _, f := range rep.Findings {
+		d.Findings = append(d.Findings, validateFinding{Check: f.ID, Host: f.Host, Severity: string(f.Severity), Message: f.Message,
+			Fix: f.Fix(), Ignored: f.Ignored, Evidence: f.Evidence, Commands: f.Commands})
+	}
 	if _, err := writeDocument(a.stdout, "json", d); err != nil {
 		return err
 	}
@@ -103,11 +120,11 @@ func (a *app) validateJSON(c *inventory.Cluster, rep *preflight.Report) error {
 }
 
 // printFindings writes findings as kubeadm does, each with its fix on the next line.
-func printFindings(w io.Writer, fs []preflight.Finding) {
+func printFindings(w io.Writer, fs []finding.Finding) {
 	for _, f := range fs {
 		fmt.Fprintln(w, frontend.StripControl(f.String()))
-		if f.Fix != "" {
-			fmt.Fprintln(w, "    fix: "+frontend.StripControl(f.Fix))
+		if f.Fix() != "" {
+			fmt.Fprintln(w, "    fix: "+frontend.StripControl(f.Fix()))
 		}
 	}
 }

@@ -44,6 +44,22 @@ const (
 	TopologyBastion = "bastion"
 )
 
+// Host kinds accepted in Options.Kind: every host of an Up is of one kind, each kind over its
+// own base image under Dir (built once, on first use or by `harness.sh base KIND`; see
+// harness.sh for what each image holds).
+const (
+	// KindBookworm is Debian 12 with systemd as PID 1 (the base image Dir/base). The empty
+	// string means KindBookworm.
+	KindBookworm = "bookworm"
+	// KindTrixie is Debian 13 with systemd 257 as PID 1 and iptables defaulting to its
+	// nf_tables backend (Dir/base-trixie).
+	KindTrixie = "trixie"
+	// KindOpenRC is Debian 12 booted by sysvinit with OpenRC as its rc, no systemd installed
+	// (Dir/base-openrc). Exec, WriteFile, Stop, Start, Kill and Reset work as on the other
+	// kinds (Stop is the host's own runlevel 0).
+	KindOpenRC = "openrc"
+)
+
 // DefaultDir is where the base image, the harness SSH key and the hosts live unless HARNESS_DIR
 // says otherwise.
 const DefaultDir = "/var/tmp/k3strap-e2e"
@@ -67,6 +83,10 @@ var featureName = regexp.MustCompile(`^[A-Za-z0-9_]+$`)
 type Options struct {
 	// Topology is TopologyFlat (default when empty) or TopologyBastion.
 	Topology string
+	// Kind is the host kind, KindBookworm (default when empty), KindTrixie or KindOpenRC. A
+	// base image missing for it is built first (a debootstrap: about two minutes, needs the
+	// Debian mirror; HARNESS_BASE_ROOTFS_TRIXIE or _OPENRC name a rootfs to copy instead).
+	Kind string
 }
 
 // Host is one throw-away host.
@@ -85,7 +105,7 @@ type Host struct {
 type Harness struct {
 	script string
 	dir    string
-	// inst is HARNESS_INSTANCE (0..9).
+	// inst is HARNESS_INSTANCE (0..maxInstance).
 	inst int
 	// state is this instance's directory (dir itself for HARNESS_INSTANCE 0, dir/i<k> else):
 	// its hosts, lock and ssh_config.
@@ -184,10 +204,11 @@ func open(ctx context.Context) (*Harness, error) {
 	}
 	state, inst := dir, 0
 	if v := os.Getenv("HARNESS_INSTANCE"); v != "" && v != "0" {
-		if len(v) != 1 || v[0] < '1' || v[0] > '9' {
-			return nil, fmt.Errorf("HARNESS_INSTANCE=%q: want 0..9", v)
+		k, err := strconv.Atoi(v)
+		if err != nil || k < 1 || k > maxInstance || strconv.Itoa(k) != v {
+			return nil, fmt.Errorf("HARNESS_INSTANCE=%q: want 0..%d", v, maxInstance)
 		}
-		state, inst = filepath.Join(dir, "i"+v), int(v[0]-'0')
+		state, inst = filepath.Join(dir, "i"+v), k
 	}
 	if err := os.MkdirAll(state, 0o755); err != nil {
 		return nil, err
@@ -249,10 +270,22 @@ func (h *Harness) Prefix() string {
 
 // PublicNet is the first three octets of the public bridge's /24 ("10.123.0" for instance 0,
 // 10.(123+2k).0 for instance k): the bridge is .1, host i is .(10+i).
-func (h *Harness) PublicNet() string { return fmt.Sprintf("10.%d.0", 123+2*h.inst) }
+func (h *Harness) PublicNet() string { return fmt.Sprintf("10.%d.0", netBase(h.inst)) }
+
+// maxInstance is the highest HARNESS_INSTANCE (harness.sh says the same).
+const maxInstance = 19
+
+// netBase is the second octet of instance k's public net: 123+2k for k < 10, 143+2k above
+// (past the uplink nets 10.143-10.152 of instances 0-9); harness.sh's NETBASE.
+func netBase(k int) int {
+	if k < 10 {
+		return 123 + 2*k
+	}
+	return 143 + 2*k
+}
 
 // PrivateNet is PublicNet of the bastion topology's private bridge (10.(124+2k).0).
-func (h *Harness) PrivateNet() string { return fmt.Sprintf("10.%d.0", 124+2*h.inst) }
+func (h *Harness) PrivateNet() string { return fmt.Sprintf("10.%d.0", netBase(h.inst)+1) }
 
 // KeyPath returns the private key (ed25519, no passphrase) accepted for root, deploy and pwuser
 // on every host.
@@ -278,9 +311,9 @@ func (h *Harness) ReleaseK3sSysctls(ctx context.Context) error {
 	return err
 }
 
-// PasswordOf returns the password of user: PasswordUser has one (random per base build, read
-// from the 0600 file HARNESS_DIR/pwuser.password); any other user yields ErrNoPassword. The
-// password must not be logged.
+// PasswordOf returns the password of user: PasswordUser has one (random per harness directory,
+// the same in every kind's base; read from the 0600 file HARNESS_DIR/pwuser.password); any other
+// user yields ErrNoPassword. The password must not be logged.
 func (h *Harness) PasswordOf(user string) (string, error) {
 	if user != PasswordUser {
 		return "", fmt.Errorf("%w: %q", ErrNoPassword, user)
@@ -294,7 +327,7 @@ func (h *Harness) PasswordOf(user string) (string, error) {
 
 // Up brings n hosts (1..200) up and returns h1..hn once every host's sshd accepts a root key
 // login (measured on a 2-core machine: 3 hosts 1.3-2.3 s, 10 hosts 4-6 s). It is idempotent for
-// the same n and topology; hosts of another count or topology are torn down first. Existing
+// the same n, topology and kind; hosts of another count, topology or kind are torn down first. Existing
 // hosts are not reset (see Reset). In TopologyBastion the bastion h0 comes in addition to the n
 // hosts (see Bastion).
 func (h *Harness) Up(ctx context.Context, n int, opts Options) ([]Host, error) {
@@ -305,13 +338,20 @@ func (h *Harness) Up(ctx context.Context, n int, opts Options) ([]Host, error) {
 	if topo != TopologyFlat && topo != TopologyBastion {
 		return nil, fmt.Errorf("harness: unknown topology %q", topo)
 	}
+	kind := opts.Kind
+	if kind == "" {
+		kind = KindBookworm
+	}
+	if kind != KindBookworm && kind != KindTrixie && kind != KindOpenRC {
+		return nil, fmt.Errorf("harness: unknown host kind %q", kind)
+	}
 	if n < 1 || n > 200 {
 		return nil, fmt.Errorf("harness: host count %d out of range 1..200", n)
 	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	h.hosts, h.bastion = nil, nil
-	if _, err := h.run(ctx, nil, []string{"HARNESS_TOPOLOGY=" + topo}, "up", strconv.Itoa(n)); err != nil {
+	if _, err := h.run(ctx, nil, []string{"HARNESS_TOPOLOGY=" + topo, "HARNESS_KIND=" + kind}, "up", strconv.Itoa(n)); err != nil {
 		return nil, err
 	}
 	out, err := h.run(ctx, nil, nil, "env")
@@ -327,6 +367,21 @@ func (h *Harness) Up(ctx context.Context, n int, opts Options) ([]Host, error) {
 	}
 	h.hosts, h.bastion = hosts, bastion
 	return append([]Host(nil), hosts...), nil
+}
+
+// Base builds the base image of host kind kind (KindBookworm when empty) unless it is there
+// already, as Up would: a debootstrap of up to about 5 minutes on a loaded 2-core machine, so
+// callers give it a context of its own (Up's callers usually give Up a few minutes). Other
+// processes building the same image are waited for.
+func (h *Harness) Base(ctx context.Context, kind string) error {
+	if kind == "" {
+		kind = KindBookworm
+	}
+	if kind != KindBookworm && kind != KindTrixie && kind != KindOpenRC {
+		return fmt.Errorf("harness: unknown host kind %q", kind)
+	}
+	_, err := h.run(ctx, nil, nil, "base", kind)
+	return err
 }
 
 // parseEnv reads `harness.sh env` output: HARNESS_H<i>=addr lines give h1..hN (sorted by
@@ -391,6 +446,16 @@ func (h *Harness) Down(ctx context.Context) error {
 // and kernel mask, and boots it again; it returns when sshd answers (measured: 0.6-1 s).
 func (h *Harness) Reset(ctx context.Context, i int) error { return h.hostCmd(ctx, "reset", i) }
 
+// FirstBoot makes host i a brand-new cloud-init box (Debian's cloud-init over the base, its
+// disk wiped as by Reset) whose NoCloud seed is the directory seed (user-data, meta-data and
+// whatever lies beside them, in /var/lib/cloud/seed/nocloud), boots it and returns when SSH
+// answers; nothing logs in. The first call builds the cloud-init layer (about a minute, once
+// per harness directory). The host stays a cloud-init host across Stop/Start until Reset or Down.
+func (h *Harness) FirstBoot(ctx context.Context, i int, seed string) error {
+	_, err := h.run(ctx, nil, nil, "firstboot", strconv.Itoa(i), seed)
+	return err
+}
+
 // Stop powers host i off gracefully (systemd shutdown, up to 15 s, then killed).
 func (h *Harness) Stop(ctx context.Context, i int) error { return h.hostCmd(ctx, "stop", i) }
 
@@ -441,7 +506,12 @@ func (h *Harness) Uplink(ctx context.Context, i int) error { return h.hostCmd(ct
 
 // UplinkNet is the uplink bridge's /24 without its last octet ("10.146.0" for instance 3);
 // host i's wan0 address ends in 10+i.
-func (h *Harness) UplinkNet() string { return fmt.Sprintf("10.%d.0", 143+h.inst) }
+func (h *Harness) UplinkNet() string {
+	if h.inst >= 10 {
+		return fmt.Sprintf("10.%d.0", 173+h.inst)
+	}
+	return fmt.Sprintf("10.%d.0", 143+h.inst)
+}
 
 // IPv6 gives host i an IPv6 address as well (opt-in): IPv6Addr(i) on eth0, the public bridge
 // fd00:123:<instance>::1/64 and a default IPv6 route via it. It stays across Stop and Start;

@@ -9,14 +9,20 @@
 # Usage (as root):
 #   harness.sh deps                  apt-get install debootstrap systemd-container nftables iproute2
 #                                    openssh-client tinyproxy busybox-static dropbear-bin when missing
-#   harness.sh base                  build $HARNESS_DIR/base once (debootstrap, ~70 s)
+#   harness.sh base [KIND]           build the base image of host kind KIND (default bookworm) once
+#                                    (debootstrap: bookworm ~70 s; trixie and openrc measured
+#                                    2-7 min each on the loaded 2-core machine)
 #   harness.sh up N                  N hosts h1..hN, returns when all answer SSH; idempotent; an
-#                                    existing set of another size/topology is torn down first
+#                                    existing set of another size/topology/kind is torn down first
+#   HARNESS_KIND=trixie|openrc harness.sh up N
+#                                    hosts of another kind (below); its base is built first if
+#                                    missing
 #   HARNESS_TOPOLOGY=bastion harness.sh up N
 #                                    h0 = bastion on the public and the private net, h1..hN only
 #                                    on the private net (reachable via h0, e.g. ssh -J)
 #   harness.sh env                   KEY=VALUE lines: HARNESS_DIR HARNESS_STATE_DIR HARNESS_KEY
-#                                    HARNESS_SSH_CONFIG HARNESS_INSTANCE HARNESS_TOPOLOGY HARNESS_N
+#                                    HARNESS_SSH_CONFIG HARNESS_INSTANCE HARNESS_TOPOLOGY
+#                                    HARNESS_KIND HARNESS_N
 #                                    HARNESS_H<i> [HARNESS_BASTION]
 #                                    (HARNESS_SSH_CONFIG: for ssh -F, applies to -J jump hosts too)
 #   harness.sh exec i CMD...         run CMD inside host i as root (no SSH); stdin is passed on
@@ -39,7 +45,8 @@
 #                                    the bridge PUB6::1/64 and a default IPv6 route via it; kept
 #                                    across stop/start; reset takes it away (first boot), down too
 #   harness.sh uplink i              a second cable for host i: wan0 on the uplink bridge
-#                                    (<prefix>br2, 10.(143+k).0.0/24, k = HARNESS_INSTANCE), and host
+#                                    (<prefix>br2, 10.(143+k).0.0/24, k = HARNESS_INSTANCE < 10,
+#                                    10.(173+k) for k >= 10), and host
 #                                    i's default route moved to it (a multi-homed edge host: the
 #                                    uplink has the default route, the plant network the inventory
 #                                    address); nothing on the uplink bridge is routed anywhere
@@ -47,6 +54,15 @@
 #                                    the other hosts are dropped without an ICMP (a black hole), as
 #                                    on a smaller-MTU link; the host's own TCP adapts (MSS)
 #   harness.sh regen-hostkey i       new SSH host keys for host i (host-key-mismatch tests)
+#   harness.sh cloudinit-layer       build $HARNESS_DIR/layer-cloudinit once: Debian's cloud-init
+#                                    package installed over the base (an overlay layer holding
+#                                    only what the package adds; apt from HARNESS_MIRROR)
+#   harness.sh firstboot i SEEDDIR   host i becomes a fresh cloud-init host: its disk wiped as by
+#                                    reset, the cloud-init layer under it, SEEDDIR's files
+#                                    (user-data, meta-data: a NoCloud seed) in
+#                                    /var/lib/cloud/seed/nocloud, then booted; nothing logs in.
+#                                    The host stays a cloud-init host across stop/start/kill
+#                                    until reset or down
 #   harness.sh kernel-mask i F...    host i sees a kernel without features F (see below)
 #   harness.sh kernel-unmask i       host i sees the machine's kernel again
 #   harness.sh sysctl-hold           set the machine sysctls a real K3s kubelet needs
@@ -61,10 +77,12 @@
 #   harness.sh purge                 down + delete the base, key and password (other files in
 #                                    $HARNESS_DIR are left alone)
 #
-# Environment: HARNESS_DIR (default /var/tmp/k3strap-e2e), HARNESS_INSTANCE (0..9, see below),
+# Environment: HARNESS_DIR (default /var/tmp/k3strap-e2e), HARNESS_INSTANCE (0..19, see below),
 #   HARNESS_TOPOLOGY (flat|bastion),
-#   HARNESS_MIRROR (Debian mirror), HARNESS_BASE_ROOTFS (copy this already-debootstrapped rootfs
-#   instead of running debootstrap), HARNESS_WAIT (seconds to wait for SSH, default 60),
+#   HARNESS_KIND (bookworm|trixie|openrc, read by up), HARNESS_MIRROR (Debian mirror),
+#   HARNESS_BASE_ROOTFS (copy this already-debootstrapped rootfs instead of running debootstrap;
+#   HARNESS_BASE_ROOTFS_TRIXIE and HARNESS_BASE_ROOTFS_OPENRC for the other kinds),
+#   HARNESS_WAIT (seconds to wait for SSH, default 60),
 #   HARNESS_RSA=1 (also an RSA host key), HARNESS_DEBUG=1 (timestamps of the boot steps).
 #
 # One harness per machine and HARNESS_INSTANCE: names (k3st-* for instance 0, k3i<k>-* for the
@@ -88,9 +106,15 @@
 #   the root namespace is on it, not even an IPv6 link-local), h0 = 10.123.0.10 + 10.124.0.1,
 #   h<i> = 10.124.0.(10+i) with default route via 10.124.0.1. /etc/hosts lists every host by name.
 #
+# Host kinds: bookworm (Debian 12, systemd; $HARNESS_DIR/base), trixie (Debian 13, systemd 257,
+#   iptables on nf_tables; $HARNESS_DIR/base-trixie), openrc (Debian 12 booted by sysvinit with
+#   OpenRC as its rc, no systemd; $HARNESS_DIR/base-openrc). Every kind has the users, keys and
+#   K3s prep below; on openrc the prep is an OpenRC service of the boot runlevel, the containerd
+#   quirk runs from /etc/conf.d/k3s and k3s-agent, and `stop` is `telinit 0` inside the host.
 # Base: root login by key only; users `deploy` (sudo NOPASSWD) and `pwuser` (sudo asks for the
-#   password in $HARNESS_DIR/pwuser.password, 0600, random per base build; SSH password login is
-#   allowed for pwuser only). All three accept $HARNESS_DIR/id_ed25519.
+#   password in $HARNESS_DIR/pwuser.password, 0600, random per harness directory and shared by
+#   every kind's base; SSH password login is allowed for pwuser only). All three accept
+#   $HARNESS_DIR/id_ed25519.
 #
 # Kernel masks: `kernel-mask i F...` replaces host i's mask with exactly F... . Inside host i's
 #   mount namespace only, /proc/config.gz is over-mounted by a copy of the machine's config where the
@@ -123,17 +147,46 @@
 set -euo pipefail
 
 HD=${HARNESS_DIR:-/var/tmp/k3strap-e2e}
-SUITE=bookworm
 MIRROR=${HARNESS_MIRROR:-http://deb.debian.org/debian}
 # iptables, conntrack and ipset: a real K3s built without its bundled k3s-root needs them on the
 # host; nftables: the hosts' own rulesets (firewall tests, facts); iputils-ping: path MTU probes.
-PKGS=openssh-server,systemd,systemd-sysv,dbus,sudo,iproute2,procps,kmod,ca-certificates,iptables,conntrack,ipset,nftables,iputils-ping
+COMMON_PKGS=sudo,iproute2,procps,kmod,ca-certificates,iptables,conntrack,ipset,nftables,iputils-ping
 BASE_STAMP="k3strap-harness-base 3"
-# Instances: HARNESS_INSTANCE=k (0..9, default 0) is a second, independent set of hosts on the same
+# Host kinds (HARNESS_KIND, chosen at `up`; every host of an instance is of one kind), each over
+# its own base image, built once on first use (or by `base KIND`) and shared by every instance:
+#   bookworm  Debian 12, systemd as PID 1 ($HD/base; the default, what every test used so far)
+#   trixie    Debian 13, systemd 257 as PID 1, iptables 1.8.11 on its nf_tables backend (iptables-legacy is
+#             there, not the default)
+#             ($HD/base-trixie)
+#   openrc    Debian 12 with sysvinit-core as PID 1 and OpenRC as its rc (Debian's `openrc`
+#             package; no systemd installed), sshd started by OpenRC ($HD/base-openrc)
+KINDS="bookworm trixie openrc"
+suite_of() { case $1 in trixie) echo trixie;; *) echo bookworm;; esac; }
+init_of()  { case $1 in openrc) echo openrc;; *) echo systemd;; esac; }
+pkgs_of() {
+  case $1 in
+    openrc) echo "openssh-server,$COMMON_PKGS";;
+    *)      echo "openssh-server,systemd,systemd-sysv,dbus,$COMMON_PKGS";;
+  esac
+}
+# The OpenRC kind's init comes in a second step, by apt inside the new root: debootstrap's own
+# resolver takes the first alternative of sysvinit-core's "sysv-rc | file-rc | openrc" whatever
+# --include and --exclude say, and openrc conflicts with sysv-rc.
+INIT_PKGS_OPENRC="sysvinit-core openrc"
+base_of()  { if [ "$1" = bookworm ]; then echo "$HD/base"; else echo "$HD/base-$1"; fi; }
+# (a kind's own revision follows its name)
+stamp_of() {
+  case $1 in bookworm) echo "$BASE_STAMP";; openrc) echo "$BASE_STAMP openrc 4";; *) echo "$BASE_STAMP $1";; esac
+}
+valid_kind() { [[ " $KINDS " == *" ${1:-} "* ]] || die "unknown host kind '${1:-}' (one of: $KINDS)"; }
+# Instances: HARNESS_INSTANCE=k (0..19, default 0) is a second, independent set of hosts on the same
 # machine, sharing only the base image, the key and the held sysctls: its own prefix, addresses
-# (10.(123+2k).0.0/24 public, 10.(124+2k).0.0/24 private), state under $HD/i<k> and lock.
+# (10.(123+2k).0.0/24 public, 10.(124+2k).0.0/24 private for k < 10; 10.(143+2k) and
+# 10.(144+2k) for k >= 10, above every uplink net of k < 10), state under $HD/i<k> and lock.
 INST=${HARNESS_INSTANCE:-0}
-[[ $INST =~ ^[0-9]$ ]] || { echo "HARNESS_INSTANCE must be 0..9" >&2; exit 2; }
+[[ $INST =~ ^(1?[0-9])$ ]] || { echo "HARNESS_INSTANCE must be 0..19" >&2; exit 2; }
+NETBASE=$((INST < 10 ? 123 + 2 * INST : 143 + 2 * INST))   # the public net's second octet
+UPLINK_OCTET=$((INST < 10 ? 143 + INST : 173 + INST))       # the uplink net's (cmd_uplink)
 if [ "$INST" = 0 ]; then
   P=k3st                      # prefix of every netns / link / nft table we create
   SD=$HD                      # this instance's state: hosts/, state/, ssh_config, lock
@@ -144,8 +197,8 @@ fi
 BR=${P}br0                    # public bridge, root namespace
 PRIVNS=${P}-priv              # namespace holding the private bridge
 PRIVBR=br1
-PUB=10.$((123 + 2 * INST)).0
-PRIV=10.$((124 + 2 * INST)).0
+PUB=10.$NETBASE.0
+PRIV=10.$((NETBASE + 1)).0
 PUB6=fd00:123:$INST:                # IPv6 public net (opt-in, cmd_ipv6): PUB6:1/64 bridge, PUB6:(10+i) host i
 KEY=$HD/id_ed25519
 SSH_OPTS=(-i "$KEY" -o StrictHostKeyChecking=no -o UserKnownHostsFile=/dev/null -o LogLevel=ERROR
@@ -163,6 +216,7 @@ hns()    { echo "$P-h$1"; }
 pubveth(){ echo "${P}v$1"; }    # root-namespace end of host i's public cable
 privveth(){ echo "${P}p$1"; }   # k3st-priv end of host i's private cable
 topology(){ [ -f "$SD/state/topology" ] && cat "$SD/state/topology" || echo flat; }
+kind()    { [ -f "$SD/state/kind" ] && cat "$SD/state/kind" || echo bookworm; }
 count()   { [ -f "$SD/state/n" ] && cat "$SD/state/n" || echo 0; }
 indexes() { local n; n=$(count); [ "$(topology)" = bastion ] && echo 0; [ "$n" -gt 0 ] && seq 1 "$n"; true; }
 addr_of() {   # the address a client uses for host i (public, or private behind the bastion)
@@ -201,8 +255,8 @@ cmd_deps() {
   DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need[@]}" >/dev/null
 }
 
-base_configure() {   # $1 = rootfs; idempotent
-  local B=$1 u pw
+base_configure() {   # $1 = rootfs, $2 = kind; idempotent
+  local B=$1 k=${2:-bookworm} u pw
   [ -f "$KEY" ] || ssh-keygen -q -t ed25519 -N '' -C k3strap-harness -f "$KEY"
   rm -f "$B"/etc/ssh/ssh_host_*                         # per host, made at create
   cat > "$B/etc/ssh/sshd_config.d/k3strap-harness.conf" <<'EOF'
@@ -221,7 +275,9 @@ EOF
   echo 'deploy ALL=(ALL:ALL) NOPASSWD: ALL' > "$B/etc/sudoers.d/deploy"
   echo 'pwuser ALL=(ALL:ALL) ALL' > "$B/etc/sudoers.d/pwuser"
   chmod 0440 "$B/etc/sudoers.d/deploy" "$B/etc/sudoers.d/pwuser"
-  pw=$(head -c 24 /dev/urandom | base64 | tr -dc 'A-Za-z0-9' | head -c 20)
+  # One password per harness directory: every kind's base takes the one already there.
+  if [ -s "$HD/pwuser.password" ]; then pw=$(cat "$HD/pwuser.password")
+  else pw=$(head -c 24 /dev/urandom | base64 | tr -dc 'A-Za-z0-9' | head -c 20); fi
   (umask 077; printf '%s\n' "$pw" > "$HD/pwuser.password.new")
   printf 'pwuser:%s\n' "$pw" | chroot "$B" chpasswd        # via stdin, never argv
   echo 'root:*' | chroot "$B" chpasswd -e
@@ -232,6 +288,14 @@ EOF
     install -m 600 "$KEY.pub" "$B/home/$u/.ssh/authorized_keys"
     chroot "$B" chown -R "$u:$u" "/home/$u/.ssh"
   done
+  if [ "$(init_of "$k")" = openrc ]; then base_configure_openrc "$B"; else base_configure_systemd "$B"; fi
+  : > "$B/etc/machine-id"; rm -f "$B/var/lib/dbus/machine-id" "$B/etc/hostname"
+  mv "$HD/pwuser.password.new" "$HD/pwuser.password"
+  stamp_of "$k" > "$B/.harness-ready"
+}
+
+base_configure_systemd() {   # $1 = rootfs
+  local B=$1 u
   # Nothing in a test host needs these; they slow the boot or fail inside a container.
   for u in systemd-timesyncd.service apt-daily.timer apt-daily-upgrade.timer dpkg-db-backup.timer \
            e2scrub_reap.service e2scrub_all.timer fstrim.timer man-db.timer systemd-pstore.service \
@@ -254,34 +318,149 @@ WantedBy=sysinit.target
 UNIT
   mkdir -p "$B/etc/systemd/system/sysinit.target.wants"
   ln -sf ../harness-k3s-prep.service "$B/etc/systemd/system/sysinit.target.wants/harness-k3s-prep.service"
-  : > "$B/etc/machine-id"; rm -f "$B/var/lib/dbus/machine-id" "$B/etc/hostname"
-  mv "$HD/pwuser.password.new" "$HD/pwuser.password"
-  echo "$BASE_STAMP" > "$B/.harness-ready"
 }
 
-cmd_base() {
+# The OpenRC kind: sysvinit's /sbin/init runs OpenRC (Debian's /etc/inittab of the openrc
+# package); no getty (a container has no terminals to give them), the same K3s prep as the
+# systemd kind's unit as an OpenRC service of the boot runlevel, and sshd in the default runlevel.
+# Debian's sysinit scripts (mountkernfs.sh) mount a fresh sysfs over nspawn's /sys, which is a
+# tmpfs to their eyes: it hides the cgroup hierarchies nspawn mounted under /sys/fs/cgroup (K3s:
+# "failed to find memory cgroup") and the machine's /sys/module the harness binds; the prep
+# unmounts it first. At shutdown (stop: runlevel 0) Debian's umountroot remounts the root
+# read-only, which is the machine's overlay mount: mount_root makes it writable again.
+base_configure_openrc() {   # $1 = rootfs
+  local B=$1
+  sed -i -E 's/^([0-9]+:[0-9]+:respawn:.*getty.*)$/#\1/' "$B/etc/inittab"
+  cat > "$B/etc/init.d/harness-k3s-prep" <<'RC'
+#!/sbin/openrc-run
+# k3strap e2e harness (test hosts only): cgroup v1 controllers rw and /dev/kmsg for a real K3s
+# (see harness.sh base_configure_systemd: harness-k3s-prep.service).
+description="throw-away host prep for a real K3s"
+depend() { before *; }
+start() {
+  while [ "$(awk '$2 == "/sys"' /proc/self/mounts | wc -l)" -gt 1 ]; do umount -R /sys 2>/dev/null || umount -l /sys || break; done
+  for c in cpu cpuacct cpuset memory devices freezer blkio pids; do
+    mountpoint -q /sys/fs/cgroup/$c && mount -o remount,bind,rw /sys/fs/cgroup/$c
+  done
+  [ -e /dev/kmsg ] || mknod -m 600 /dev/kmsg c 1 11
+  return 0
+}
+RC
+  chmod 0755 "$B/etc/init.d/harness-k3s-prep"
+  [ -e "$B/etc/runlevels/boot/harness-k3s-prep" ] || chroot "$B" rc-update add harness-k3s-prep boot >/dev/null
+  [ -e "$B/etc/runlevels/default/ssh" ] || chroot "$B" rc-update add ssh default >/dev/null
+}
+
+cmd_base() {   # [KIND]: build the base image of host kind KIND (default bookworm) once
+  local k=${1:-bookworm}
+  valid_kind "$k"
   base_lock
-  [ "$(cat "$HD/base/.harness-ready" 2>/dev/null)" = "$BASE_STAMP" ] && return 0
+  local B; B=$(base_of "$k")
+  [ "$(cat "$B/.harness-ready" 2>/dev/null)" = "$(stamp_of "$k")" ] && return 0
   local hs
   for hs in "$HD/hosts" "$HD"/i[0-9]/hosts; do
-    [ -d "$hs" ] && [ -n "$(ls -A "$hs")" ] && die "hosts exist in $hs; run down (every HARNESS_INSTANCE) before rebuilding the base"
+    [ -d "$hs" ] && [ -n "$(ls -A "$hs")" ] \
+      && [ "$(cat "${hs%/hosts}/state/kind" 2>/dev/null || echo bookworm)" = "$k" ] \
+      && die "$k hosts exist in $hs; run down (every HARNESS_INSTANCE) before rebuilding the $k base"
   done
-  local T=$HD/base.tmp t0=$SECONDS
+  local T=$B.tmp t0=$SECONDS src="" dlog=$HD/debootstrap.log
+  [ "$k" = bookworm ] || dlog=$HD/debootstrap-$k.log
+  case $k in
+    bookworm) src=${HARNESS_BASE_ROOTFS:-};;
+    trixie) src=${HARNESS_BASE_ROOTFS_TRIXIE:-};;
+    openrc) src=${HARNESS_BASE_ROOTFS_OPENRC:-};;
+  esac
   rm -rf "$T"
-  if [ -n "${HARNESS_BASE_ROOTFS:-}" ]; then
-    log "base: copying $HARNESS_BASE_ROOTFS"
-    cp -a "$HARNESS_BASE_ROOTFS" "$T"
+  if [ -n "$src" ]; then
+    log "base $k: copying $src"
+    cp -a "$src" "$T"
   else
     command -v debootstrap >/dev/null || die "debootstrap missing (run: $0 deps)"
-    log "base: debootstrap --variant=minbase $SUITE ($MIRROR)"
-    debootstrap --variant=minbase --include="$PKGS" "$SUITE" "$T" "$MIRROR" \
-      > "$HD/debootstrap.log" 2>&1 || { tail -20 "$HD/debootstrap.log" >&2; die "debootstrap failed"; }
+    log "base $k: debootstrap --variant=minbase $(suite_of "$k") ($MIRROR)"
+    debootstrap --variant=minbase --include="$(pkgs_of "$k")" "$(suite_of "$k")" "$T" "$MIRROR" \
+      > "$dlog" 2>&1 || { tail -20 "$dlog" >&2; die "debootstrap of the $k base failed"; }
+    if [ "$(init_of "$k")" = openrc ]; then
+      log "base $k: apt-get install $INIT_PKGS_OPENRC"
+      # shellcheck disable=SC2086
+      chroot "$T" env DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends \
+        $INIT_PKGS_OPENRC >> "$dlog" 2>&1 || { tail -20 "$dlog" >&2; die "installing OpenRC into the $k base failed"; }
+      chroot "$T" apt-get clean
+    fi
   fi
-  [ -x "$T/usr/sbin/sshd" ] && [ -x "$T/lib/systemd/systemd" ] && [ -x "$T/usr/bin/sudo" ] \
-    || die "base rootfs lacks sshd/systemd/sudo"
-  base_configure "$T"
-  rm -rf "$HD/base"; mv "$T" "$HD/base"
-  log "base ready in $((SECONDS - t0)) s"
+  [ -x "$T/usr/sbin/sshd" ] && [ -x "$T/usr/bin/sudo" ] || die "$k base rootfs lacks sshd/sudo"
+  if [ "$(init_of "$k")" = openrc ]; then
+    [ -x "$T/sbin/openrc-run" ] && [ -x "$T/sbin/init" ] || die "$k base rootfs lacks OpenRC/sysvinit"
+  else
+    [ -x "$T/lib/systemd/systemd" ] || die "$k base rootfs lacks systemd"
+  fi
+  base_configure "$T" "$k"
+  rm -rf "$B"; mv "$T" "$B"
+  log "base $k ready in $((SECONDS - t0)) s"
+}
+
+# cloudinit-layer: $HD/layer-cloudinit is the upper directory of an overlay over the base in
+# which apt-get installed Debian's cloud-init (no recommends): a lower layer holding only what
+# the package adds (its whiteouts included), shared by every instance like the base. The
+# package's own units are kept; cloud-init finds a NoCloud seed in /var/lib/cloud/seed/nocloud.
+CI_STAMP="k3strap-harness-cloudinit 1 ($BASE_STAMP)"
+cmd_cloudinit_layer() {
+  [ "$(cat "$HD/base/.harness-ready" 2>/dev/null)" = "$BASE_STAMP" ] || cmd_base
+  base_lock
+  [ "$(cat "$HD/layer-cloudinit/.harness-cloudinit" 2>/dev/null)" = "$CI_STAMP" ] && return 0
+  local T=$HD/layer-cloudinit.tmp W=$HD/layer-cloudinit.work M=$HD/layer-cloudinit.mnt t0=$SECONDS rc=0
+  umount "$M" 2>/dev/null || true
+  rm -rf "$T" "$W" "$M"; mkdir -p "$T" "$W" "$M"
+  mount -t overlay "$P-cloudinit" -o "lowerdir=$HD/base,upperdir=$T,workdir=$W" "$M"
+  cp /etc/resolv.conf "$M/etc/resolv.conf.harness"
+  log "cloudinit-layer: apt-get install cloud-init ($MIRROR)"
+  (
+    mount -t proc proc "$M/proc"
+    trap 'umount "$M/proc"' EXIT
+    mv "$M/etc/resolv.conf" "$M/etc/resolv.conf.keep" 2>/dev/null || true
+    cp "$M/etc/resolv.conf.harness" "$M/etc/resolv.conf"
+    echo "deb $MIRROR $SUITE main" > "$M/etc/apt/sources.list"
+    chroot "$M" env DEBIAN_FRONTEND=noninteractive apt-get update -qq &&
+    chroot "$M" env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
+      cloud-init >/dev/null
+    r=$?
+    rm -f "$M/etc/resolv.conf"; mv "$M/etc/resolv.conf.keep" "$M/etc/resolv.conf" 2>/dev/null || true
+    chroot "$M" apt-get clean
+    rm -rf "$M/var/lib/apt/lists"/* "$M/etc/resolv.conf.harness"
+    exit $r
+  ) > "$HD/cloudinit-layer.log" 2>&1 || rc=$?
+  umount "$M"
+  rmdir "$M"; rm -rf "$W"
+  [ "$rc" = 0 ] || { tail -20 "$HD/cloudinit-layer.log" >&2; rm -rf "$T"; die "cloudinit-layer: apt-get failed"; }
+  [ -x "$T/usr/bin/cloud-init" ] || die "cloudinit-layer: no /usr/bin/cloud-init after the install"
+  echo "$CI_STAMP" > "$T/.harness-cloudinit"
+  rm -rf "$HD/layer-cloudinit"; mv "$T" "$HD/layer-cloudinit"
+  log "cloudinit-layer ready in $((SECONDS - t0)) s"
+}
+
+# firstboot i SEEDDIR: host i as a brand-new cloud-init box with SEEDDIR as its NoCloud seed.
+cmd_firstboot() {
+  local i=$1 seed=$2 d t0=$EPOCHREALTIME; d=$(hdir "$i")
+  # sshd waits for cloud-init's network stage (Before=sshd.service): a first boot answers later.
+  local HARNESS_WAIT=${HARNESS_WAIT:-240}
+  [ -f "$seed/user-data" ] && [ -f "$seed/meta-data" ] || die "firstboot: $seed has no user-data and meta-data"
+  cmd_cloudinit_layer
+  with_lock
+  cmd_kill "$i"
+  umount "$d/root" 2>/dev/null || umount -l "$d/root" 2>/dev/null || true
+  rm -rf "$d/upper" "$d/work" "$d/rancher"
+  : > "$SD/state/cloudinit.h$i"
+  net_reset "$i"
+  prepare "$i"
+  install -d -m 0700 "$d/root/var/lib/cloud/seed/nocloud"
+  cp -a "$seed"/. "$d/root/var/lib/cloud/seed/nocloud/"
+  # The harness wires the host's network and SSH itself: cloud-init leaves both alone (no
+  # fallback DHCP config, host keys and root's authorized_keys kept).
+  install -d "$d/root/etc/cloud/cloud.cfg.d"
+  printf '%s\n' '# k3strap e2e harness (harness.sh cmd_firstboot): network and SSH are the harness'"'"'s' \
+    'network: {config: disabled}' 'ssh_deletekeys: false' 'disable_root: false' 'locale: false' \
+    > "$d/root/etc/cloud/cloud.cfg.d/90-k3strap-harness.cfg"
+  start_one "$i"
+  log "h$i first boot (cloud-init) in $(ms_since "$t0") ms"
 }
 
 # ---------------------------------------------------------------- network
@@ -382,10 +561,15 @@ new_hostkeys() {
   done
 }
 mount_root() {
-  local d; d=$(hdir "$1")
+  local d lower; d=$(hdir "$1"); lower=$(base_of "$(kind)")
+  # A cloud-init host (cmd_firstboot) has the cloud-init layer over the base.
+  [ -f "$SD/state/cloudinit.h$1" ] && lower=$HD/layer-cloudinit:$lower
   mkdir -p "$d/upper" "$d/work" "$d/root"
   mountpoint -q "$d/root" || mount -t overlay "$P-h$1" \
-    -o "lowerdir=$HD/base,upperdir=$d/upper,workdir=$d/work" "$d/root"
+    -o "lowerdir=$lower,upperdir=$d/upper,workdir=$d/work" "$d/root"
+  # a host whose shutdown remounted its root read-only (the openrc kind's umountroot) boots
+  # read-write again, as a real machine does
+  case ,$(findmnt -n -o OPTIONS "$d/root"), in *,ro,*) mount -o remount,rw "$d/root";; esac
 }
 seed() {   # write host i's identity into its (mounted) root
   local i=$1 d R; d=$(hdir "$i"); R=$d/root
@@ -429,6 +613,16 @@ SCRIPT
     printf '[Service]\nExecStartPre=-/usr/lib/k3strap-harness/k3s-containerd-prep\n' \
       > "$R/usr/lib/systemd/system/$u.service.d/90-k3strap-harness.conf"
   done
+  # OpenRC has no drop-ins: openrc-run sources /etc/conf.d/<service> before every action of
+  # the service install.sh writes (/etc/init.d/k3s, k3s-agent), so the script runs from there
+  # (K3s's install and uninstall scripts leave /etc/conf.d alone).
+  if [ -x "$R/sbin/openrc-run" ]; then
+    install -d "$R/etc/conf.d"
+    for u in k3s k3s-agent; do
+      printf '# k3strap e2e harness (test hosts only): see harness.sh k3s_quirks\n/usr/lib/k3strap-harness/k3s-containerd-prep || true\n' \
+        > "$R/etc/conf.d/$u"
+    done
+  fi
 }
 prepare() {   # host i's disk: identity, overlay, seed; idempotent, parallel-safe
   local i=$1
@@ -492,14 +686,15 @@ running() {   # host i's systemd-nspawn is alive; $d/start guards against a recy
   [ -f "$d/pid" ] && p=$(cat "$d/pid") && alive "$p" \
     && [ "$(starttime "$p")" = "$(cat "$d/start" 2>/dev/null)" ]
 }
-leader() {     # PID (root pid namespace) of host i's systemd
-  local d p c g; d=$(hdir "$1")
+init_comm() { if [ "$(init_of "$(kind)")" = openrc ]; then echo init; else echo systemd; fi; }
+leader() {     # PID (root pid namespace) of host i's PID 1 (systemd, or sysvinit's init)
+  local d p c g m; d=$(hdir "$1"); m=$(init_comm)
   running "$1" || return 1
   p=$(cat "$d/pid")
   for c in $(pgrep -P "$p"); do
-    [ "$(cat "/proc/$c/comm" 2>/dev/null)" = systemd ] && { echo "$c"; return 0; }
+    [ "$(cat "/proc/$c/comm" 2>/dev/null)" = "$m" ] && { echo "$c"; return 0; }
     for g in $(pgrep -P "$c"); do
-      [ "$(cat "/proc/$g/comm" 2>/dev/null)" = systemd ] && { echo "$g"; return 0; }
+      [ "$(cat "/proc/$g/comm" 2>/dev/null)" = "$m" ] && { echo "$g"; return 0; }
     done
   done
   return 1
@@ -564,16 +759,17 @@ Host *
 EOF
 }
 cmd_up() {
-  local n=${1:-} topo=${HARNESS_TOPOLOGY:-flat} t0=$EPOCHREALTIME i
+  local n=${1:-} topo=${HARNESS_TOPOLOGY:-flat} k=${HARNESS_KIND:-bookworm} t0=$EPOCHREALTIME i
   [[ $n =~ ^[0-9]+$ ]] && [ "$n" -ge 1 ] && [ "$n" -le 200 ] || die "usage: up N (1..200)"
   case $topo in flat|bastion) ;; *) die "HARNESS_TOPOLOGY must be flat or bastion";; esac
-  if [ "$(cat "$HD/base/.harness-ready" 2>/dev/null)" != "$BASE_STAMP" ]; then cmd_base; fi
+  valid_kind "$k"
+  if [ "$(cat "$(base_of "$k")/.harness-ready" 2>/dev/null)" != "$(stamp_of "$k")" ]; then cmd_base "$k"; fi
   with_lock
-  if [ -d "$SD/hosts" ] && { [ "$(topology)" != "$topo" ] || [ "$(count)" != "$n" ]; }; then
-    log "replacing $(count) $(topology) hosts by $n $topo hosts"; down_all
+  if [ -d "$SD/hosts" ] && { [ "$(topology)" != "$topo" ] || [ "$(count)" != "$n" ] || [ "$(kind)" != "$k" ]; }; then
+    log "replacing $(count) $(topology) $(kind) hosts by $n $topo $k hosts"; down_all
   fi
   mkdir -p "$SD/state" "$SD/hosts"
-  echo "$topo" > "$SD/state/topology"; echo "$n" > "$SD/state/n"
+  echo "$topo" > "$SD/state/topology"; echo "$n" > "$SD/state/n"; echo "$k" > "$SD/state/kind"
   write_ssh_config
   net_up
   # shellcheck disable=SC2046
@@ -584,13 +780,17 @@ cmd_up() {
   parallel start_one $(indexes)
   # shellcheck disable=SC2046
   parallel verify_login $(indexes)
-  log "$n $topo hosts up in $(ms_since "$t0") ms"
+  log "$n $topo $k hosts up in $(ms_since "$t0") ms"
 }
 
 cmd_stop() {   # graceful: nspawn turns SIGTERM into a poweroff of the host's systemd
   local i=$1 d p k; d=$(hdir "$i")
   if running "$i"; then
-    p=$(cat "$d/pid"); kill -TERM "$p"
+    p=$(cat "$d/pid")
+    # sysvinit has no handler for the signal nspawn sends (SIGRTMIN+3): its own runlevel 0
+    # (OpenRC's shutdown, then halt) instead
+    if [ "$(init_of "$(kind)")" = openrc ]; then host_exec "$i" telinit 0 || kill -TERM "$p"
+    else kill -TERM "$p"; fi
     for k in $(seq 1 150); do alive "$p" || break; sleep 0.1; done
     alive "$p" && { log "h$i: poweroff timed out, killing"; cmd_kill "$i"; }
   fi
@@ -626,6 +826,7 @@ cmd_reset() {
   cmd_kill "$i"; debug "h$i: killed"
   umount "$d/root" 2>/dev/null || umount -l "$d/root"
   rm -rf "$d/upper" "$d/work" "$d/rancher"
+  rm -f "$SD/state/cloudinit.h$i"   # back to a plain host (cmd_firstboot)
   net_reset "$i"
   create "$i"; start_one "$i"
   log "h$i reset in $(ms_since "$t0") ms"
@@ -647,7 +848,7 @@ cmd_heal() {
 # uplink i: host i gets wan0 on the uplink bridge and its default route there.
 cmd_uplink() {
   local i=$1 n up br gw v
-  n=$(hns "$i"); up=10.$((143 + INST)).0; br=${P}br2; gw=$up.1; v=${P}u$i
+  n=$(hns "$i"); up=10.$UPLINK_OCTET.0; br=${P}br2; gw=$up.1; v=${P}u$i
   ns_exists "$n" || die "h$i has no network namespace (harness up first)"
   if ! ip link show "$br" >/dev/null 2>&1; then
     ip link add "$br" type bridge
@@ -731,13 +932,13 @@ cmd_regen_hostkey() {
 }
 
 host_exec() {   # run argv inside host i (all its namespaces, its root and cwd /)
-  local i=$1 l n=0; shift
+  local i=$1 l n=0 m; shift; m=$(init_comm)
   # Right after a boot the process found may be gone a moment later (nspawn's start-up):
   # look again until its namespaces are there (at most 10 s).
   while :; do
     l=$(leader "$i") || die "h$i is not running"
-    [ -e "/proc/$l/ns/cgroup" ] && [ "$(cat "/proc/$l/comm" 2>/dev/null)" = systemd ] && break
-    n=$((n + 1)); [ "$n" -lt 40 ] || die "h$i: its systemd ($l) keeps going away"
+    [ -e "/proc/$l/ns/cgroup" ] && [ "$(cat "/proc/$l/comm" 2>/dev/null)" = "$m" ] && break
+    n=$((n + 1)); [ "$n" -lt 40 ] || die "h$i: its $m ($l) keeps going away"
     sleep 0.25
   done
   nsenter -t "$l" -m -u -i -n -p -C -r -w \
@@ -871,6 +1072,7 @@ cmd_env() {
   echo "HARNESS_SSH_CONFIG=$SD/ssh_config"
   echo "HARNESS_INSTANCE=$INST"
   echo "HARNESS_TOPOLOGY=$(topology)"
+  echo "HARNESS_KIND=$(kind)"
   echo "HARNESS_N=$(count)"
   for i in $(indexes); do [ "$i" = 0 ] || echo "HARNESS_H$i=$(addr_of "$i")"; done
   [ "$(topology)" = bastion ] && echo "HARNESS_BASTION=$PUB.10"
@@ -911,7 +1113,8 @@ down_all() {   # caller holds the lock
 cmd_down()  { with_lock; down_all; cmd_sysctl_release; }
 cmd_purge() {   # only what the harness made; other files in $HD stay
   with_lock; down_all
-  rm -rf "$HD/base" "$HD/base.tmp" "$KEY" "$KEY.pub" "$HD/pwuser.password" "$SD/ssh_config" \
+  for k in $KINDS; do rm -rf "$(base_of "$k")" "$(base_of "$k").tmp" "$HD/debootstrap-$k.log"; done
+  rm -rf "$HD/layer-cloudinit" "$HD/layer-cloudinit.tmp" "$KEY" "$KEY.pub" "$HD/pwuser.password" "$SD/ssh_config" \
          "$HD/debootstrap.log" "$SD/.script.lock" "$SD/.go-test.lock" "$HD/.base.lock"
   [ "$SD" = "$HD" ] || rmdir "$SD" 2>/dev/null || true
   rmdir "$HD" 2>/dev/null || true
@@ -930,5 +1133,7 @@ case $c in
   uplink) [ $# -eq 1 ] || die "usage: uplink i"; valid_index "$1"; cmd_uplink "$1" ;;
   ipv6) [ $# -eq 1 ] || die "usage: ipv6 i"; valid_index "$1"; with_lock; cmd_ipv6 "$1" ;;
   nft) [ $# -ge 2 ] || die "usage: nft i ARGS..."; valid_index "$1"; cmd_nft "$@" ;;
+  cloudinit-layer) cmd_cloudinit_layer ;;
+  firstboot) [ $# -eq 2 ] || die "usage: firstboot i SEEDDIR"; valid_index "$1"; cmd_firstboot "$1" "$2" ;;
   *) sed -n '2,/^set -euo/p' "$0" | sed '$d'; exit 2 ;;
 esac

@@ -144,3 +144,21 @@ func TestRunErrorCarriesStderrTail(t *testing.T) {
 		}
 	}
 }
+
+// TestUpRejectsUnknownKind: a host kind the harness has no base image for is refused before
+// harness.sh runs (the script is not even located: scriptPath is never called).
+func TestUpRejectsUnknownKind(t *testing.T) {
+	h := &Harness{script: "/nonexistent/harness.sh"}
+	_, err := h.Up(context.Background(), 1, Options{Kind: "alpine"})
+	if err == nil || !strings.Contains(err.Error(), `unknown host kind "alpine"`) {
+		t.Errorf("Up with kind alpine: %v, want an unknown host kind error", err)
+	}
+}
+
+// TestBaseRejectsUnknownKind: Base refuses a kind before running harness.sh.
+func TestBaseRejectsUnknownKind(t *testing.T) {
+	h := &Harness{script: "/nonexistent/harness.sh"}
+	if err := h.Base(context.Background(), "alpine"); err == nil || !strings.Contains(err.Error(), `unknown host kind "alpine"`) {
+		t.Errorf("Base with kind alpine: %v, want an unknown host kind error", err)
+	}
+}

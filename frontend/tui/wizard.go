@@ -8,7 +8,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"path/filepath"
 	"reflect"
 	"regexp"
 	"strconv"
@@ -16,11 +15,10 @@ import (
 
 	"charm.land/bubbles/v2/spinner"
 	tea "charm.land/bubbletea/v2"
-	"github.com/charmbracelet/x/ansi"
 
+	"github.com/k3strap/k3strap/internal/atomicfile"
 	"github.com/k3strap/k3strap/inventory"
 	"github.com/k3strap/k3strap/k3s"
-	"github.com/k3strap/k3strap/schema"
 )
 
 // Next is what the user chose to do after the wizard wrote the inventory.
@@ -39,7 +37,7 @@ type WizardOptions struct {
 	Path string
 	// Test tries a host's SSH connection; nil means TestSSH.
 	Test SSHTester
-	// Write writes the inventory file; nil means WriteFileAtomic.
+	// Write writes the inventory file; nil means atomicfile.WriteFile with mode 0644 (the inventory holds no secrets).
 	Write func(path string, data []byte) error
 	// Home is the user's home directory for the default SSH key; "" means os.UserHomeDir.
 	Home string
@@ -74,17 +72,6 @@ const (
 var screenTitles = map[screen]string{
 	scCluster: "1/5 Cluster", scHosts: "2/5 Hosts", scHost: "2/5 Host", scK3s: "3/5 K3s",
 	scNetwork: "4/5 Network and Rancher", scReview: "5/5 Review", scDone: "Written",
-}
-
-// testState is a host's SSH test: running, or its result.
-type testState struct {
-	running bool
-	res     SSHResult
-}
-
-type sshTestMsg struct {
-	host string
-	res  SSHResult
 }
 
 // Wizard is the bubbletea model of `k3strap init`.
@@ -127,7 +114,7 @@ func NewWizard(opts WizardOptions) *Wizard {
 		opts.Test = TestSSH
 	}
 	if opts.Write == nil {
-		opts.Write = WriteFileAtomic
+		opts.Write = func(path string, data []byte) error { return atomicfile.WriteFile(path, data, 0o644) }
 	}
 	if opts.Context == nil {
 		opts.Context = context.Background()
@@ -170,31 +157,6 @@ func NewWizard(opts WizardOptions) *Wizard {
 	return w
 }
 
-// defaultKey returns the first of the usual private keys that exists in home/.ssh, as
-// "~/.ssh/NAME", or "".
-func defaultKey(home string) string {
-	if home == "" {
-		home, _ = os.UserHomeDir()
-	}
-	for _, k := range []string{"id_ed25519", "id_ecdsa", "id_rsa"} {
-		if _, err := os.Stat(filepath.Join(home, ".ssh", k)); err == nil {
-			return "~/.ssh/" + k
-		}
-	}
-	return ""
-}
-
-// backends lists the backend choices of a CNI type (inventory validation's lists).
-func backends(cni string) []string {
-	switch cni {
-	case "calico":
-		return []string{"VXLAN", "IPIP", "VXLANCrossSubnet", "IPIPCrossSubnet", "WireGuard", "None"}
-	case "none":
-		return []string{"-"}
-	}
-	return []string{"vxlan", "host-gw", "wireguard-native"}
-}
-
 // Result returns what the wizard produced (after the program ended).
 func (w *Wizard) Result() WizardResult { return w.result }
 
@@ -224,15 +186,6 @@ func (w *Wizard) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 		return w, w.key(msg)
 	}
 	return w, nil
-}
-
-func (w *Wizard) testing() bool {
-	for _, t := range w.tests {
-		if t.running {
-			return true
-		}
-	}
-	return false
 }
 
 func (w *Wizard) key(k tea.KeyPressMsg) tea.Cmd {
@@ -442,13 +395,6 @@ func (w *Wizard) openHost(i int) {
 	w.message = ""
 }
 
-func (w *Wizard) defaultUser() string {
-	if u := w.cluster.value("user"); u != "" {
-		return u
-	}
-	return "root"
-}
-
 // saveHost validates the host form and stores the host.
 func (w *Wizard) saveHost() {
 	f := w.host
@@ -506,66 +452,6 @@ func (w *Wizard) saveHost() {
 	w.message = "saved " + h.Name + " — t tests its SSH connection"
 }
 
-// test starts the SSH test of host i.
-func (w *Wizard) test(i int) tea.Cmd {
-	c := w.build()
-	h := c.Spec.Hosts[i]
-	w.tests[h.Name] = testState{running: true}
-	test, ctx := w.opts.Test, w.opts.Context
-	run := func() tea.Msg { return sshTestMsg{host: h.Name, res: test(ctx, c, &h)} }
-	return tea.Batch(run, w.spin.Tick)
-}
-
-// absPath is the inventory path made absolute (relative to the working directory).
-func (w *Wizard) absPath() string {
-	p := w.cluster.value("path")
-	if abs, err := filepath.Abs(p); err == nil {
-		return abs
-	}
-	return p
-}
-
-// build returns the inventory as the forms describe it. Source is the target file, so that
-// relative paths resolve as Load will resolve them.
-func (w *Wizard) build() *inventory.Cluster {
-	c := &inventory.Cluster{APIVersion: inventory.APIVersion, Kind: inventory.Kind, Source: w.absPath()}
-	c.Metadata.Name = w.cluster.value("name")
-	c.Spec.SSH = inventory.SSH{User: w.cluster.value("user"), KeyPath: w.cluster.value("key"), KnownHosts: w.cluster.value("knownHosts")}
-	k := &c.Spec.K3s
-	if v := w.k3s.value("version"); k3s.IsRelease(v) {
-		k.Version = v
-	} else {
-		k.Channel = v
-	}
-	k.Install = inventory.InstallMode(w.k3s.value("install"))
-	if k.Install == inventory.Airgap {
-		k.Airgap = map[string]inventory.AirgapArtifacts{w.k3s.value("arch"): {
-			Binary: w.k3s.value("binary"), Images: w.k3s.value("images"), Checksums: w.k3s.value("checksums"),
-		}}
-	}
-	c.Spec.CNI.Type = inventory.CNIType(w.net.value("cni"))
-	if c.Spec.CNI.Type != inventory.CNINone {
-		c.Spec.CNI.Backend = w.net.value("backend")
-	}
-	switch w.net.value("rancher") {
-	case "install":
-		c.Spec.Rancher = &inventory.Rancher{Install: &inventory.RancherInstall{Hostname: w.net.value("rancherHost"), Version: w.net.value("rancherVersion")}}
-	case "register":
-		c.Spec.Rancher = &inventory.Rancher{Register: &inventory.RancherRegister{URL: w.net.value("rancherURL"), APITokenEnv: w.net.value("tokenEnv")}}
-	}
-	c.Spec.Hosts = append([]inventory.Host(nil), w.hosts...)
-	return c
-}
-
-// header is the comment the wizard writes at the top of the file. Its first line is the
-// yaml-language-server modeline (schema.Modeline, docs/schema.md) naming the schema that
-// `k3strap schema > cluster.schema.json` writes next to the inventory, so an editor checks and
-// completes the file.
-func (w *Wizard) header() []string {
-	modeline := strings.TrimPrefix(schema.Modeline("./"+schema.FileName), "# ") // Marshal adds "# "
-	return append([]string{modeline, "Written by `k3strap init`; edit freely."}, inventory.DefaultHeader()...)
-}
-
 // enterReview renders and validates the inventory for the review screen.
 func (w *Wizard) enterReview() {
 	c := w.build()
@@ -617,214 +503,6 @@ func (w *Wizard) reviewKey(k tea.KeyPressMsg) tea.Cmd {
 		w.screen = scDone
 	}
 	w.scroll = max(0, min(w.scroll, len(w.yaml)-w.reviewHeight()))
-	return nil
-}
-
-// reviewHeight is the number of YAML lines the review screen shows.
-func (w *Wizard) reviewHeight() int {
-	n := w.height - 6 - min(len(w.problems), 4)
-	if len(w.problems) > 0 {
-		n--
-	}
-	return max(3, n)
-}
-
-// View renders the current screen.
-func (w *Wizard) View() tea.View {
-	v := tea.NewView(w.Render())
-	v.AltScreen = true
-	return v
-}
-
-// Render returns the current screen as text (with styles).
-func (w *Wizard) Render() string {
-	st := w.st
-	width := max(40, w.width)
-	lines := []string{st.title.Render("k3strap init") + st.dim.Render(" · ") + st.bold.Render(screenTitles[w.screen]), ""}
-	var keys string
-	switch w.screen {
-	case scCluster:
-		lines = append(lines, "Let's describe your cluster. Every answer can be changed later in the file.", "")
-		lines = append(lines, w.cluster.view(st, width)...)
-		keys = "enter next · tab/↑/↓ move · ctrl+c quit"
-	case scHosts:
-		lines = append(lines, w.hostsView(width)...)
-		keys = "a add · e edit · d delete · t test SSH · T test all · n next · esc back"
-		if w.deleting {
-			keys = st.warn.Render(fmt.Sprintf("delete %s? y to confirm, any other key keeps it", w.hosts[w.selected].Name))
-		}
-	case scHost:
-		verb := "Add a host"
-		if w.editing >= 0 {
-			verb = "Edit " + w.hosts[w.editing].Name
-		}
-		lines = append(lines, verb, "")
-		lines = append(lines, w.host.view(st, width)...)
-		keys = "enter next (on the last field: save) · tab/↑/↓ move · esc cancel"
-	case scK3s:
-		lines = append(lines, w.k3s.view(st, width)...)
-		keys = "enter next · ←/→ choose · esc back"
-	case scNetwork:
-		lines = append(lines, w.net.view(st, width)...)
-		keys = "enter next · ←/→ choose · esc back"
-	case scReview:
-		lines = append(lines, w.reviewView(width)...)
-		keys = "w write the file · ↑/↓/space scroll · esc back"
-	case scDone:
-		lines = append(lines, w.doneView()...)
-		keys = "p preflight · a apply · q quit"
-		if len(w.result.Problems) > 0 {
-			keys = "q quit"
-		}
-	}
-	foot := []string{}
-	if w.message != "" {
-		foot = append(foot, st.warn.Render(w.message))
-	}
-	foot = append(foot, st.dim.Render(keys))
-	room := max(1, w.height-1-len(foot))
-	if len(lines) > room {
-		lines = lines[:room]
-	}
-	for len(lines) < room {
-		lines = append(lines, "")
-	}
-	lines = append(lines, foot...)
-	for i, l := range lines {
-		lines[i] = ansi.Truncate(l, width, "…")
-	}
-	return strings.Join(lines, "\n")
-}
-
-func (w *Wizard) hostsView(width int) []string {
-	st := w.st
-	if len(w.hosts) == 0 {
-		return []string{"No hosts yet. Press " + st.key.Render("a") + " to add the first one: it becomes the first server,",
-			"which initialises the cluster. Add more servers for high availability (3 or 5), agents for workloads."}
-	}
-	nameW, addrW := 4, 7
-	for _, h := range w.hosts {
-		nameW, addrW = max(nameW, len(h.Name)), max(addrW, len(h.Address))
-	}
-	nameW, addrW = min(nameW, 16), min(addrW, 24)
-	head := fmt.Sprintf("  %-*s  %-*s  %-7s  %-18s  %s", nameW, "NAME", addrW, "ADDRESS", "ROLE", "SSH", "CONNECTION TEST")
-	lines := []string{st.dim.Render(head)}
-	c := w.build()
-	firstServer := true
-	for i, h := range w.hosts {
-		mark := "  "
-		if i == w.selected {
-			mark = st.accent.Render("› ")
-		}
-		sc := c.HostSSH(&c.Spec.Hosts[i])
-		role := string(h.Role)
-		if h.Role == inventory.RoleServer && firstServer {
-			role += "*"
-			firstServer = false
-		}
-		ssh := fmt.Sprintf("%s:%d", sc.User, sc.Port)
-		var test string
-		switch t, ok := w.tests[h.Name]; {
-		case !ok:
-			test = st.dim.Render("not tested (t)")
-		case t.running:
-			test = w.spin.View() + " connecting…"
-		case t.res.OK:
-			test = st.ok.Render("✓ ") + t.res.Detail + st.dim.Render(fmt.Sprintf(" (%.1fs)", t.res.Seconds))
-		default:
-			test = st.fail.Render("✗ ") + t.res.Detail
-		}
-		l := fmt.Sprintf("%s%-*s  %-*s  %-7s  %-18s  %s", mark, nameW, ansi.Truncate(h.Name, nameW, "…"), addrW, ansi.Truncate(h.Address, addrW, "…"), role, ansi.Truncate(ssh, 18, "…"), test)
-		if i == w.selected {
-			l = st.bold.Render(ansi.Strip(l[:0])) + l
-		}
-		lines = append(lines, l)
-		if t, ok := w.tests[h.Name]; ok && t.res.HostKey != "" && !t.running {
-			lines = append(lines, "    "+st.dim.Render(t.res.HostKey))
-		}
-		if len(h.Taints) > 0 {
-			var ts []string
-			for _, t := range h.Taints {
-				ts = append(ts, t.String())
-			}
-			lines = append(lines, "    "+st.dim.Render("taints: "+strings.Join(ts, ", ")))
-		}
-	}
-	lines = append(lines, "", st.dim.Render("* the first server initialises the cluster"))
-	return lines
-}
-
-func (w *Wizard) reviewView(width int) []string {
-	st := w.st
-	var lines []string
-	if len(w.problems) > 0 {
-		lines = append(lines, st.fail.Render(fmt.Sprintf("✗ %d %s to fix (esc goes back; w writes it anyway):", len(w.problems), plural(len(w.problems), "problem", "problems"))))
-		for i, p := range w.problems {
-			if i == 4 {
-				break
-			}
-			lines = append(lines, "  "+st.warn.Render(firstLineOf(p)))
-		}
-	} else {
-		lines = append(lines, st.ok.Render("✓ valid")+st.dim.Render(" — this is the file that will be written to "+w.absPath()))
-	}
-	h := w.reviewHeight()
-	end := min(len(w.yaml), w.scroll+h)
-	for _, l := range w.yaml[w.scroll:end] {
-		if strings.HasPrefix(strings.TrimSpace(l), "#") {
-			l = st.dim.Render(l)
-		}
-		lines = append(lines, "  "+l)
-	}
-	if end < len(w.yaml) {
-		lines = append(lines, st.dim.Render(fmt.Sprintf("  … %d more lines (↓)", len(w.yaml)-end)))
-	}
-	return lines
-}
-
-func firstLineOf(s string) string {
-	l, _, _ := strings.Cut(s, "\n")
-	return l
-}
-
-func (w *Wizard) doneView() []string {
-	st := w.st
-	r := w.result
-	rel := w.cluster.value("path")
-	lines := []string{st.ok.Render("✓ wrote ") + st.bold.Render(r.Path), "  Keep it in git: it holds no secrets.", ""}
-	if len(r.Problems) > 0 {
-		lines = append(lines, st.warn.Render(fmt.Sprintf("It has %d %s; fix them in the file, then check it with:", len(r.Problems), plural(len(r.Problems), "problem", "problems"))),
-			"  "+st.key.Render("k3strap validate -f "+rel))
-		return lines
-	}
-	return append(lines,
-		"What now?",
-		"  "+st.key.Render("p")+"  run preflight: connect to every host and check it, changing nothing",
-		"  "+st.key.Render("a")+"  run apply: install K3s on every host and watch the first server come up",
-		"  "+st.key.Render("q")+"  quit; later run "+st.key.Render("k3strap preflight -f "+rel)+" and "+st.key.Render("k3strap apply -f "+rel),
-	)
-}
-
-// WriteFileAtomic writes data to path through a temporary file in the same directory renamed
-// over path, so that an interrupted write leaves the old file or none (mode 0644: the
-// inventory holds no secrets).
-func WriteFileAtomic(path string, data []byte) error {
-	dir := filepath.Dir(path)
-	f, err := os.CreateTemp(dir, ".k3strap-init-*")
-	if err != nil {
-		return err
-	}
-	tmp := f.Name()
-	_, werr := f.Write(data)
-	cerr := f.Close()
-	if err := errors.Join(werr, cerr, os.Chmod(tmp, 0o644)); err != nil {
-		_ = os.Remove(tmp)
-		return err
-	}
-	if err := os.Rename(tmp, path); err != nil {
-		_ = os.Remove(tmp)
-		return err
-	}
 	return nil
 }
 

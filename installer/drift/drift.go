@@ -59,7 +59,7 @@ const (
 type Desired struct {
 	// Name is the node (= inventory host) name.
 	Name string
-	// Taints are the declared taints (spec.hosts[].taints plus node-taint of the K3s config).
+	// Taints are the declared taints (inventory.Cluster.HostTaints).
 	Taints []inventory.Taint
 	// Labels are the declared labels (spec.hosts[].labels plus node-label of the K3s config).
 	Labels map[string]string
@@ -70,7 +70,7 @@ type Desired struct {
 // DesiredFor returns what c declares for h. excluded says whether kernelPolicy exclude keeps
 // h out of the CNI; nil when unknown (no facts).
 func DesiredFor(c *inventory.Cluster, h *inventory.Host, excluded *bool) Desired {
-	d := Desired{Name: h.Name, Taints: cni.HostTaints(c, h), Labels: map[string]string{}}
+	d := Desired{Name: h.Name, Taints: c.HostTaints(h), Labels: map[string]string{}}
 	for _, l := range c.HostConfig(h).NodeLabel {
 		if k, v, ok := strings.Cut(strings.TrimSpace(l), "="); ok && k != "" {
 			d.Labels[k] = v

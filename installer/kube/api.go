@@ -33,6 +33,7 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/restmapper"
 	"k8s.io/client-go/tools/clientcmd"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
 	"github.com/k3strap/k3strap/k3s"
 )
@@ -68,20 +69,34 @@ type API struct {
 // against the kubeconfig's CA for that address (K3s's serving certificate carries 127.0.0.1 and
 // ::1). The credentials stay in the returned API's memory; no error quotes the file.
 func Connect(ctx context.Context, conn func() Conn) (*API, error) {
+	return ConnectAs(ctx, conn, k3s.PathKubeconfig)
+}
+
+// ConnectAs is Connect with the kubeconfig at path on the host (e.g. the kubelet's,
+// k3s.PathKubeletKubeconfig, to act as the node itself). Certificate and key files the
+// kubeconfig names are read through conn() too and kept in memory only.
+func ConnectAs(ctx context.Context, conn func() Conn, path string) (*API, error) {
 	c := conn()
 	if c == nil {
 		return nil, errors.New("no connection to the server")
 	}
 	host := c.Host()
-	data, err := c.ReadFile(ctx, k3s.PathKubeconfig)
+	data, err := c.ReadFile(ctx, path)
 	if err != nil {
-		return nil, fmt.Errorf("%s: reading the server's kubeconfig %s: %w", host, k3s.PathKubeconfig, err)
+		return nil, fmt.Errorf("%s: reading the kubeconfig %s: %w", host, path, err)
 	}
-	cfg, err := clientcmd.RESTConfigFromKubeConfig(data)
+	kc, err := clientcmd.Load(data)
 	clear(data)
 	if err != nil {
 		// The parser's message may quote the file: say only what is wrong where.
-		return nil, fmt.Errorf("%s: %s is not a kubeconfig client-go can read (K3s rewrites it on start: restart k3s)", host, k3s.PathKubeconfig)
+		return nil, fmt.Errorf("%s: %s is not a kubeconfig client-go can read (K3s rewrites it on start: restart k3s)", host, path)
+	}
+	if err := inlineFiles(ctx, c, kc); err != nil {
+		return nil, fmt.Errorf("%s: the kubeconfig %s: %w", host, path, err)
+	}
+	cfg, err := clientcmd.NewDefaultClientConfig(*kc, nil).ClientConfig()
+	if err != nil {
+		return nil, fmt.Errorf("%s: %s is not a kubeconfig client-go can use (K3s rewrites it on start: restart k3s)", host, path)
 	}
 	cfg.UserAgent = "k3strap"
 	// JSON both ways: every API server (and the simulator the end-to-end tests run) speaks
@@ -110,6 +125,38 @@ func Connect(ctx context.Context, conn func() Conn) (*API, error) {
 		return nil, fmt.Errorf("%s: API client: %w", host, err)
 	}
 	return New(host, typed, dyn), nil
+}
+
+// inlineFiles reads the certificate and key files kc names on the host and puts their
+// contents in kc (the files are the host's, not the workstation's).
+func inlineFiles(ctx context.Context, c Conn, kc *clientcmdapi.Config) error {
+	read := func(path string, into *[]byte) error {
+		if path == "" || len(*into) > 0 {
+			return nil
+		}
+		b, err := c.ReadFile(ctx, path)
+		if err != nil {
+			return fmt.Errorf("reading %s: %w", path, err)
+		}
+		*into = b
+		return nil
+	}
+	for _, cl := range kc.Clusters {
+		if err := read(cl.CertificateAuthority, &cl.CertificateAuthorityData); err != nil {
+			return err
+		}
+		cl.CertificateAuthority = ""
+	}
+	for _, ai := range kc.AuthInfos {
+		if err := read(ai.ClientCertificate, &ai.ClientCertificateData); err != nil {
+			return err
+		}
+		if err := read(ai.ClientKey, &ai.ClientKeyData); err != nil {
+			return err
+		}
+		ai.ClientCertificate, ai.ClientKey = "", ""
+	}
+	return nil
 }
 
 // New returns the API of host over the given clients (tests pass client-go's fakes).

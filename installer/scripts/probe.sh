@@ -1,23 +1,31 @@
 # shellcheck shell=sh
-# The bring-up probe (step_supervise.go): prints the server's state every $3 seconds until killed:
-# service state, restart count and the main process's start time (epoch seconds, host clock),
-# subnet.env with its modification time, /readyz, the Node. One SSH channel for the whole
-# bring-up. While the Node carries taint $6 (the uninitialized taint, whose removal opens the
-# join gate) it looks every $4 seconds instead, for at most $5 such looks (a cluster in F1 never
-# loses it). Arguments: unit node interval fast fastmax taint.
+# The bring-up probe (installer/step_supervise.go): reports the server's state, one tick at a
+# time, until killed: service state, restart count and the main process's start time (epoch
+# seconds, host clock), subnet.env with its modification time, /readyz, the Node. One SSH
+# channel for the whole bring-up. It judges nothing: after each tick it reads from standard
+# input how long to nap before the next (seconds; the bring-up judge decides, installer/bringup:
+# faster while the join gate waits for the uninitialized taint's removal); with no answer
+# (standard input closed, or not a number) it naps $3 seconds. Arguments: unit node interval.
 # When subnet.env appears during a nap, a quick tick (@quick: service and subnet.env only, no
-# API call) reports it at once; the full tick follows. Every tick ends with @end; each API call is
-# bounded (--request-timeout=5s) so that a tick ends even when the API hangs — k3strap restarts
-# a probe that delivers no @end for max(20 s, 5 intervals).
-svc=$1 node=$2 interval=$3 fast=$4 fastmax=$5 taint=$6
+# API call, no answer read) reports it at once; the full tick follows. Every tick ends with
+# @end; each API call is bounded (--request-timeout=5s) so that a tick ends even when the API
+# hangs — k3strap restarts a probe that delivers no @end for max(20 s, 5 intervals).
+svc=$1 node=$2 interval=$3
 ready=
-out=
 service_and_subnet() {
   if command -v systemctl >/dev/null 2>&1; then
     echo "@service $(systemctl is-active "$svc" 2>/dev/null) $(systemctl show -p NRestarts --value "$svc" 2>/dev/null)"
     t=$(systemctl show -p ExecMainStartTimestamp --value "$svc" 2>/dev/null)
     [ -n "$t" ] && echo "@start $(date -d "$t" +%s 2>/dev/null)"
-  elif rc-service "$svc" status >/dev/null 2>&1; then echo "@service active 0"; else echo "@service inactive 0"; fi
+  else
+    # OpenRC: supervise-daemon (install.sh's supervisor) keeps the respawn count (NRestarts'
+    # meaning) and the child's last start (local time) in the service's options
+    o=/run/openrc/options/$svc
+    n=$(cat "$o/start_count" 2>/dev/null); n=${n:-0}
+    if rc-service "$svc" status >/dev/null 2>&1; then echo "@service active $n"; else echo "@service inactive $n"; fi
+    t=$(cat "$o/start_time" 2>/dev/null)
+    [ -n "$t" ] && echo "@start $(date -d "$t" +%s 2>/dev/null)"
+  fi
   if [ -r "$K3S_SUBNET_ENV" ]; then
     echo "@subnet-mtime $(stat -c %Y "$K3S_SUBNET_ENV" 2>/dev/null)"
     echo "@subnet $(tr '\n' ' ' < "$K3S_SUBNET_ENV")"
@@ -32,9 +40,9 @@ while :; do
     echo "@node $out"
   fi
   echo "@end"
-  nap=$interval
-  case "$out" in *"\"$taint\""*) [ "$fastmax" -gt 0 ] && { nap=$fast; fastmax=$((fastmax-1)); } ;; esac
-  out=
+  nap=
+  read -r nap || nap=$interval
+  case "$nap" in ''|*[!0-9.]*) nap=$interval ;; esac
   # subnet.env is usually the last milestone: while it is missing, its arrival ends the nap
   # ($1 is the inner shell's). The nap does not hold the channel's output: when k3strap ends
   # the probe (SIGTERM, then the channel's close), the channel closes at once rather than when

@@ -18,7 +18,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"path/filepath"
-	"sort"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
@@ -192,58 +191,11 @@ func ClusterCIDRs(c *inventory.Cluster) []string {
 	return out
 }
 
-// DeclaredTaints returns every taint a host of c registers with (spec.hosts[].taints plus
-// node-taint of the K3s config, as HostConfig renders them), deduplicated and sorted by key,
-// effect and value. Taints that do not parse are skipped (inventory validation reports them).
-func DeclaredTaints(c *inventory.Cluster) []inventory.Taint {
-	seen := map[string]bool{}
-	var out []inventory.Taint
-	for i := range c.Spec.Hosts {
-		for _, t := range HostTaints(c, &c.Spec.Hosts[i]) {
-			if !seen[t.String()] {
-				seen[t.String()] = true
-				out = append(out, t)
-			}
-		}
-	}
-	sortTaints(out)
-	return out
-}
-
-// HostTaints returns the taints h registers with: node-taint of its rendered K3s config
-// (spec.hosts[].taints included), parsed, deduplicated, in config order.
-func HostTaints(c *inventory.Cluster, h *inventory.Host) []inventory.Taint {
-	seen := map[string]bool{}
-	var out []inventory.Taint
-	for _, s := range c.HostConfig(h).NodeTaint {
-		t, err := inventory.ParseTaint(s)
-		if err != nil || seen[t.String()] {
-			continue
-		}
-		seen[t.String()] = true
-		out = append(out, t)
-	}
-	return out
-}
-
-func sortTaints(ts []inventory.Taint) {
-	sort.Slice(ts, func(i, j int) bool {
-		a, b := ts[i], ts[j]
-		if a.Key != b.Key {
-			return a.Key < b.Key
-		}
-		if a.Effect != b.Effect {
-			return a.Effect < b.Effect
-		}
-		return a.Value < b.Value
-	})
-}
-
-// DeclaredTolerations returns one toleration per declared taint (DeclaredTaints), each
-// tolerating exactly that taint (inventory.Taint.Toleration).
+// DeclaredTolerations returns one toleration per declared taint (inventory.Cluster.DeclaredTaints),
+// each tolerating exactly that taint (inventory.Taint.Toleration).
 func DeclaredTolerations(c *inventory.Cluster) []corev1.Toleration {
 	var out []corev1.Toleration
-	for _, t := range DeclaredTaints(c) {
+	for _, t := range c.DeclaredTaints() {
 		out = append(out, t.Toleration())
 	}
 	return out

@@ -223,7 +223,7 @@ func TestCalicoTolerationsKeepDefaults(t *testing.T) {
 			t.Errorf("Calico default toleration %+v missing: %+v", d, tols)
 		}
 	}
-	for _, dt := range DeclaredTaints(c) {
+	for _, dt := range c.DeclaredTaints() {
 		want := dt.Toleration()
 		found := false
 		for _, tl := range tols {
@@ -235,8 +235,8 @@ func TestCalicoTolerationsKeepDefaults(t *testing.T) {
 			t.Errorf("no toleration for declared taint %s", dt)
 		}
 	}
-	if len(DeclaredTaints(c)) != 4 {
-		t.Errorf("declared taints %v, want 4 distinct", DeclaredTaints(c))
+	if len(c.DeclaredTaints()) != 4 {
+		t.Errorf("declared taints %v, want 4 distinct", c.DeclaredTaints())
 	}
 	if got := in.Spec.CalicoNetwork.IPPools; len(got) != 1 || got[0].Encapsulation != "VXLAN" || got[0].CIDR != "10.42.0.0/16" {
 		t.Errorf("ip pools %+v (backend vxlan, case-insensitive)", got)

@@ -12,6 +12,7 @@ import (
 	"net"
 	"os"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -43,6 +44,10 @@ type Replay struct {
 	Secrets  func(path string) []byte
 	recorded time.Time
 	shift    time.Duration
+	// Quiet lists labels of background streams the recorded run may have closed before they
+	// started (a watch started and stopped around a fast step): unrecorded, such a stream
+	// sends nothing until its context ends, as a watch that saw no event.
+	Quiet []string
 	// Speed divides the recorded pace of streamed lines (0 or 1: as recorded).
 	Speed float64
 	// Rewrite, when set, changes each entry as it is taken: what depends on when the replay
@@ -100,6 +105,18 @@ func (r *Replay) take(op Op, key, label string) (Entry, error) {
 		e = r.Rewrite(e)
 	}
 	return e, nil
+}
+
+// has reports whether an unused entry answers op with key or label.
+func (r *Replay) has(op Op, key, label string) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for i, e := range r.es {
+		if !r.used[i] && e.Op == op && (e.Cmd == key || label != "" && e.Label == label) {
+			return true
+		}
+	}
+	return false
 }
 
 func (r *Replay) find(op Op, key, label string) (Entry, error) {
@@ -218,6 +235,10 @@ func (r *Replay) Stream(ctx context.Context, cmd remote.Cmd, onLine func(string)
 	r.mu.Lock()
 	r.commands++
 	r.mu.Unlock()
+	if slices.Contains(r.Quiet, cmd.Label) && !r.has(OpStream, cmd.String(), cmd.Label) {
+		<-ctx.Done()
+		return ctx.Err()
+	}
 	e, err := r.take(OpStream, cmd.String(), cmd.Label)
 	if err != nil {
 		return err

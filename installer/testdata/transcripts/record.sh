@@ -18,8 +18,8 @@ bash "$root/e2e/harness/harness.sh" up 3 >/dev/null
 eval "$(bash "$root/e2e/harness/harness.sh" env | sed 's/^/export /')"
 (cd "$root" && go build -o "$work/k3strap" ./cmd/k3strap && make -s artifacts ARTIFACTS_DIR="$work/.artifacts" >/dev/null)
 
-# inventory NAME W2_LABEL CLOUD: the scenarios' inventory (the replay tests hold the same, see
-# installer/replay_test.go replayCluster).
+# inventory NAME W2_TIER [CONFIG_LINE]: the scenarios' inventory (the replay tests hold the
+# same, see installer/replay_test.go replayCluster).
 inventory() {
   cat > "$work/$1.yaml" <<YAML
 apiVersion: k3strap.io/v1alpha1
@@ -37,7 +37,9 @@ spec:
         checksums: .artifacts/sha256sum-amd64.txt
     config:
       disable: [traefik]
-      kubelet-arg: [fail-cgroupv1=false]
+      kubelet-arg: [fail-cgroupv1=false${3:+, cloud-provider=external]
+      disable-cloud-controller: true
+      # (F1: docs/failure-modes.md)}${3:-]}
   ssh:
     user: root
     keyPath: $HARNESS_KEY
@@ -59,6 +61,7 @@ YAML
 }
 inventory cluster one
 inventory drifted two
+inventory f1 one f1
 
 # record SCENARIO ARGS...: one k3strap run, its transcripts in $out/SCENARIO (exit code kept).
 record() {
@@ -69,12 +72,24 @@ record() {
   echo "$name: exit $rc"
   echo "$rc" > "$out/$name/exit"
 }
+# F1 (docs/failure-modes.md): refused by preflight, then diagnosed by the supervisor.
+record sim-f1-preflight preflight -f f1.yaml
+record sim-f1-diagnosed apply -f f1.yaml --ignore-preflight-errors=CloudController --stall-grace=5s --timeout=3m
+(cd "$work" && ./k3strap reset -f f1.yaml --yes >/dev/null)
+record sim-fresh-dryrun apply -f cluster.yaml --dry-run --kubeconfig-out rec.kubeconfig
 record sim-1s2a apply -f cluster.yaml --kubeconfig-out rec.kubeconfig
 record sim-1s2a-rerun apply -f cluster.yaml --kubeconfig-out rec.kubeconfig
 record sim-drift-dryrun apply -f drifted.yaml --dry-run --kubeconfig-out rec.kubeconfig
 record sim-drift-check check -f drifted.yaml
+record sim-doctor-fix doctor -f drifted.yaml --fix --yes --bundle bundle.tar.gz
 record sim-drift-reconcile apply -f drifted.yaml --reconcile-taints --kubeconfig-out rec.kubeconfig
 record sim-doctor doctor -f drifted.yaml
+# A label changed by hand (drift the config cannot repair), then a node written by someone else
+# between k3strap's read and its write: 409 Conflict, retried.
+bash "$root/e2e/harness/harness.sh" exec 1 sh -c '/usr/local/bin/k3s kubectl label node w2 tier=by-hand --overwrite >/dev/null && mkdir -p /etc/k3ssim && echo "conflictOnNextReplace: 1" >> /etc/k3ssim/sim.yaml'
+record sim-conflict apply -f drifted.yaml --reconcile-taints --kubeconfig-out rec.kubeconfig
+record sim-rotate-certificates rotate certificates -f cluster.yaml
+record sim-rotate-token rotate token -f cluster.yaml
 record sim-preflight preflight -f drifted.yaml
 record sim-kubeconfig kubeconfig -f drifted.yaml --kubeconfig-out rec2.kubeconfig
 record sim-remove-node remove-node -f drifted.yaml --yes w2

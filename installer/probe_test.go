@@ -1,0 +1,127 @@
+// Copyright The k3strap Authors.
+// SPDX-License-Identifier: Apache-2.0
+
+package installer
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/k3strap/k3strap/internal/sshtest"
+	"github.com/k3strap/k3strap/k3s"
+)
+
+// The real probe.sh, run by a local shell behind an SSH server and a real remote.Client, with
+// stand-ins for systemctl and k3s that show the real node as it registers (the uninitialized
+// taint on): the supervisor answers each tick with the nap the judge decided
+// (bringup.GatePoll while the taint is on) over the probe's standard input, and the probe naps
+// that long — ten ticks within seconds although --poll-interval is 5 s (the probe's own
+// default without an answer: ten ticks would take 45 s).
+func TestProbeNapsAsTheJudgeSays(t *testing.T) {
+	if _, err := exec.LookPath("sh"); err != nil {
+		t.Skip("no sh: the probe script needs a POSIX shell")
+	}
+	dir := t.TempDir()
+	raw, err := os.ReadFile("../testdata/real-k3s-v1.36.3/node-registered-uninitialized.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var n corev1.Node
+	if err := json.Unmarshal(raw, &n); err != nil {
+		t.Fatal(err)
+	}
+	n.CreationTimestamp = metav1.Time{} // registered "now": the stall grace counts from the first look
+	node, err := json.Marshal(&n)
+	if err != nil {
+		t.Fatal(err)
+	}
+	write := func(name, body string) {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(body), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write("node.json", string(node))
+	write("systemctl", "#!/bin/sh\ncase \"$1 $3\" in\n'is-active '*) echo activating ;;\n'show NRestarts') echo 0 ;;\nesac\n")
+	write("k3s", "#!/bin/sh\ncase \"$*\" in\n*readyz*) echo ok ;;\n*'get node'*) cat "+filepath.Join(dir, "node.json")+" ;;\nesac\n")
+
+	var mu sync.Mutex
+	var stdin strings.Builder
+	srv := sshtest.New(t, func(cmd string, in io.Reader, stdout, stderr io.Writer, done <-chan struct{}) int {
+		if !strings.Contains(cmd, "@readyz") {
+			return 0
+		}
+		c := exec.Command("sh", "-c", strings.ReplaceAll(cmd, k3s.PathBinary, filepath.Join(dir, "k3s")))
+		c.Env = append(os.Environ(), "PATH="+dir+":"+os.Getenv("PATH"))
+		c.Stdin = io.TeeReader(in, writerFunc(func(p []byte) (int, error) {
+			mu.Lock()
+			defer mu.Unlock()
+			return stdin.Write(p)
+		}))
+		c.Stdout, c.Stderr = stdout, stderr
+		c.WaitDelay = time.Second
+		if err := c.Start(); err != nil {
+			t.Error(err)
+			return 1
+		}
+		ended := make(chan struct{})
+		go func() {
+			select {
+			case <-done:
+				_ = c.Process.Kill()
+			case <-ended:
+			}
+		}()
+		_ = c.Wait()
+		close(ended)
+		return 0
+	})
+	sup, _ := testSupervisor(time.Time{})
+	sup.s.in.opts.PollInterval = 5 * time.Second
+	dialTest(t, srv, sup.hs, time.Second)
+
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	answers := func() []string {
+		mu.Lock()
+		defer mu.Unlock()
+		return strings.Fields(stdin.String())
+	}
+	start := time.Now()
+	go func() {
+		for ctx.Err() == nil && len(answers()) < 10 {
+			time.Sleep(20 * time.Millisecond)
+		}
+		cancel()
+	}()
+	err = sup.run(ctx, convergeResult{})
+	took := time.Since(start)
+	got := answers()
+	t.Logf("%d answers in %s: %v (run: %v)", len(got), took.Round(time.Millisecond), got, err)
+	if len(got) < 10 {
+		t.Fatalf("the probe got %d answers in %s", len(got), took)
+	}
+	for _, a := range got {
+		if a != "0.10" {
+			t.Fatalf("answers %q, want 0.10 (bringup.GatePoll) while the taint is on", got)
+		}
+	}
+	if took > 20*time.Second {
+		t.Errorf("ten ticks took %s: the probe did not nap as answered", took)
+	}
+}
+
+// writerFunc is an io.Writer made of a function.
+type writerFunc func([]byte) (int, error)
+
+func (f writerFunc) Write(p []byte) (int, error) { return f(p) }

@@ -1,0 +1,473 @@
+// Copyright The k3strap Authors.
+// SPDX-License-Identifier: Apache-2.0
+
+package netcheck
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/netip"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+)
+
+// The steps of RunPaths, in order: startProbes, awaitReady, roundOne, mtuLadder, stop,
+// results. A pathRun holds what they hand forward; only the goroutine running RunPaths
+// touches it (the probes' goroutines send events).
+
+// event is one line (or the end) of one host's probe.
+type event struct {
+	host int
+	line probeLine
+	raw  string
+	done bool
+	err  error
+}
+
+type hostRun struct {
+	h       ProbeHost
+	in      chan string
+	ready   bool
+	exited  bool
+	err     string
+	probing bool
+	closed  bool
+}
+
+// close ends the probe's input: it exits (an SSH session's end also waits for that).
+func (r *hostRun) close() {
+	if !r.closed && r.h.Skip == "" && r.h.Run != nil {
+		r.closed = true
+		close(r.in)
+	}
+}
+
+// listenKey is one test listener of a target host.
+type listenKey struct {
+	proto string
+	port  int
+}
+
+// pathRun is one run of the path check.
+type pathRun struct {
+	ctx    context.Context
+	cancel context.CancelFunc
+	c      *Cluster
+	opt    PathOptions
+	rep    *PathReport
+	probes []Probe
+	// idx maps a host name to its index in runs.
+	idx    map[string]int
+	runs   []*hostRun
+	events chan event
+	wg     sync.WaitGroup
+	// What the probes printed, by probe ID: TCP results, datagram senders' results,
+	// datagrams received; listener states by "host proto port".
+	tcpRes  map[string]probeLine
+	sendRes map[string]probeLine
+	got     map[string][]probeLine
+	lstate  map[string]ListenerState
+	// kinds is every probe ID sent (tcp, udp, mtu); mtuOf the MTU result each mtu probe
+	// measures; mtus the MTU results of round one, in probe order.
+	kinds map[string]string
+	mtuOf map[string]*MTUResult
+	mtus  []*MTUResult
+}
+
+func newPathRun(ctx context.Context, cancel context.CancelFunc, c *Cluster, hosts []ProbeHost, opt PathOptions) *pathRun {
+	r := &pathRun{ctx: ctx, cancel: cancel, c: c, opt: opt, rep: &PathReport{Hosts: map[string]string{}},
+		probes: PlanProbes(c), idx: map[string]int{}, runs: make([]*hostRun, len(hosts)), events: make(chan event, 1024),
+		tcpRes: map[string]probeLine{}, sendRes: map[string]probeLine{}, got: map[string][]probeLine{},
+		lstate: map[string]ListenerState{}, kinds: map[string]string{}, mtuOf: map[string]*MTUResult{}}
+	for i, h := range hosts {
+		r.idx[h.Name] = i
+		r.runs[i] = &hostRun{h: h, in: make(chan string, 16)}
+		if h.Skip != "" {
+			r.rep.Hosts[h.Name] = h.Skip
+		}
+	}
+	return r
+}
+
+// startProbes starts the probe on every host that is not skipped and tells it the
+// listeners to bind: one per target host, proto and port.
+func (r *pathRun) startProbes() {
+	nonce := randHex(6)
+	script := ProbeScript(int(r.opt.Limit/time.Second), r.opt.Tool)
+	listens := make([]map[listenKey]netip.Addr, len(r.runs))
+	for _, p := range r.probes {
+		if i, ok := r.idx[p.To]; ok {
+			if listens[i] == nil {
+				listens[i] = map[listenKey]netip.Addr{}
+			}
+			listens[i][listenKey{p.Port.Proto, p.Port.Port}] = p.Addr
+		}
+	}
+	for i, hr := range r.runs {
+		if hr.h.Skip != "" || hr.h.Run == nil {
+			hr.exited = true
+			continue
+		}
+		r.start(i, hr, script)
+		var b strings.Builder
+		fmt.Fprintf(&b, "id %s h%d\n", nonce, i)
+		keys := make([]listenKey, 0, len(listens[i]))
+		for k := range listens[i] {
+			keys = append(keys, k)
+		}
+		sort.Slice(keys, func(a, b int) bool {
+			if keys[a].proto != keys[b].proto {
+				return keys[a].proto < keys[b].proto
+			}
+			return keys[a].port < keys[b].port
+		})
+		for _, k := range keys {
+			fmt.Fprintf(&b, "listen %s %s %d\n", k.proto, listens[i][k], k.port)
+		}
+		b.WriteString("bind\n")
+		hr.in <- b.String()
+	}
+}
+
+// start runs host i's probe: one goroutine copies its input to it, one runs it and sends
+// every line it prints, then its end, as events.
+func (r *pathRun) start(i int, hr *hostRun, script string) {
+	ctx := r.ctx
+	pr, pw := io.Pipe()
+	r.wg.Add(2)
+	go func() {
+		defer r.wg.Done()
+		defer pw.Close()
+		for {
+			select {
+			case s, ok := <-hr.in:
+				if !ok {
+					return
+				}
+				if _, err := io.WriteString(pw, s); err != nil {
+					return
+				}
+			case <-ctx.Done():
+				return
+			}
+		}
+	}()
+	go func() {
+		defer r.wg.Done()
+		err := hr.h.Run(ctx, script, pr, func(s string) {
+			l, ok := parseProbeLine(s)
+			if !ok {
+				return
+			}
+			select {
+			case r.events <- event{host: i, line: l, raw: s}:
+			case <-ctx.Done():
+			}
+		})
+		_ = pr.Close()
+		select {
+		case r.events <- event{host: i, done: true, err: err}:
+		case <-ctx.Done():
+		}
+	}()
+}
+
+// handle applies one event to the state.
+func (r *pathRun) handle(e event) {
+	hr := r.runs[e.host]
+	if e.done {
+		hr.exited, hr.probing = true, false
+		if !hr.ready {
+			msg := "the probe ended before it was ready"
+			if e.err != nil {
+				msg += ": " + e.err.Error()
+			}
+			if hr.err != "" {
+				msg = hr.err
+			}
+			r.rep.Hosts[hr.h.Name] = msg
+		}
+		return
+	}
+	l := e.line
+	switch l.kind {
+	case "error":
+		hr.err = l.detail
+		hr.close()
+	case "listen":
+		ls := ListenerState{Host: hr.h.Name, Proto: l.proto, Port: l.port, State: l.state, Detail: l.detail}
+		r.rep.Listeners = append(r.rep.Listeners, ls)
+		r.lstate[fmt.Sprintf("%s %s %d", hr.h.Name, l.proto, l.port)] = ls
+	case "ready":
+		hr.ready = true
+	case "probed":
+		hr.probing = false
+	case "tcp":
+		r.tcpRes[l.id] = l
+	case "udp", "mtu":
+		if prev, ok := r.sendRes[l.id]; !ok || prev.state == "sent" {
+			r.sendRes[l.id] = l
+		}
+	case "got":
+		r.got[l.id] = append(r.got[l.id], l)
+	}
+}
+
+// wait handles events until done() holds, the deadline passes or the run's context ends.
+func (r *pathRun) wait(deadline time.Time, done func() bool) {
+	t := time.NewTimer(time.Until(deadline))
+	defer t.Stop()
+	for !done() {
+		select {
+		case e := <-r.events:
+			r.handle(e)
+		case <-t.C:
+			return
+		case <-r.ctx.Done():
+			return
+		}
+	}
+}
+
+// awaitReady waits up to readyWait for every probe to bind its listeners (or end); a host
+// whose probe is not ready by then is left out with the reason.
+func (r *pathRun) awaitReady() {
+	r.wait(time.Now().Add(readyWait), func() bool {
+		for _, hr := range r.runs {
+			if !hr.ready && !hr.exited {
+				return false
+			}
+		}
+		return true
+	})
+	for _, hr := range r.runs {
+		if !hr.ready && r.rep.Hosts[hr.h.Name] == "" {
+			r.rep.Hosts[hr.h.Name] = fmt.Sprintf("the probe did not start within %s", readyWait)
+		}
+	}
+}
+
+// roundOne sends every probe at once — TCP connects, UDP datagrams to listeners that bound,
+// full-size don't-fragment datagrams on the overlay port — and waits for the answers.
+func (r *pathRun) roundOne() {
+	overlayPort, _ := r.c.Overlay()
+	bySource := map[int][]string{}
+	for n, p := range r.probes {
+		si, ok := r.idx[p.From]
+		ti, ok2 := r.idx[p.To]
+		if !ok || !ok2 || !r.runs[si].ready || !r.runs[ti].ready {
+			continue
+		}
+		id := "p" + strconv.Itoa(n)
+		var line string
+		switch p.Port.Proto {
+		case "tcp":
+			r.kinds[id] = "tcp"
+			line = fmt.Sprintf("tcp %s %s %d %d\n", id, p.Addr, p.Port.Port, r.opt.ConnectTimeout.Milliseconds())
+		case "udp":
+			if ls, ok := r.lstate[fmt.Sprintf("%s udp %d", p.To, p.Port.Port)]; !ok || (ls.State != "ok" && ls.State != "any") {
+				continue
+			}
+			r.kinds[id] = "udp"
+			src := "-"
+			if p.Port.Overlay {
+				if a, _, _ := r.c.Node(p.From).FlannelAddr(); a.IsValid() {
+					src = a.String()
+				}
+			}
+			line = fmt.Sprintf("udp %s %s %s %d %d %d\n", id, src, p.Addr, p.Port.Port, udpCount, 64)
+			if !r.opt.SkipMTU && p.Port.Port == overlayPort && p.MTU {
+				m := &MTUResult{From: p.From, To: p.To, Addr: p.Addr, Port: p.Port.Port, IfaceMTU: ifaceMTU(r.c.Node(p.From), p.Addr)}
+				mid := id + "m"
+				r.kinds[mid] = "mtu"
+				r.mtuOf[mid] = m
+				r.mtus = append(r.mtus, m)
+				m.Tried = m.IfaceMTU
+				m.src = src
+				line += fmt.Sprintf("mtu %s %s %s %d %d %d\n", mid, src, p.Addr, p.Port.Port, m.IfaceMTU-udpHeader(p.Addr), mtuCopies)
+			}
+		}
+		bySource[si] = append(bySource[si], line)
+	}
+	r.send(bySource)
+	r.rep.Rounds = 1
+	r.roundWait()
+}
+
+// send gives each source host its probe lines and tells it to go.
+func (r *pathRun) send(lines map[int][]string) {
+	for si, ls := range lines {
+		if len(ls) == 0 {
+			continue
+		}
+		r.runs[si].probing = true
+		r.runs[si].in <- strings.Join(ls, "") + "go\n"
+	}
+}
+
+// answered: every probe has its answer — each connect its result, each datagram probe a
+// first arrival — so the copies still being sent change nothing (the usual case: every path
+// open ends the round at once, not after the last copy's 200 ms).
+func (r *pathRun) answered() bool {
+	for id, k := range r.kinds {
+		switch k {
+		case "tcp":
+			if _, ok := r.tcpRes[id]; !ok {
+				return false
+			}
+		case "udp", "mtu":
+			if len(r.got[id]) == 0 {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// allReceived: every datagram probe whose sender sent has had an arrival.
+func (r *pathRun) allReceived() bool {
+	for id, k := range r.kinds {
+		switch k {
+		case "udp", "mtu":
+			if s, ok := r.sendRes[id]; ok && s.state == "sent" && len(r.got[id]) == 0 {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// roundWait waits until every probe is answered or every sender is done (at most
+// ConnectTimeout + 2 s), then up to receiptGrace for datagrams still under way.
+func (r *pathRun) roundWait() {
+	deadline := time.Now().Add(r.opt.ConnectTimeout + 2*time.Second)
+	r.wait(deadline, func() bool {
+		if r.answered() {
+			return true
+		}
+		for _, hr := range r.runs {
+			if hr.probing && !hr.exited {
+				return false
+			}
+		}
+		return true
+	})
+	r.wait(minTime(deadline, time.Now().Add(receiptGrace)), r.allReceived)
+}
+
+// mtuLadder is round two: an MTU ladder on the paths where full-size datagrams did not
+// arrive but small ones did, for at most two paths per host (a link's MTU shows on any of
+// them).
+func (r *pathRun) mtuLadder() {
+	ladder := map[int][]string{}
+	perHost := map[string]int{}
+	for mid, m := range r.mtuOf {
+		uid := strings.TrimSuffix(mid, "m")
+		largest := largestGot(r.got[mid], m.Addr)
+		if s := r.sendRes[mid]; s.state == "emsgsize" {
+			m.LocalPMTU = s.pmtu
+		}
+		m.Largest = largest
+		if largest >= m.IfaceMTU || len(r.got[uid]) == 0 || perHost[m.From] >= 2 || perHost[m.To] >= 2 {
+			continue
+		}
+		perHost[m.From]++
+		perHost[m.To]++
+		si := r.idx[m.From]
+		m.Step = ladderStep
+		top := m.IfaceMTU - ladderStep
+		if m.LocalPMTU > 0 && m.LocalPMTU < top {
+			top = m.LocalPMTU
+		}
+		for size, k := top, 0; size >= ladderFloor; size, k = size-ladderStep, k+1 {
+			lid := fmt.Sprintf("%sl%d", mid, k)
+			r.kinds[lid] = "mtu"
+			r.mtuOf[lid] = m
+			ladder[si] = append(ladder[si], fmt.Sprintf("mtu %s %s %s %d %d %d\n", lid, m.src, m.Addr, m.Port, size-udpHeader(m.Addr), mtuCopies))
+		}
+	}
+	if len(ladder) == 0 {
+		return
+	}
+	r.rep.Rounds = 2
+	r.send(ladder)
+	r.roundWait()
+	for id, m := range r.mtuOf {
+		if l := largestGot(r.got[id], m.Addr); l > m.Largest {
+			m.Largest = l
+		}
+	}
+}
+
+// stop ends every probe's input (each exits at once, or at its own limit), handles what they
+// still print, and waits at most 3 s for them before cancelling the run's context.
+func (r *pathRun) stop() {
+	for _, hr := range r.runs {
+		hr.close()
+	}
+	stopped, drained := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(drained)
+		for {
+			select {
+			case e := <-r.events:
+				r.handle(e)
+			case <-stopped:
+				return
+			}
+		}
+	}()
+	waitDone := make(chan struct{})
+	go func() { r.wg.Wait(); close(waitDone) }()
+	select {
+	case <-waitDone:
+	case <-time.After(3 * time.Second):
+		r.cancel()
+		<-waitDone
+	}
+	close(stopped)
+	<-drained
+	for len(r.events) > 0 {
+		r.handle(<-r.events)
+	}
+}
+
+// results judges every planned probe (judge) and keeps the MTU results that say something.
+func (r *pathRun) results() {
+	for n, p := range r.probes {
+		id := "p" + strconv.Itoa(n)
+		res := PathResult{Probe: p}
+		switch {
+		case r.rep.Hosts[p.From] != "":
+			res.Status, res.Detail = PathUntested, p.From+": "+r.rep.Hosts[p.From]
+		case r.rep.Hosts[p.To] != "":
+			res.Status, res.Detail = PathUntested, p.To+": "+r.rep.Hosts[p.To]
+		default:
+			var ls *ListenerState
+			if l, ok := r.lstate[fmt.Sprintf("%s %s %d", p.To, p.Port.Proto, p.Port.Port)]; ok {
+				ls = &l
+			}
+			res.Status, res.Detail, res.Millis = judge(p, r.kinds[id], r.tcpRes[id], r.sendRes[id], r.got[id], ls, r.runs[r.idx[p.To]], r.idx)
+		}
+		r.rep.Results = append(r.rep.Results, res)
+	}
+	// An MTU result says something only where small datagrams got through: else the path
+	// itself is broken (NodePaths), whatever the size.
+	for mid, m := range r.mtuOf {
+		if strings.Contains(mid, "l") {
+			continue
+		}
+		if len(r.got[strings.TrimSuffix(mid, "m")]) == 0 {
+			m.From = ""
+		}
+	}
+	for _, m := range r.mtus {
+		if m.From != "" {
+			r.rep.MTU = append(r.rep.MTU, *m)
+		}
+	}
+}
