@@ -18,6 +18,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"net/http"
 	"net/url"
 	"syscall"
 	"time"
@@ -35,6 +36,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
+	"github.com/k3strap/k3strap/installer/remote"
 	"github.com/k3strap/k3strap/k3s"
 )
 
@@ -116,6 +118,9 @@ func ConnectAs(ctx context.Context, conn func() Conn, path string) (*API, error)
 		}
 		return conn, err
 	}
+	// A host that sees or answers API requests itself (a transcript recorder or replay:
+	// remote.APITransportWrapper) gets each request, asked at that moment like the dial.
+	cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper { return hostTransport{conn: conn, rt: rt} })
 	typed, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
 		return nil, fmt.Errorf("%s: API client: %w", host, err)
@@ -125,6 +130,20 @@ func ConnectAs(ctx context.Context, conn func() Conn, path string) (*API, error)
 		return nil, fmt.Errorf("%s: API client: %w", host, err)
 	}
 	return New(host, typed, dyn), nil
+}
+
+// hostTransport passes each request to the current connection's APITransportWrapper when it
+// has one, else to rt (client-go's TLS transport over conn's DialContext).
+type hostTransport struct {
+	conn func() Conn
+	rt   http.RoundTripper
+}
+
+func (t hostTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	if w, ok := t.conn().(remote.APITransportWrapper); ok {
+		return w.WrapAPITransport(t.rt).RoundTrip(req)
+	}
+	return t.rt.RoundTrip(req)
 }
 
 // inlineFiles reads the certificate and key files kc names on the host and puts their
