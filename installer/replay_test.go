@@ -190,7 +190,7 @@ func newReplayRunConfig(t *testing.T, name, tier, config string) (*replayRun, *i
 	tokenLine := regexp.MustCompile(`(?m)^sha [0-9a-f]{64} ` + regexp.QuoteMeta(k3s.PathTokenFile) + `$`)
 	standIns := strings.NewReplacer(moves...)
 	r := &replayRun{hosts: map[string]*transcript.Replay{}, dir: dir}
-	kubeconfig := []byte(replayKubeconfig(t))
+	kubeconfig := replayKubeconfig(t)
 	for _, h := range c.Spec.Hosts {
 		es, err := transcript.ReadFile(filepath.Join("testdata", "transcripts", name, h.Name+".jsonl"))
 		if errors.Is(err, os.ErrNotExist) {
@@ -202,7 +202,7 @@ func newReplayRunConfig(t *testing.T, name, tier, config string) (*replayRun, *i
 		rp := transcript.NewReplay(h.Name, es)
 		rp.Secrets = func(p string) []byte {
 			if p == k3s.PathKubeconfig {
-				return kubeconfig
+				return []byte(kubeconfig) // a fresh copy: the API clears what it read
 			}
 			return []byte(replayToken)
 		}
