@@ -85,7 +85,11 @@ func ConnectAs(ctx context.Context, conn func() Conn, path string) (*API, error)
 	host := c.Host()
 	data, err := c.ReadFile(ctx, path)
 	if err != nil {
-		return nil, fmt.Errorf("%s: reading the kubeconfig %s: %w", host, path, err)
+		whose := "the node's"
+		if path == k3s.PathKubeconfig {
+			whose = "the server's"
+		}
+		return nil, fmt.Errorf("%s: reading %s kubeconfig %s: %w", host, whose, path, err)
 	}
 	kc, err := clientcmd.Load(data)
 	clear(data)

@@ -14,6 +14,7 @@ import (
 	"encoding/pem"
 	"errors"
 	"fmt"
+	"io"
 	"math/big"
 	"net"
 	"net/http"
@@ -503,5 +504,106 @@ func TestForwardingRefused(t *testing.T) {
 	}
 	if IsAPIDown(err) {
 		t.Error("a refused channel counts as the API being down: it would be retried for nothing")
+	}
+}
+
+// fileConn is a Conn serving files and answering the API itself (remote.APITransportWrapper),
+// as a transcript replay does; a dial is a test failure.
+type fileConn struct {
+	t     *testing.T
+	files map[string][]byte
+	mu    sync.Mutex
+	read  []string
+	asked []string
+}
+
+func (c *fileConn) Host() string { return "w1" }
+
+func (c *fileConn) ReadFile(_ context.Context, path string) ([]byte, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.read = append(c.read, path)
+	b, ok := c.files[path]
+	if !ok {
+		return nil, fmt.Errorf("w1: %s: %w", path, os.ErrNotExist)
+	}
+	return append([]byte(nil), b...), nil
+}
+
+func (c *fileConn) DialContext(_ context.Context, _, addr string) (net.Conn, error) {
+	c.t.Errorf("dialled %s although the host answers the API itself", addr)
+	return nil, errors.New("no network")
+}
+
+type rtFunc func(*http.Request) (*http.Response, error)
+
+func (f rtFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
+
+func (c *fileConn) WrapAPITransport(http.RoundTripper) http.RoundTripper {
+	return rtFunc(func(r *http.Request) (*http.Response, error) {
+		c.mu.Lock()
+		c.asked = append(c.asked, r.Method+" "+r.URL.Path)
+		c.mu.Unlock()
+		return &http.Response{StatusCode: 200, Header: http.Header{"Content-Type": {"application/json"}}, Request: r,
+			Body: io.NopCloser(strings.NewReader(`{"apiVersion":"v1","kind":"Node","metadata":{"name":"w1"}}`))}, nil
+	})
+}
+
+// TestConnectAsTheNode: ConnectAs reads a kubeconfig that names its CA, certificate and key
+// as files (the kubelet's), reads those over the connection too, and a host answering the API
+// itself gets every request without a dial.
+func TestConnectAsTheNode(t *testing.T) {
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{SerialNumber: big.NewInt(2), Subject: pkix.Name{CommonName: "system:node:w1"},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour), IsCA: true, BasicConstraintsValid: true,
+		KeyUsage: x509.KeyUsageCertSign | x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kder, err := x509.MarshalECPrivateKey(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const dir = "/var/lib/rancher/k3s/agent/"
+	files := map[string][]byte{
+		k3s.PathKubeletKubeconfig: []byte(`apiVersion: v1
+kind: Config
+clusters:
+- cluster: {certificate-authority: ` + dir + `server-ca.crt, server: "https://127.0.0.1:6444"}
+  name: local
+contexts:
+- context: {cluster: local, user: user}
+  name: local
+current-context: local
+users:
+- name: user
+  user: {client-certificate: ` + dir + `client-kubelet.crt, client-key: ` + dir + `client-kubelet.key}
+`),
+		dir + "server-ca.crt":      pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}),
+		dir + "client-kubelet.crt": pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}),
+		dir + "client-kubelet.key": pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: kder}),
+	}
+	c := &fileConn{t: t, files: files}
+	ctx := context.Background()
+	a, err := ConnectAs(ctx, func() Conn { return c }, k3s.PathKubeletKubeconfig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n, err := a.GetNode(ctx, "w1")
+	if err != nil || n.Name != "w1" {
+		t.Fatalf("GetNode: %v %v", n, err)
+	}
+	if len(c.read) != 4 || len(c.asked) != 1 || c.asked[0] != "GET /api/v1/nodes/w1" {
+		t.Errorf("read %q, asked %q", c.read, c.asked)
+	}
+	// A certificate file missing: the error names it and the host.
+	delete(files, dir+"client-kubelet.key")
+	if _, err := ConnectAs(ctx, func() Conn { return &fileConn{t: t, files: files} }, k3s.PathKubeletKubeconfig); err == nil ||
+		!errors.Is(err, os.ErrNotExist) || !strings.Contains(err.Error(), "w1: the kubeconfig "+k3s.PathKubeletKubeconfig+": reading "+dir+"client-kubelet.key") {
+		t.Errorf("a missing key file: %v", err)
 	}
 }
