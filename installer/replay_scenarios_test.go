@@ -68,6 +68,13 @@ func TestReplayScenarios(t *testing.T) {
 				if !strings.Contains(o.r.log(), "by-hand") || !strings.Contains(o.r.log(), "tier") {
 					t.Errorf("the label changed by hand is not reported as repaired:\n%s", o.r.log())
 				}
+				// The node write answered 409 Conflict and the one after it were both asked
+				// (the read-modify-write retried through the API).
+				for _, u := range o.r.hosts["cp1"].Unused(transcript.OpHTTP) {
+					if strings.HasPrefix(u, "http PUT ") {
+						t.Errorf("the recorded node write %s was not replayed: the conflict was not retried", u)
+					}
+				}
 			}},
 		{name: "sim-rotate-certificates", tier: "one", run: func(ctx context.Context, in *Installer, _ *replayRun) error { return in.RotateCertificates(ctx) },
 			check: func(t *testing.T, o outcome) { noErr(t, o.err, o.r) }},

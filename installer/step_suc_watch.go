@@ -9,6 +9,9 @@ import (
 	"strings"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
+
 	"github.com/k3strap/k3strap/checkid"
 	"github.com/k3strap/k3strap/events"
 	"github.com/k3strap/k3strap/installer/kube"
@@ -60,9 +63,10 @@ func (sucWatchStep) Run(ctx context.Context, s *session) error {
 		now := time.Now()
 		var p *sucwatch.Poll
 		err := s.retry(ctx, fs, "reading SUC's progress", func(ctx context.Context) error {
-			var err error
-			p, err = sucwatch.Read(ctx, kube.Kubectl{R: fs.c()})
-			return err
+			return fs.withAPI(ctx, func(a *kube.API) (err error) {
+				p, err = sucwatch.Read(ctx, a)
+				return err
+			})
 		})
 		if err != nil {
 			if ctx.Err() != nil {
@@ -144,7 +148,12 @@ func (s *session) sucStalled(ctx context.Context, p *sucwatch.Poll, tr *sucwatch
 			continue
 		}
 		if st.NeedsDrainView {
-			pods, pdbs, err := sucwatch.DrainView(ctx, kube.Kubectl{R: s.first.c()}, name)
+			var pods []corev1.Pod
+			var pdbs []policyv1.PodDisruptionBudget
+			err := s.first.withAPI(ctx, func(a *kube.API) (err error) {
+				pods, pdbs, err = sucwatch.DrainView(ctx, a, name)
+				return err
+			})
 			if err != nil && ctx.Err() == nil {
 				em.Debug(name, "reading the node's pods and PodDisruptionBudgets: "+err.Error())
 			}

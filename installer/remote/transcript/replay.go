@@ -158,6 +158,25 @@ func (r *Replay) Unanswered() []string {
 	return append([]string(nil), r.unanswered...)
 }
 
+// Unused returns the entries of op no call took, as "op key" (for http: "http VERB PATH"), in
+// order: a test can check that the replay asked everything the recording did.
+func (r *Replay) Unused(op Op) []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var out []string
+	for i, e := range r.es {
+		if r.used[i] || e.Op != op {
+			continue
+		}
+		key := e.Cmd + e.Path
+		if e.Verb != "" {
+			key = e.Verb + " " + e.Path
+		}
+		out = append(out, string(op)+" "+key)
+	}
+	return out
+}
+
 // Written returns what was written to path (nil when nothing was).
 func (r *Replay) Written(path string) []byte {
 	r.mu.Lock()
