@@ -90,6 +90,35 @@ func (c *testCluster) netprobeGet(i int, pod, url string, timeout time.Duration)
 	return id, nil
 }
 
+// netprobeGetService is netprobeGet for a URL through Service service's ClusterIP or name.
+// A Ready pod is not yet a reachable Service: the EndpointSlice controller lists the pod
+// after it turns Ready, and each node's kube-proxy programs its rules after that (a Service
+// without programmed endpoints is rejected: "connection refused"). So it first waits until
+// the Service's EndpointSlice holds a ready endpoint, then retries a refused connection until
+// settle has passed; any other error, or a refusal after settle, is returned.
+func (c *testCluster) netprobeGetService(i int, pod, service, url string, timeout, settle time.Duration) (netprobeIdentity, error) {
+	c.t.Helper()
+	deadline := time.Now().Add(settle)
+	for {
+		out, err := c.execErr(i, 30*time.Second, "k3s", "kubectl", "get", "endpointslices", "-l", "kubernetes.io/service-name="+service,
+			"-o", `jsonpath={range .items[*].endpoints[?(@.conditions.ready==true)]}{.addresses[0]}{"\n"}{end}`)
+		if err == nil && strings.TrimSpace(out) != "" {
+			break
+		}
+		if time.Now().After(deadline) {
+			return netprobeIdentity{}, fmt.Errorf("service %s has no ready endpoint after %s (%q, %v)", service, settle, out, err)
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+	for {
+		id, err := c.netprobeGet(i, pod, url, timeout)
+		if err == nil || !strings.Contains(err.Error(), "connection refused") || time.Now().After(deadline) {
+			return id, err
+		}
+		time.Sleep(time.Second)
+	}
+}
+
 // netprobeResolve runs `netprobe resolve NAME` in pod: the addresses the pod's resolver
 // (its resolv.conf: cluster DNS, search domains) gives name.
 func (c *testCluster) netprobeResolve(i int, pod, name string) ([]string, error) {
@@ -364,7 +393,7 @@ func TestRealPods(t *testing.T) {
 	if addrs, err := c.netprobeResolve(0, pc.Name, "netprobe-a1.default.svc.cluster.local"); err != nil || !slices.Equal(addrs, []string{svcIP}) {
 		t.Errorf("np-cp1 resolves netprobe-a1.default.svc.cluster.local to %v (%v), want the ClusterIP %s", addrs, err, svcIP)
 	}
-	if id, err := c.netprobeGet(0, pc.Name, fmt.Sprintf("http://netprobe-a1:%d/", netprobePort), 10*time.Second); err != nil || id.Hostname != pa.Name {
+	if id, err := c.netprobeGetService(0, pc.Name, "netprobe-a1", fmt.Sprintf("http://netprobe-a1:%d/", netprobePort), 10*time.Second, time.Minute); err != nil || id.Hostname != pa.Name {
 		t.Errorf("np-cp1 -> http://netprobe-a1:%d/: answered by %q, %v; want %s", netprobePort, id.Hostname, err, pa.Name)
 	}
 	kubeIP := c.exec(0, "k3s", "kubectl", "get", "service", "kubernetes", "-o", "jsonpath={.spec.clusterIP}")

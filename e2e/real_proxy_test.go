@@ -400,11 +400,13 @@ func TestRealProxy(t *testing.T) {
 		podIP[p.Name] = p.Status.PodIP
 	}
 	svcIP := strings.TrimSpace(c.kubectl("", "get", "svc", "probe-b", "-o", "jsonpath={.spec.clusterIP}"))
-	for _, u := range []string{fmt.Sprintf("http://%s:%d/", podIP["probe-b"], netprobePort), fmt.Sprintf("http://%s:%d/", svcIP, netprobePort)} {
-		id, err := c.netprobeGet(0, "probe-a", u, 10*time.Second)
-		if err != nil || id.Node != "a1" {
-			t.Errorf("probe-a → %s: %+v %v", u, id, err)
-		}
+	byPod := fmt.Sprintf("http://%s:%d/", podIP["probe-b"], netprobePort)
+	if id, err := c.netprobeGet(0, "probe-a", byPod, 10*time.Second); err != nil || id.Node != "a1" {
+		t.Errorf("probe-a → %s: %+v %v", byPod, id, err)
+	}
+	bySvc := fmt.Sprintf("http://%s:%d/", svcIP, netprobePort)
+	if id, err := c.netprobeGetService(0, "probe-a", "probe-b", bySvc, 10*time.Second, time.Minute); err != nil || id.Node != "a1" {
+		t.Errorf("probe-a → %s: %+v %v", bySvc, id, err)
 	}
 	// Every request the proxy got names its target: none may be in-cluster.
 	reqRE := regexp.MustCompile(`Request \(file descriptor \d+\): (\S+) (\S+)`)
