@@ -103,7 +103,7 @@ func (s *session) waitCNI(ctx context.Context, first *hostState, excluded map[st
 		}
 	}
 	em.Started(fmt.Sprintf("waiting for %s %s/%s on %d node(s)", w.Kind, w.Namespace, w.Name, len(want)))
-	deadline := time.Now().Add(s.in.opts.Timeout)
+	deadline := s.waitDeadline()
 	for {
 		var st *cniSnapshot
 		err := s.retry(ctx, first, "reading "+w.Namespace+"/"+w.Name, func(ctx context.Context) error {
@@ -122,7 +122,7 @@ func (s *session) waitCNI(ctx context.Context, first *hostState, excluded map[st
 				em.Finished(events.StatusOK, msg)
 				return nil
 			}
-			if time.Now().After(deadline) {
+			if deadline.Passed(time.Now()) {
 				return s.cniTimeout(w, st, missing)
 			}
 		} else if ctx.Err() != nil {

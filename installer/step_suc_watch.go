@@ -14,6 +14,7 @@ import (
 
 	"github.com/k3strap/k3strap/checkid"
 	"github.com/k3strap/k3strap/events"
+	"github.com/k3strap/k3strap/installer/bringup"
 	"github.com/k3strap/k3strap/installer/kube"
 	"github.com/k3strap/k3strap/installer/sucwatch"
 	"github.com/k3strap/k3strap/templates/suc"
@@ -77,7 +78,7 @@ func (sucWatchStep) Run(ctx context.Context, s *session) error {
 				apiDownSince = now
 				em.Info(fs.host.Name, "the API does not answer (a server restarting for its upgrade?): "+firstLine(err)+"; still watching")
 			}
-			if now.Sub(apiDownSince) > s.in.opts.Timeout {
+			if (bringup.Deadline{Start: apiDownSince, Timeout: s.in.opts.Timeout}).Passed(now) {
 				return s.hostFailure(fs, "watch", KindInstall, fmt.Errorf("the API has not answered for %s: %w", s.in.opts.Timeout, err))
 			}
 			_ = sleepCtx(ctx, interval)
@@ -127,7 +128,7 @@ func (sucWatchStep) Run(ctx context.Context, s *session) error {
 				pend := tr.Pending()
 				em.Warn("", fmt.Sprintf("no node has progressed for %s; waiting for %d nodes (%s)", quiet.Round(time.Second), len(pend), abbreviate(pend, 10)))
 			}
-			if quiet > s.in.opts.Timeout {
+			if (bringup.Deadline{Start: tr.LastProgress(), Timeout: s.in.opts.Timeout}).Passed(now) {
 				return &Failure{Kind: KindInstall, Phase: events.PhaseSUCWatch, Info: events.ErrorInfo{
 					Message: fmt.Sprintf("no node has progressed for %s", quiet.Round(time.Second)),
 					Fix:     "kubectl -n " + suc.Namespace + " get plans,jobs,pods shows what SUC is doing",
