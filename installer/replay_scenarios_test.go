@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/k3strap/k3strap/checkid"
 	"github.com/k3strap/k3strap/events"
 	"github.com/k3strap/k3strap/installer/remote"
 	"github.com/k3strap/k3strap/installer/remote/transcript"
@@ -32,7 +33,10 @@ func TestReplayScenarios(t *testing.T) {
 	}
 	cases := []struct {
 		name, tier, config string
-		run                func(ctx context.Context, in *Installer, r *replayRun) error
+		// inv, when set, changes the inventory (inventoryText of tier and config) the way
+		// record.sh changed the one it recorded the scenario with.
+		inv  func(string) string
+		run  func(ctx context.Context, in *Installer, r *replayRun) error
 		opts               Options
 		check              func(t *testing.T, o outcome)
 	}{
@@ -212,6 +216,58 @@ func TestReplayScenarios(t *testing.T) {
 					}
 				}
 			}},
+		{name: "sim-suc-stall", tier: "one", inv: upgradeInventory, opts: Options{StallGrace: 5 * time.Second},
+			run: func(ctx context.Context, in *Installer, _ *replayRun) error { return in.UpgradeSUC(ctx) },
+			check: func(t *testing.T, o outcome) {
+				// w2 carries a taint set by hand (by-hand=yes:NoSchedule) the Plans do not
+				// tolerate: its job's pod stays Pending, the watch names the taint.
+				var f *Failure
+				if !errors.As(o.err, &f) || f.Phase != events.PhaseSUCWatch || f.Host != "w2" || f.Info.Diagnosis != checkid.SUCUntoleratedTaint {
+					t.Fatalf("upgrade --via suc with an untolerated taint on w2: %v, want the watch to fail on w2 with %s\n%s", o.err, checkid.SUCUntoleratedTaint, o.r.log())
+				}
+				if !strings.Contains(f.Info.Message+strings.Join(f.Info.Evidence, "\n"), "by-hand") {
+					t.Errorf("the diagnosis does not name the taint: %q %q", f.Info.Message, f.Info.Evidence)
+				}
+				if !strings.Contains(f.Info.Resume, "upgrade --watch") {
+					t.Errorf("the failure does not say how to watch again: %q", f.Info.Resume)
+				}
+				want := map[string]events.Status{"cp1": events.StatusChanged, "w1": events.StatusChanged, "w2": events.StatusFailed}
+				for _, h := range o.r.summary(t).Hosts {
+					if h.Status != want[h.Host] {
+						t.Errorf("%s: %s %q, want %s", h.Host, h.Status, h.Message, want[h.Host])
+					}
+				}
+				// The deploy created the controller, its RBAC and both Plans through the API as
+				// the recorded run did: no recorded create left unasked.
+				for _, u := range o.r.hosts["cp1"].Unused(transcript.OpHTTP) {
+					if strings.HasPrefix(u, "http POST ") {
+						t.Errorf("the recorded create %s was not asked: the deploy skipped an object", u)
+					}
+				}
+			}},
+		{name: "sim-suc-watch", tier: "one", inv: upgradeInventory, opts: Options{StallGrace: 20 * time.Second},
+			run: func(ctx context.Context, in *Installer, _ *replayRun) error { return in.WatchUpgrade(ctx) },
+			check: func(t *testing.T, o outcome) {
+				// The taint removed, w2's job runs: the watch ends with every node on the version.
+				noErr(t, o.err, o.r)
+				for _, h := range o.r.summary(t).Hosts {
+					if h.Status == events.StatusFailed || h.Status == events.StatusSkipped {
+						t.Errorf("%s: %s %q, want upgraded", h.Host, h.Status, h.Message)
+					}
+				}
+				if !strings.Contains(o.r.log(), "3 nodes on v1.36.4+k3s1") {
+					t.Errorf("the watch does not end with the 3 nodes on v1.36.4+k3s1:\n%s", o.r.log())
+				}
+				var w2 []string
+				for _, e := range o.r.events {
+					if e.Host == "w2" && e.Phase == events.PhaseSUCWatch && e.Type == events.HostStep {
+						w2 = append(w2, e.Step)
+					}
+				}
+				if j := strings.Join(w2, ","); !strings.Contains(j, events.SUCStepUpgrade) || !strings.HasSuffix(j, events.SUCStepUncordon) {
+					t.Errorf("w2's steps %v: want it upgraded, then uncordoned", w2)
+				}
+			}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -220,7 +276,11 @@ func TestReplayScenarios(t *testing.T) {
 			if _, err := os.Stat(filepath.Join("testdata", "transcripts", tc.name)); err != nil {
 				t.Fatalf("scenario not recorded (installer/testdata/transcripts/record.sh): %v", err)
 			}
-			r, c := newReplayRunConfig(t, tc.name, tc.tier, tc.config)
+			text := inventoryText(tc.tier, tc.config)
+			if tc.inv != nil {
+				text = tc.inv(text)
+			}
+			r, c := newReplayRunInventory(t, tc.name, text)
 			ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
 			defer cancel()
 			opts := tc.opts
@@ -233,6 +293,11 @@ func TestReplayScenarios(t *testing.T) {
 			}
 		})
 	}
+}
+
+// upgradeInventory is the inventory with the version record.sh's upgrade.yaml asks for.
+func upgradeInventory(s string) string {
+	return strings.Replace(s, "version: v1.36.3+k3s1", "version: v1.36.4+k3s1", 1)
 }
 
 // TestReplayLostAgent replays a fresh install in which w1's host is lost as its K3s is

@@ -109,13 +109,7 @@ func (sucWatchStep) Run(ctx context.Context, s *session) error {
 		}
 		done := tr.Observe(p, now)
 		if done == len(tr.Nodes()) {
-			for _, n := range tr.Nodes() {
-				if tr.Unchanged(n) {
-					s.state(n).setResult(events.StatusUnchanged, "already on "+version)
-				} else {
-					s.state(n).setResult(events.StatusChanged, "upgraded to "+version+" by system-upgrade-controller")
-				}
-			}
+			s.sucFinished(tr, version)
 			em.Finished(events.StatusOK, fmt.Sprintf("%d nodes on %s in %s", len(tr.Nodes()), version, time.Since(start).Round(time.Second)))
 			return nil
 		}
@@ -163,6 +157,7 @@ func (s *session) sucStalled(ctx context.Context, p *sucwatch.Poll, tr *sucwatch
 				continue // no budget to name yet: keep waiting
 			}
 		}
+		s.sucFinished(tr, version)
 		hs := s.state(name)
 		info := events.ErrorInfo{Message: st.Message, Fix: st.Fix, Diagnosis: st.Diagnosis, Evidence: st.Evidence,
 			Resume: "the upgrade keeps running in the cluster; once fixed, watch it again with `" + watchHint + "`"}
@@ -177,6 +172,25 @@ func (s *session) sucStalled(ctx context.Context, p *sucwatch.Poll, tr *sucwatch
 		return &Failure{Kind: KindInstall, Phase: events.PhaseSUCWatch, Host: name, Step: "watch", Info: info}
 	}
 	return nil
+}
+
+// sucFinished sets the result of every node the watch saw finish: upgraded, or already on
+// the version before the watch started (a watch that stops on a stalled node reports the
+// nodes done before it as what they are, not as unreached).
+func (s *session) sucFinished(tr *sucwatch.Tracker, version string) {
+	pending := map[string]bool{}
+	for _, n := range tr.Pending() {
+		pending[n] = true
+	}
+	for _, n := range tr.Nodes() {
+		switch {
+		case pending[n]:
+		case tr.Unchanged(n):
+			s.state(n).setResult(events.StatusUnchanged, "already on "+version)
+		default:
+			s.state(n).setResult(events.StatusChanged, "upgraded to "+version+" by system-upgrade-controller")
+		}
+	}
 }
 
 func sleepCtx(ctx context.Context, d time.Duration) error {
