@@ -35,10 +35,10 @@ func TestReplayScenarios(t *testing.T) {
 		name, tier, config string
 		// inv, when set, changes the inventory (inventoryText of tier and config) the way
 		// record.sh changed the one it recorded the scenario with.
-		inv  func(string) string
-		run  func(ctx context.Context, in *Installer, r *replayRun) error
-		opts               Options
-		check              func(t *testing.T, o outcome)
+		inv   func(string) string
+		run   func(ctx context.Context, in *Installer, r *replayRun) error
+		opts  Options
+		check func(t *testing.T, o outcome)
 	}{
 		{name: "sim-f1-preflight", tier: "one", config: replayF1Config, run: func(ctx context.Context, in *Installer, _ *replayRun) error {
 			_, err := in.Preflight(ctx)
