@@ -268,6 +268,32 @@ func TestReplayScenarios(t *testing.T) {
 					t.Errorf("w2's steps %v: want it upgraded, then uncordoned", w2)
 				}
 			}},
+		{name: "sim-cni-flannel", tier: "one", inv: cniInventory,
+			run: func(ctx context.Context, in *Installer, _ *replayRun) error { return in.Apply(ctx) },
+			check: func(t *testing.T, o outcome) {
+				// K3s without its own flannel, the standalone flannel rolled out by k3strap and
+				// waited for on every node.
+				noErr(t, o.err, o.r)
+				for name, h := range o.r.hosts {
+					if cfg := string(h.Written(k3s.PathConfig)); name == "cp1" && !strings.Contains(cfg, "flannel-backend: none") {
+						t.Errorf("cp1's config.yaml does not turn K3s's flannel off:\n%s", cfg)
+					}
+				}
+				var finished string
+				for _, e := range o.r.events {
+					if e.Phase == events.PhaseCNI && e.Type == events.PhaseFinished {
+						finished = e.Message
+					}
+				}
+				if !strings.Contains(finished, "kube-flannel") || !strings.Contains(finished, "runs on 3 node(s)") {
+					t.Errorf("the rollout's end %q does not say flannel runs on the 3 nodes\n%s", finished, o.r.log())
+				}
+				for _, h := range o.r.summary(t).Hosts {
+					if h.Status != events.StatusChanged {
+						t.Errorf("%s: %s %q, want changed", h.Host, h.Status, h.Message)
+					}
+				}
+			}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -298,6 +324,11 @@ func TestReplayScenarios(t *testing.T) {
 // upgradeInventory is the inventory with the version record.sh's upgrade.yaml asks for.
 func upgradeInventory(s string) string {
 	return strings.Replace(s, "version: v1.36.3+k3s1", "version: v1.36.4+k3s1", 1)
+}
+
+// cniInventory is the inventory with the standalone flannel of record.sh's cni.yaml.
+func cniInventory(s string) string {
+	return strings.Replace(s, "\n  ssh:\n", "\n  cni:\n    type: flannel-standalone\n  ssh:\n", 1)
 }
 
 // TestReplayLostAgent replays a fresh install in which w1's host is lost as its K3s is
