@@ -5,6 +5,7 @@ package installer
 
 import (
 	"context"
+	"crypto/sha256"
 	"errors"
 	"fmt"
 	"os"
@@ -294,6 +295,36 @@ func TestReplayScenarios(t *testing.T) {
 					}
 				}
 			}},
+		{name: "sim-backup-to", tier: "one", inv: haInventory, run: func(ctx context.Context, in *Installer, r *replayRun) error {
+			to := filepath.Join(r.dir, "backups")
+			saved, err := in.Backup(ctx, BackupRequest{Name: "before", To: to})
+			if err != nil {
+				return err
+			}
+			// The snapshot, the token and their checksums copied, each 0600.
+			name := filepath.Base(saved)
+			if !strings.HasPrefix(name, "before-cp1-") {
+				return fmt.Errorf("snapshot %q, want before-cp1-…", saved)
+			}
+			for _, f := range []string{name, name + ".token", name + ".sha256"} {
+				fi, err := os.Stat(filepath.Join(to, f))
+				if err != nil {
+					return err
+				}
+				if fi.Mode().Perm() != 0o600 {
+					return fmt.Errorf("%s: mode %v, want 0600", f, fi.Mode().Perm())
+				}
+			}
+			tok, err := os.ReadFile(filepath.Join(to, name+".token"))
+			if err != nil || string(tok) != replayToken {
+				return fmt.Errorf("the copied token is not the server's: %v", err)
+			}
+			sums, err := os.ReadFile(filepath.Join(to, name+".sha256"))
+			if want := fmt.Sprintf("%x  %s.token", sha256.Sum256(tok), name); err != nil || !strings.Contains(string(sums), want) {
+				return fmt.Errorf("%s.sha256 %q lacks %q (%v)", name, sums, want, err)
+			}
+			return nil
+		}, check: func(t *testing.T, o outcome) { noErr(t, o.err, o.r) }},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -329,6 +360,13 @@ func upgradeInventory(s string) string {
 // cniInventory is the inventory with the standalone flannel of record.sh's cni.yaml.
 func cniInventory(s string) string {
 	return strings.Replace(s, "\n  ssh:\n", "\n  cni:\n    type: flannel-standalone\n  ssh:\n", 1)
+}
+
+// haInventory is the inventory of record.sh's ha.yaml: the second host a server, cp2 (two
+// servers: embedded etcd).
+func haInventory(s string) string {
+	return strings.Replace(s, "    - name: w1\n      address: 10.125.0.12\n      role: agent\n      taints: [\"dedicated=edge:NoSchedule\"]\n",
+		"    - name: cp2\n      address: 10.125.0.12\n      role: server\n", 1)
 }
 
 // TestReplayLostAgent replays a fresh install in which w1's host is lost as its K3s is

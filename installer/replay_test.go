@@ -200,6 +200,7 @@ func newReplayRunInventory(t *testing.T, name, invText string) (*replayRun, *inv
 	// checksums of their token files become the stand-in's.
 	tokenSum := fmt.Sprintf("%x", sha256.Sum256([]byte(replayToken+"\n")))
 	tokenLine := regexp.MustCompile(`(?m)^sha [0-9a-f]{64} ` + regexp.QuoteMeta(k3s.PathTokenFile) + `$`)
+	serverTokenSum := fmt.Sprintf("%x", sha256.Sum256([]byte(replayToken)))
 	standIns := strings.NewReplacer(moves...)
 	r := &replayRun{hosts: map[string]*transcript.Replay{}, dir: dir}
 	kubeconfig := replayKubeconfig(t)
@@ -220,6 +221,11 @@ func newReplayRunInventory(t *testing.T, name, invText string) (*replayRun, *inv
 		}
 		rp.Rewrite = func(e transcript.Entry) transcript.Entry {
 			e.Stdout = tokenLine.ReplaceAllString(standIns.Replace(e.Stdout), "sha "+tokenSum+" "+k3s.PathTokenFile)
+			// The server token as copied off the host (backup --to) is the stand-in too: the
+			// host's checksum of it becomes the stand-in's.
+			if e.Label == "sha256sum" && strings.HasSuffix(e.Cmd, " "+k3s.PathServerToken) && e.Stdout != "" {
+				e.Stdout = serverTokenSum + "\n"
+			}
 			return e
 		}
 		r.hosts[h.Name] = rp

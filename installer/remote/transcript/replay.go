@@ -130,7 +130,7 @@ func (r *Replay) find(op Op, key, label string) (Entry, error) {
 			if r.used[i] || e.Op != op {
 				continue
 			}
-			if (pass == 0 && (e.Cmd == key || e.Path == key)) || (pass == 1 && label != "" && e.Label == label) {
+			if (pass == 0 && r.keyed(e, key)) || (pass == 1 && label != "" && e.Label == label) {
 				r.used[i] = true
 				return e, nil
 			}
@@ -141,7 +141,7 @@ func (r *Replay) find(op Op, key, label string) (Entry, error) {
 	if op == OpRun || op == OpReadFile {
 		for i := len(r.es) - 1; i >= 0; i-- {
 			e := r.es[i]
-			if r.used[i] && e.Op == op && (e.Cmd == key || e.Path == key) {
+			if r.used[i] && e.Op == op && r.keyed(e, key) {
 				r.repeated++
 				return e, nil
 			}
@@ -149,6 +149,13 @@ func (r *Replay) find(op Op, key, label string) (Entry, error) {
 	}
 	r.unanswered = append(r.unanswered, string(op)+" "+key)
 	return Entry{}, fmt.Errorf("%s: the transcript has no (further) answer to %s %s", r.name, op, key)
+}
+
+// keyed reports whether e was recorded for key (a command or path), as recorded or with its
+// timestamps moved: a name the host made from its clock (a snapshot's, say) and answered
+// moved comes back in the calls after it moved.
+func (r *Replay) keyed(e Entry, key string) bool {
+	return e.Cmd == key || e.Path == key || r.shift != 0 && (e.Cmd != "" && r.shiftText(e.Cmd) == key || e.Path != "" && r.shiftText(e.Path) == key)
 }
 
 // Unanswered returns the calls no entry answered, in order.
@@ -433,7 +440,10 @@ func (r *Replay) shifted(e Entry) Entry {
 	if r.shift == 0 {
 		return e
 	}
-	e.Stdout, e.Stderr, e.Data = r.shiftText(e.Stdout), r.shiftText(e.Stderr), r.shiftText(e.Data)
+	e.Stdout, e.Stderr = r.shiftText(e.Stdout), r.shiftText(e.Stderr)
+	if e.Op != OpDownload { // a file copied off the host is handed over as it was: its checksum is compared with the host's
+		e.Data = r.shiftText(e.Data)
+	}
 	if len(e.Lines) > 0 {
 		lines := make([]string, len(e.Lines))
 		for i, l := range e.Lines {
