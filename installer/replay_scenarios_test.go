@@ -325,6 +325,33 @@ func TestReplayScenarios(t *testing.T) {
 			}
 			return nil
 		}, check: func(t *testing.T, o outcome) { noErr(t, o.err, o.r) }},
+		{name: "sim-restore", tier: "one", inv: haInventory,
+			run: func(ctx context.Context, in *Installer, _ *replayRun) error { return in.Restore(ctx, "before") },
+			check: func(t *testing.T, o outcome) {
+				// The newest snapshot named "before" found on cp1, the cluster reset from it on
+				// cp1, cp2 rejoined with its etcd data moved aside, the agent restarted.
+				noErr(t, o.err, o.r)
+				steps := map[string]events.Event{}
+				for _, e := range o.r.events {
+					if e.Type == events.HostStep {
+						steps[string(e.Phase)+" "+e.Host+" "+e.Step] = e
+					}
+				}
+				for key, want := range map[string]string{
+					"restore-check cp1 snapshot":      "restoring /var/lib/rancher/k3s/server/db/snapshots/before-cp1-",
+					"cluster-reset cp1 cluster-reset": "etcd restored from the snapshot",
+					"rejoin-servers cp2 db":           "etcd data moved to ",
+				} {
+					if e, ok := steps[key]; !ok || !strings.Contains(e.Message, want) {
+						t.Errorf("step %s: %q, want %q\n%s", key, e.Message, want, o.r.log())
+					}
+				}
+				for _, h := range o.r.summary(t).Hosts {
+					if h.Status != events.StatusChanged {
+						t.Errorf("%s: %s %q, want changed", h.Host, h.Status, h.Message)
+					}
+				}
+			}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
