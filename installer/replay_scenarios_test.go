@@ -36,7 +36,10 @@ func TestReplayScenarios(t *testing.T) {
 		name, tier, config string
 		// inv, when set, changes the inventory (inventoryText of tier and config) the way
 		// record.sh changed the one it recorded the scenario with.
-		inv   func(string) string
+		inv func(string) string
+		// speed, when set, divides the recorded pace of the hosts' streams (a scenario whose
+		// steps wait on them, replayed faster to keep the package's tests short).
+		speed float64
 		run   func(ctx context.Context, in *Installer, r *replayRun) error
 		opts  Options
 		check func(t *testing.T, o outcome)
@@ -269,7 +272,7 @@ func TestReplayScenarios(t *testing.T) {
 					t.Errorf("w2's steps %v: want it upgraded, then uncordoned", w2)
 				}
 			}},
-		{name: "sim-cni-flannel", tier: "one", inv: cniInventory,
+		{name: "sim-cni-flannel", tier: "one", inv: cniInventory, speed: 4,
 			run: func(ctx context.Context, in *Installer, _ *replayRun) error { return in.Apply(ctx) },
 			check: func(t *testing.T, o outcome) {
 				// K3s without its own flannel, the standalone flannel rolled out by k3strap and
@@ -325,7 +328,7 @@ func TestReplayScenarios(t *testing.T) {
 			}
 			return nil
 		}, check: func(t *testing.T, o outcome) { noErr(t, o.err, o.r) }},
-		{name: "sim-restore", tier: "one", inv: haInventory,
+		{name: "sim-restore", tier: "one", inv: haInventory, speed: 4,
 			run: func(ctx context.Context, in *Installer, _ *replayRun) error { return in.Restore(ctx, "before") },
 			check: func(t *testing.T, o outcome) {
 				// The newest snapshot named "before" found on cp1, the cluster reset from it on
@@ -365,6 +368,9 @@ func TestReplayScenarios(t *testing.T) {
 				text = tc.inv(text)
 			}
 			r, c := newReplayRunInventory(t, tc.name, text)
+			for _, h := range r.hosts {
+				h.Speed = tc.speed
+			}
 			ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
 			defer cancel()
 			opts := tc.opts
