@@ -328,6 +328,37 @@ func TestReplayScenarios(t *testing.T) {
 			}
 			return nil
 		}, check: func(t *testing.T, o outcome) { noErr(t, o.err, o.r) }},
+		{name: "sim-backup-list", tier: "one", inv: haInventory, run: func(ctx context.Context, in *Installer, _ *replayRun) error {
+			snaps, err := in.BackupList(ctx)
+			if err != nil {
+				return err
+			}
+			// The snapshot the recorded backup saved is listed, with where it is and its size.
+			for _, sn := range snaps {
+				if strings.HasPrefix(sn.Name, "before-cp1-") && strings.HasSuffix(sn.Location, "/"+sn.Name) && sn.Size != "" {
+					return nil
+				}
+			}
+			return fmt.Errorf("no before-cp1-… snapshot with its location and size in %+v", snaps)
+		}, check: func(t *testing.T, o outcome) { noErr(t, o.err, o.r) }},
+		{name: "sim-restore-missing", tier: "one", inv: haInventory,
+			run: func(ctx context.Context, in *Installer, _ *replayRun) error { return in.Restore(ctx, "nosuch") },
+			check: func(t *testing.T, o outcome) {
+				// Refused as invalid input, naming the snapshot and the host, before any server
+				// is stopped.
+				var f *Failure
+				if !errors.As(o.err, &f) || f.Kind != KindInvalid || f.Phase != events.PhaseRestoreCheck || !strings.Contains(f.Info.Message, "nosuch") || f.Host != "cp1" {
+					t.Fatalf("restore of a snapshot that does not exist: %v, want an invalid-input failure at restore-check naming it\n%s", o.err, o.r.log())
+				}
+				if !strings.Contains(f.Info.Fix, "backup list") {
+					t.Errorf("the fix does not point at backup list: %q", f.Info.Fix)
+				}
+				for _, e := range o.r.events {
+					if e.Phase == events.PhaseRestoreStop || e.Phase == events.PhaseClusterReset {
+						t.Errorf("a refused restore went on to %s: %s %s", e.Phase, e.Host, e.Message)
+					}
+				}
+			}},
 		{name: "sim-restore", tier: "one", inv: haInventory, speed: 4,
 			run: func(ctx context.Context, in *Installer, _ *replayRun) error { return in.Restore(ctx, "before") },
 			check: func(t *testing.T, o outcome) {

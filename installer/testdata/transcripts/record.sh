@@ -144,11 +144,15 @@ if section sim-cni-flannel; then
 fi
 
 # Embedded etcd (two servers: cp1 and cp2 on the second host, w2 an agent): a snapshot copied to
-# this machine (backup --to), a change, the restore from it.
+# this machine (backup --to), the snapshots listed, a restore of a snapshot that does not exist,
+# a change, the restore from the snapshot.
 awk '/name: w1/{print "    - name: cp2"; getline; print; getline; print "      role: server"; getline; next} {print}' "$work/cluster.yaml" > "$work/ha.yaml"
-if section sim-backup-to sim-restore; then
+if section sim-backup-to sim-backup-list sim-restore-missing sim-restore; then
   run apply -f ha.yaml --kubeconfig-out rec.kubeconfig
   record sim-backup-to backup -f ha.yaml --name before --to backups
+  record sim-backup-list backup list -f ha.yaml
+  # A snapshot that is nowhere: refused before any server is stopped.
+  record sim-restore-missing restore -f ha.yaml --snapshot nosuch --yes
   sim /usr/local/bin/k3s kubectl create namespace after-backup >/dev/null
   record sim-restore restore -f ha.yaml --snapshot before --yes
   run reset -f ha.yaml --yes
