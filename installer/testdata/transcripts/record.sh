@@ -23,6 +23,20 @@ section() {
   for s; do selected "$s" && return 0; done
   return 1
 }
+# Every scenario, by section (a name given that is none of them is refused before any host
+# starts).
+first=(sim-f1-preflight sim-f1-diagnosed sim-fresh-dryrun sim-1s2a sim-1s2a-rerun sim-drift-dryrun
+  sim-drift-check sim-doctor-fix sim-drift-reconcile sim-doctor sim-conflict sim-rotate-certificates
+  sim-rotate-token sim-preflight sim-kubeconfig sim-remove-node sim-reset)
+suc=(sim-suc-stall sim-suc-watch)
+cni=(sim-cni-flannel)
+etcd=(sim-backup-to sim-backup-list sim-restore-missing sim-restore)
+for name; do
+  if [[ " ${first[*]} ${suc[*]} ${cni[*]} ${etcd[*]} " != *" $name "* ]]; then
+    echo "record.sh: no scenario $name (the scenarios: ${first[*]} ${suc[*]} ${cni[*]} ${etcd[*]})" >&2
+    exit 2
+  fi
+done
 work=$(mktemp -d)
 trap 'bash "$root/e2e/harness/harness.sh" down >/dev/null 2>&1 || true; rm -rf "$work"' EXIT
 
@@ -95,9 +109,6 @@ record() {
 run() { (cd "$work" && ./k3strap "$@" >"$work/setup.log" 2>&1) || { cat "$work/setup.log"; exit 1; }; }
 # sim CMD...: a command inside the first host (its K3s simulator's kubectl).
 sim() { bash "$root/e2e/harness/harness.sh" exec 1 "$@"; }
-first=(sim-f1-preflight sim-f1-diagnosed sim-fresh-dryrun sim-1s2a sim-1s2a-rerun sim-drift-dryrun
-  sim-drift-check sim-doctor-fix sim-drift-reconcile sim-doctor sim-conflict sim-rotate-certificates
-  sim-rotate-token sim-preflight sim-kubeconfig sim-remove-node sim-reset)
 if section "${first[@]}"; then
   # F1 (docs/failure-modes.md): refused by preflight, then diagnosed by the supervisor.
   record sim-f1-preflight preflight -f f1.yaml
@@ -126,7 +137,7 @@ fi
 # deployed and watched while w2 carries a taint set by hand that the Plans do not tolerate (the
 # watch stalls, diagnosed), then, the taint gone, watched to the end.
 sed 's/version: v1.36.3+k3s1/version: v1.36.4+k3s1/' "$work/cluster.yaml" > "$work/upgrade.yaml"
-if section sim-suc-stall sim-suc-watch; then
+if section "${suc[@]}"; then
   run apply -f cluster.yaml --kubeconfig-out rec.kubeconfig
   sim /usr/local/bin/k3s kubectl taint node w2 by-hand=yes:NoSchedule >/dev/null
   record sim-suc-stall upgrade -f upgrade.yaml --via suc --stall-grace 5s
@@ -138,7 +149,7 @@ fi
 # Standalone flannel (spec.cni, docs/networking.md): K3s without its flannel, the CNI rolled out
 # by k3strap.
 sed 's/^  ssh:$/  cni:\n    type: flannel-standalone\n  ssh:/' "$work/cluster.yaml" > "$work/cni.yaml"
-if section sim-cni-flannel; then
+if section "${cni[@]}"; then
   record sim-cni-flannel apply -f cni.yaml --kubeconfig-out rec.kubeconfig
   run reset -f cni.yaml --yes
 fi
@@ -147,7 +158,7 @@ fi
 # this machine (backup --to), the snapshots listed, a restore of a snapshot that does not exist,
 # a change, the restore from the snapshot.
 awk '/name: w1/{print "    - name: cp2"; getline; print; getline; print "      role: server"; getline; next} {print}' "$work/cluster.yaml" > "$work/ha.yaml"
-if section sim-backup-to sim-backup-list sim-restore-missing sim-restore; then
+if section "${etcd[@]}"; then
   run apply -f ha.yaml --kubeconfig-out rec.kubeconfig
   record sim-backup-to backup -f ha.yaml --name before --to backups
   record sim-backup-list backup list -f ha.yaml
