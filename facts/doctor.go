@@ -22,10 +22,10 @@ import (
 	"github.com/k3strap/k3strap/k3s"
 )
 
-// `k3strap doctor` gathers with two scripts: DoctorNodeScript once per node (one SSH command
-// each) and DoctorClusterScript once, on one server, for the cluster's view (one more). Both run
-// as root and print sections "@name" (a JSON document on one line, or text lines) ended by
-// "@end". Nothing secret is printed: config lines with a secret key are left out on the host
+// `k3strap doctor` gathers with DoctorNodeScript once per node (one SSH command each) and
+// reads the cluster's view through one server's Kubernetes API (installer/kube: no command).
+// The script runs as root and prints sections "@name" (a JSON document on one line, or text
+// lines) ended by "@end". Nothing secret is printed: config lines with a secret key are left out on the host
 // (k3s.SecretKeys), certificate files are printed but never key files, and the caller masks
 // every text again with k3s.Mask.
 
@@ -56,14 +56,6 @@ func DoctorNodeArgs() []string { return []string{strings.Join(k3s.JournalKeyLine
 func secretKeyPattern() string {
 	return strings.Join(append(k3s.SecretKeys(), "[a-z0-9-]*password[a-z0-9-]*"), "|")
 }
-
-// DoctorClusterScript prints the cluster's view through the server's own `k3s kubectl`
-// (doctor-cluster.sh): nodes, pods, events, DaemonSets, Deployments, Jobs and HelmCharts of
-// every namespace, each as one JSON line. ParseClusterView reads it.
-var DoctorClusterScript = k3s.ShellVars() + doctorClusterScript
-
-//go:embed doctor-cluster.sh
-var doctorClusterScript string
 
 // Cert is one certificate file's first certificate.
 type Cert struct {
@@ -289,8 +281,10 @@ type HelmChart struct {
 	JobName string `json:"jobName,omitempty"`
 }
 
-// ClusterView is what DoctorClusterScript printed, parsed. A resource kubectl could not list
-// stays nil and its error text is in Errors.
+// ClusterView is the cluster's view read through a server's API: nodes, pods, events,
+// DaemonSets, Deployments, Jobs and HelmCharts of every namespace (ClusterResources), each
+// added as its list's JSON with Add. A resource that could not be listed stays nil and its
+// error text is in Errors.
 type ClusterView struct {
 	Nodes       []corev1.Node       `json:"nodes"`
 	Pods        []corev1.Pod        `json:"pods"`
@@ -303,69 +297,62 @@ type ClusterView struct {
 	Raw         map[string][]byte   `json:"-"`
 }
 
-// ParseClusterView reads DoctorClusterScript's output. Raw keeps each resource's JSON line (for
-// the support bundle).
-func ParseClusterView(out []byte) ClusterView {
-	v := ClusterView{Errors: map[string]string{}, Raw: map[string][]byte{}}
-	section := ""
-	for _, line := range strings.Split(string(out), "\n") {
-		if strings.HasPrefix(line, "@") && !strings.Contains(line, " ") {
-			section = strings.TrimPrefix(line, "@")
-			continue
+// ClusterResources are the resources of a ClusterView, as the API names them (resource or
+// resource.group), in the order they are read.
+var ClusterResources = []string{"nodes", "pods", "events", "daemonsets", "deployments", "jobs", "helmcharts.helm.cattle.io"}
+
+// NewClusterView returns an empty view to Add lists to.
+func NewClusterView() ClusterView {
+	return ClusterView{Errors: map[string]string{}, Raw: map[string][]byte{}}
+}
+
+// Add decodes list, the API's JSON list of section (one of ClusterResources), into v and keeps
+// it in Raw (for the support bundle); a decoding error goes to Errors.
+func (v *ClusterView) Add(section string, list []byte) {
+	v.Raw[section] = list
+	var err error
+	switch section {
+	case "nodes":
+		var l corev1.NodeList
+		err = json.Unmarshal(list, &l)
+		v.Nodes = l.Items
+	case "pods":
+		var l corev1.PodList
+		err = json.Unmarshal(list, &l)
+		v.Pods = l.Items
+	case "events":
+		var l corev1.EventList
+		err = json.Unmarshal(list, &l)
+		v.Events = l.Items
+	case "daemonsets":
+		var l appsv1.DaemonSetList
+		err = json.Unmarshal(list, &l)
+		v.DaemonSets = l.Items
+	case "deployments":
+		var l appsv1.DeploymentList
+		err = json.Unmarshal(list, &l)
+		v.Deployments = l.Items
+	case "jobs":
+		var l batchv1.JobList
+		err = json.Unmarshal(list, &l)
+		v.Jobs = l.Items
+	case "helmcharts.helm.cattle.io":
+		var l struct {
+			Items []struct {
+				Metadata struct{ Namespace, Name string } `json:"metadata"`
+				Spec     struct{ Chart, Version string }  `json:"spec"`
+				Status   struct {
+					JobName string `json:"jobName"`
+				} `json:"status"`
+			} `json:"items"`
 		}
-		if section == "" || section == "end" || strings.TrimSpace(line) == "" {
-			continue
-		}
-		if !strings.HasPrefix(strings.TrimSpace(line), "{") {
-			v.Errors[section] = strings.TrimSpace(line)
-			continue
-		}
-		v.Raw[section] = []byte(line)
-		var err error
-		switch section {
-		case "nodes":
-			var l corev1.NodeList
-			err = json.Unmarshal([]byte(line), &l)
-			v.Nodes = l.Items
-		case "pods":
-			var l corev1.PodList
-			err = json.Unmarshal([]byte(line), &l)
-			v.Pods = l.Items
-		case "events":
-			var l corev1.EventList
-			err = json.Unmarshal([]byte(line), &l)
-			v.Events = l.Items
-		case "daemonsets":
-			var l appsv1.DaemonSetList
-			err = json.Unmarshal([]byte(line), &l)
-			v.DaemonSets = l.Items
-		case "deployments":
-			var l appsv1.DeploymentList
-			err = json.Unmarshal([]byte(line), &l)
-			v.Deployments = l.Items
-		case "jobs":
-			var l batchv1.JobList
-			err = json.Unmarshal([]byte(line), &l)
-			v.Jobs = l.Items
-		case "helmcharts.helm.cattle.io":
-			var l struct {
-				Items []struct {
-					Metadata struct{ Namespace, Name string } `json:"metadata"`
-					Spec     struct{ Chart, Version string }  `json:"spec"`
-					Status   struct {
-						JobName string `json:"jobName"`
-					} `json:"status"`
-				} `json:"items"`
-			}
-			err = json.Unmarshal([]byte(line), &l)
-			for _, it := range l.Items {
-				v.HelmCharts = append(v.HelmCharts, HelmChart{Namespace: it.Metadata.Namespace, Name: it.Metadata.Name,
-					Chart: it.Spec.Chart, Version: it.Spec.Version, JobName: it.Status.JobName})
-			}
-		}
-		if err != nil {
-			v.Errors[section] = err.Error()
+		err = json.Unmarshal(list, &l)
+		for _, it := range l.Items {
+			v.HelmCharts = append(v.HelmCharts, HelmChart{Namespace: it.Metadata.Namespace, Name: it.Metadata.Name,
+				Chart: it.Spec.Chart, Version: it.Spec.Version, JobName: it.Status.JobName})
 		}
 	}
-	return v
+	if err != nil {
+		v.Errors[section] = err.Error()
+	}
 }

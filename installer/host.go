@@ -12,6 +12,7 @@ import (
 
 	"github.com/k3strap/k3strap/events"
 	"github.com/k3strap/k3strap/facts"
+	"github.com/k3strap/k3strap/installer/kube"
 	"github.com/k3strap/k3strap/installer/plan"
 	"github.com/k3strap/k3strap/installer/remote"
 	"github.com/k3strap/k3strap/inventory"
@@ -48,6 +49,10 @@ type hostState struct {
 	message string
 	// changes are what a dry-run found pending on the host (addChange), in order.
 	changes []events.Change
+
+	// kube is the server's Kubernetes API (hostState.api, kubeapi.go), made once.
+	kubeMu sync.Mutex
+	kube   *kube.API
 }
 
 // c returns the host's current connection.

@@ -6,7 +6,7 @@
 // step in its own file step_<phase>.go; the engine (engine.go) runs them on a session
 // (session.go) that holds the hosts and the state steps hand forward, typed by the stage that
 // writes it. Work that needs no session lives in packages below: plan (what each host should
-// hold), drift (node taints and labels), sucwatch, rancherapi, lock, kube (kubectl over SSH)
+// hold), drift (node taints and labels), sucwatch, rancherapi, lock, kube (the Kubernetes API through client-go over SSH)
 // and remote (SSH). It emits events and prints nothing; re-running after any failure is safe
 // because every step compares what the host has with what it should have (checksums gathered
 // with the facts) before changing anything. docs/architecture.md draws it.

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 
 	"github.com/k3strap/k3strap/events"
 	"github.com/k3strap/k3strap/installer/bringup"
@@ -116,7 +117,12 @@ func (s *session) recordDeclared(ctx context.Context, first, hs *hostState, view
 	if err != nil || n == nil {
 		return
 	}
-	if _, wrote, err := drift.ReconcileFrom(ctx, kube.Kubectl{R: first.c()}, s.desired(hs), drift.RepairCNILabel, n, nil); err == nil && wrote {
+	var wrote bool
+	err = first.withAPI(ctx, func(a *kube.API) (err error) {
+		_, wrote, err = drift.ReconcileFrom(ctx, a, s.desired(hs), drift.RepairCNILabel, n, nil)
+		return err
+	})
+	if err == nil && wrote {
 		s.in.emitter(s.current).Debug(hs.host.Name, "recorded the declared taints and labels in "+drift.AnnotationTaints+" / "+drift.AnnotationLabels)
 	}
 }
@@ -129,10 +135,9 @@ func (s *session) drain(ctx context.Context, first, hs *hostState) error {
 		em.Step(hs.host.Name, "drain", events.StatusSkipped, "--no-drain")
 		return nil
 	}
-	kc := kube.Kubectl{R: first.c()}
-	_, err := kc.Run(ctx, nil, "drain", hs.host.Name, "--ignore-daemonsets", "--delete-emptydir-data", "--force", "--timeout=300s")
+	err := first.withAPI(ctx, func(a *kube.API) error { return a.Drain(ctx, hs.host.Name, 300*time.Second) })
 	if err != nil {
-		if strings.Contains(err.Error(), "not found") {
+		if apierrors.IsNotFound(err) {
 			return nil
 		}
 		return s.hostFailure(hs, "drain", KindInstall, fmt.Errorf("draining before the upgrade: %w (use --no-drain to skip)", err))
@@ -143,8 +148,7 @@ func (s *session) drain(ctx context.Context, first, hs *hostState) error {
 
 // uncordon makes hs's node schedulable again after its upgrade.
 func (s *session) uncordon(ctx context.Context, first, hs *hostState) error {
-	kc := kube.Kubectl{R: first.c()}
-	if _, err := kc.Run(ctx, nil, "uncordon", hs.host.Name); err != nil {
+	if err := first.withAPI(ctx, func(a *kube.API) error { return a.Uncordon(ctx, hs.host.Name) }); err != nil {
 		return s.hostFailure(hs, "uncordon", KindInstall, err)
 	}
 	s.in.emitter(events.PhaseUpgrade).Step(hs.host.Name, "uncordon", events.StatusOK, "Ready on "+s.in.cluster.Spec.K3s.Version+", uncordoned")
@@ -276,10 +280,10 @@ func nodeListInterval(n int) time.Duration {
 }
 
 // nodeView shares one view of the nodes among every host waiting for its node. It follows a
-// watch of the Nodes through the first server (one SSH channel, `kubectl get nodes --watch`,
-// started by the first waiter): a change wakes the waiters at once. A `kubectl get nodes` list
+// watch of the Nodes through the first server's API (kube.WatchNodes over the SSH connection,
+// started by the first waiter): a change wakes the waiters at once. A list of the nodes
 // refreshes the view at most once per interval whatever the number of waiters (so 500 agents
-// cost one SSH channel on the first server per interval, not 500), and only every
+// cost one API request per interval, not 500), and only every
 // nodeWatchedInterval while the watch streams (a safety net for anything it missed).
 type nodeView struct {
 	// first is the first server, read through its current connection (a retry may replace it).
@@ -344,7 +348,11 @@ func (v *nodeView) refresh(ctx context.Context) error {
 		every = nodeWatchedInterval
 	}
 	if v.nodes == nil || time.Since(v.at) >= every {
-		list, err := kube.Kubectl{R: v.first.c()}.ListNodes(ctx)
+		var list []corev1.Node
+		err := v.first.withAPI(ctx, func(a *kube.API) (err error) {
+			list, err = a.ListNodes(ctx)
+			return err
+		})
 		v.at, v.err = time.Now(), err
 		if err == nil {
 			nodes := map[string]*corev1.Node{}
@@ -408,21 +416,23 @@ func (v *nodeView) close() {
 func (v *nodeView) watch(ctx context.Context) {
 	for fails := 0; ctx.Err() == nil && fails < 5; {
 		left := time.Until(deadlineOr(ctx, time.Now().Add(v.watchFor)))
-		err := kube.WatchNodes(ctx, v.first.c(), "", left, func(ev kube.NodeEvent) {
-			v.mu.Lock()
-			defer v.mu.Unlock()
-			if v.nodes == nil {
-				v.nodes = map[string]*corev1.Node{}
-			}
-			if ev.Type == "DELETED" {
-				delete(v.nodes, ev.Node.Name)
-			} else {
-				n := ev.Node
-				v.nodes[n.Name] = &n
-			}
-			v.live = true
-			close(v.changed)
-			v.changed = make(chan struct{})
+		err := v.first.withAPI(ctx, func(a *kube.API) error {
+			return kube.WatchNodes(ctx, a, left, func(ev kube.NodeEvent) {
+				v.mu.Lock()
+				defer v.mu.Unlock()
+				if v.nodes == nil {
+					v.nodes = map[string]*corev1.Node{}
+				}
+				if ev.Type == "DELETED" {
+					delete(v.nodes, ev.Node.Name)
+				} else {
+					n := ev.Node
+					v.nodes[n.Name] = &n
+				}
+				v.live = true
+				close(v.changed)
+				v.changed = make(chan struct{})
+			})
 		})
 		v.mu.Lock()
 		v.live = false

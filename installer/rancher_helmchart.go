@@ -76,8 +76,10 @@ func (w *rancherWatch) install(ctx context.Context) error {
 	w.explain = func(ectx context.Context) []string { return w.explainInstall(ectx, charts) }
 	for {
 		var objs []kube.Object
-		err := w.look(ctx, "reading Rancher's install state", func(kc kube.Kubectl) (err error) {
-			objs, err = kc.List(ctx, "helmcharts,jobs,deployments", "", "")
+		var kc *kube.API
+		err := w.look(ctx, "reading Rancher's install state", func(a *kube.API) (err error) {
+			kc = a
+			objs, err = a.List(ctx, "helmcharts.helm.cattle.io,jobs.batch,deployments.apps", "", "")
 			return err
 		})
 		switch {
@@ -88,7 +90,7 @@ func (w *rancherWatch) install(ctx context.Context) error {
 			w.readErr = err
 		default:
 			w.readErr = nil
-			done, err := w.installStep(ctx, w.kubectl(), objs, charts, host)
+			done, err := w.installStep(ctx, kc, objs, charts, host)
 			if err != nil || done {
 				return err
 			}
@@ -100,7 +102,7 @@ func (w *rancherWatch) install(ctx context.Context) error {
 }
 
 // installStep looks once; it reports done when the URL answered.
-func (w *rancherWatch) installStep(ctx context.Context, kc kube.Kubectl, objs []kube.Object, charts []chartRef, host string) (bool, error) {
+func (w *rancherWatch) installStep(ctx context.Context, kc *kube.API, objs []kube.Object, charts []chartRef, host string) (bool, error) {
 	for _, ch := range charts {
 		if w.reachedMilestone(ch.milestone) {
 			continue
@@ -139,7 +141,7 @@ func (w *rancherWatch) installStep(ctx context.Context, kc kube.Kubectl, objs []
 
 // chartInstalled checks one HelmChart: applied by K3s's deploy controller with the spec k3strap
 // rendered, and its helm-install job complete. A failed job is a Failure with its log tail.
-func (w *rancherWatch) chartInstalled(ctx context.Context, kc kube.Kubectl, objs []kube.Object, ch chartRef) (bool, error) {
+func (w *rancherWatch) chartInstalled(ctx context.Context, kc *kube.API, objs []kube.Object, ch chartRef) (bool, error) {
 	manifest := plan.RancherManifestPath(ch.name + ".yaml")
 	o := kube.Find(objs, "HelmChart", rancher.HelmChartNamespace, ch.name)
 	if o == nil {

@@ -14,7 +14,7 @@ import (
 	"github.com/k3strap/k3strap/templates/rancher"
 )
 
-func (w *rancherWatch) jobLog(ctx context.Context, kc kube.Kubectl, job string) []string {
+func (w *rancherWatch) jobLog(ctx context.Context, kc *kube.API, job string) []string {
 	out, err := kc.Logs(ctx, rancher.HelmChartNamespace, "job/"+job, 15)
 	if err != nil || strings.TrimSpace(out) == "" {
 		return nil
@@ -29,19 +29,19 @@ func (w *rancherWatch) jobLog(ctx context.Context, kc kube.Kubectl, job string) 
 // explainInstall gathers evidence for a timeout: the log tail of an unfinished install job and
 // the pods of cert-manager and cattle-system that do not run (untolerated taints, image pulls).
 func (w *rancherWatch) explainInstall(ctx context.Context, charts []chartRef) []string {
-	// One look (reconnecting when the connection dropped) to be sure kubectl answers.
-	if err := w.look(ctx, "explaining the Rancher timeout", func(kc kube.Kubectl) error {
-		_, err := kc.Run(ctx, nil, "get", "--raw", "/readyz")
-		return err
+	// One look (reconnecting when the connection dropped) to be sure the API answers.
+	var kc *kube.API
+	if err := w.look(ctx, "explaining the Rancher timeout", func(a *kube.API) error {
+		kc = a
+		return a.Ready(ctx)
 	}); err != nil {
-		return []string{"the cluster does not answer kubectl on " + w.first.host.Name + ": " + err.Error()}
+		return []string{"the cluster's API does not answer on " + w.first.host.Name + ": " + err.Error()}
 	}
-	kc := w.kubectl()
 	var ev []string
 	for _, ch := range charts {
 		if !w.reachedMilestone(ch.milestone) {
 			job := "helm-install-" + ch.name
-			if pods, err := kc.ListPods(ctx, rancher.HelmChartNamespace); err == nil {
+			if pods, err := kc.ListPods(ctx, rancher.HelmChartNamespace, ""); err == nil {
 				var mine []corev1.Pod
 				for _, p := range pods {
 					if p.Labels["job-name"] == job || p.Labels["batch.kubernetes.io/job-name"] == job {
@@ -60,7 +60,7 @@ func (w *rancherWatch) explainInstall(ctx context.Context, charts []chartRef) []
 		}
 	}
 	for _, ns := range []string{rancher.CertManagerNamespace, rancher.RancherNamespace} {
-		pods, err := kc.ListPods(ctx, ns)
+		pods, err := kc.ListPods(ctx, ns, "")
 		if err == nil {
 			ev = append(ev, kube.PodProblems(pods)...)
 		}

@@ -10,7 +10,6 @@ import (
 	"strings"
 
 	"github.com/k3strap/k3strap/events"
-	"github.com/k3strap/k3strap/installer/kube"
 	"github.com/k3strap/k3strap/installer/plan"
 	"github.com/k3strap/k3strap/templates/rancher"
 )
@@ -31,7 +30,7 @@ func (w *rancherWatch) bootstrapPassword(ctx context.Context) error {
 		manifest = f.Content // uploaded in this run
 	} else {
 		var b []byte
-		err := w.look(ctx, "reading back Rancher's bootstrap password", func(kube.Kubectl) (err error) {
+		err := w.s.retry(ctx, w.first, "reading back Rancher's bootstrap password", func(ctx context.Context) (err error) {
 			b, err = w.first.c().ReadFile(ctx, p)
 			return err
 		})

@@ -5,12 +5,12 @@ package installer
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"os"
 	"strings"
 
 	appsv1 "k8s.io/api/apps/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 
 	"github.com/k3strap/k3strap/installer/kube"
 	"github.com/k3strap/k3strap/installer/rancherapi"
@@ -21,7 +21,7 @@ import (
 // register registers the cluster with an existing Rancher: the import manifest from
 // importURL, or — API mode — the cluster object created through Rancher's v3 API with the
 // agent tolerations the first server's custom taints need (F3) and its registration token's
-// manifest; the manifest is applied on the first server with `k3s kubectl apply -f -`, then
+// manifest; the manifest is applied on the first server with a server-side apply through the API, then
 // cattle-cluster-agent must become available.
 func (w *rancherWatch) register(ctx context.Context) error {
 	c := w.s.in.cluster
@@ -90,40 +90,42 @@ func (w *rancherWatch) register(ctx context.Context) error {
 			"in Rancher, edit the cluster: Cluster Configuration > Cluster Agent > Tolerations (clusterAgentDeploymentCustomization.appendTolerations) and Fleet Agent (fleetAgentDeploymentCustomization.appendTolerations) — add "+rancherapi.JoinTaints(missing)+" — then copy the import URL again; or use rancher.register.url with an API token and k3strap sets them",
 			nil)
 	}
-	w.wait("`k3s kubectl apply` of the import manifest")
+	w.wait("the server-side apply of the import manifest")
 	var out string
-	err = w.look(ctx, "applying the import manifest", func(kc kube.Kubectl) (err error) {
+	err = w.look(ctx, "applying the import manifest", func(kc *kube.API) (err error) {
 		out, err = kc.Apply(ctx, manifest)
 		return err
 	})
 	if err != nil {
 		return w.failure("applying the import manifest on "+w.first.host.Name+": "+err.Error(), "", nil)
 	}
-	w.milestone(MilestoneImportApplied, fmt.Sprintf("%d objects applied with k3s kubectl apply", rancherapi.CountLines(out)))
+	w.milestone(MilestoneImportApplied, fmt.Sprintf("%d objects applied (server-side apply)", rancherapi.CountLines(out)))
 
 	w.explain = func(ectx context.Context) []string {
-		kc := w.kubectl()
 		var ev []string
-		if pods, err := kc.ListPods(ectx, "cattle-system"); err == nil {
-			ev = append(ev, kube.PodProblems(pods)...)
-		}
-		if l, err := kc.Logs(ectx, "cattle-system", "deployment/"+rancherapi.ClusterAgent, 10); err == nil && l != "" {
-			for _, line := range strings.Split(l, "\n") {
-				ev = append(ev, "log: "+line)
+		_ = w.first.withAPI(ectx, func(kc *kube.API) error {
+			if pods, err := kc.ListPods(ectx, "cattle-system", ""); err == nil {
+				ev = append(ev, kube.PodProblems(pods)...)
 			}
-		}
+			if l, err := kc.Logs(ectx, "cattle-system", "deployment/"+rancherapi.ClusterAgent, 10); err == nil && l != "" {
+				for _, line := range strings.Split(l, "\n") {
+					ev = append(ev, "log: "+line)
+				}
+			}
+			return nil
+		})
 		return ev
 	}
 	for {
 		var d *appsv1.Deployment
-		err := w.look(ctx, "reading "+rancherapi.ClusterAgent, func(kc kube.Kubectl) (err error) {
+		err := w.look(ctx, "reading "+rancherapi.ClusterAgent, func(kc *kube.API) (err error) {
 			d, err = kc.GetDeployment(ctx, "cattle-system", rancherapi.ClusterAgent)
 			return err
 		})
 		switch {
 		case err != nil && ctx.Err() != nil:
 			return ctx.Err()
-		case errors.Is(err, kube.ErrNotFound):
+		case apierrors.IsNotFound(err):
 			w.wait("deployment cattle-system/" + rancherapi.ClusterAgent + " to appear")
 		case err != nil:
 			w.wait("deployment cattle-system/"+rancherapi.ClusterAgent+" to become available", "reading it: "+err.Error())

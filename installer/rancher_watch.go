@@ -34,14 +34,10 @@ type rancherWatch struct {
 	doneMessage string
 }
 
-// kubectl returns kubectl on the first server's current connection (a reconnect may have
-// replaced it).
-func (w *rancherWatch) kubectl() kube.Kubectl { return kube.Kubectl{R: w.first.c()} }
-
-// look runs fn with kubectl on the first server; when the connection dropped it reconnects
-// and tries again (session.retry), so a long supervision survives a flaky link.
-func (w *rancherWatch) look(ctx context.Context, label string, fn func(kc kube.Kubectl) error) error {
-	return w.s.retry(ctx, w.first, label, func(context.Context) error { return fn(w.kubectl()) })
+// look runs fn with the first server's Kubernetes API; when the connection dropped it
+// reconnects and tries again (session.retry), so a long supervision survives a flaky link.
+func (w *rancherWatch) look(ctx context.Context, label string, fn func(kc *kube.API) error) error {
+	return w.s.retry(ctx, w.first, label, func(ctx context.Context) error { return w.first.withAPI(ctx, fn) })
 }
 
 func (w *rancherWatch) milestone(name, detail string) {

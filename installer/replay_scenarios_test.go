@@ -5,6 +5,7 @@ package installer
 
 import (
 	"context"
+	"crypto/sha256"
 	"errors"
 	"fmt"
 	"os"
@@ -13,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/k3strap/k3strap/checkid"
 	"github.com/k3strap/k3strap/events"
 	"github.com/k3strap/k3strap/installer/remote"
 	"github.com/k3strap/k3strap/installer/remote/transcript"
@@ -32,9 +34,15 @@ func TestReplayScenarios(t *testing.T) {
 	}
 	cases := []struct {
 		name, tier, config string
-		run                func(ctx context.Context, in *Installer, r *replayRun) error
-		opts               Options
-		check              func(t *testing.T, o outcome)
+		// inv, when set, changes the inventory (inventoryText of tier and config) the way
+		// record.sh changed the one it recorded the scenario with.
+		inv func(string) string
+		// speed, when set, divides the recorded pace of the hosts' streams (a scenario whose
+		// steps wait on them, replayed faster to keep the package's tests short).
+		speed float64
+		run   func(ctx context.Context, in *Installer, r *replayRun) error
+		opts  Options
+		check func(t *testing.T, o outcome)
 	}{
 		{name: "sim-f1-preflight", tier: "one", config: replayF1Config, run: func(ctx context.Context, in *Installer, _ *replayRun) error {
 			_, err := in.Preflight(ctx)
@@ -67,6 +75,13 @@ func TestReplayScenarios(t *testing.T) {
 				noErr(t, o.err, o.r)
 				if !strings.Contains(o.r.log(), "by-hand") || !strings.Contains(o.r.log(), "tier") {
 					t.Errorf("the label changed by hand is not reported as repaired:\n%s", o.r.log())
+				}
+				// The node write answered 409 Conflict and the one after it were both asked
+				// (the read-modify-write retried through the API).
+				for _, u := range o.r.hosts["cp1"].Unused(transcript.OpHTTP) {
+					if strings.HasPrefix(u, "http PUT ") {
+						t.Errorf("the recorded node write %s was not replayed: the conflict was not retried", u)
+					}
 				}
 			}},
 		{name: "sim-rotate-certificates", tier: "one", run: func(ctx context.Context, in *Installer, _ *replayRun) error { return in.RotateCertificates(ctx) },
@@ -205,6 +220,172 @@ func TestReplayScenarios(t *testing.T) {
 					}
 				}
 			}},
+		{name: "sim-suc-stall", tier: "one", inv: upgradeInventory, opts: Options{StallGrace: 5 * time.Second},
+			run: func(ctx context.Context, in *Installer, _ *replayRun) error { return in.UpgradeSUC(ctx) },
+			check: func(t *testing.T, o outcome) {
+				// w2 carries a taint set by hand (by-hand=yes:NoSchedule) the Plans do not
+				// tolerate: its job's pod stays Pending, the watch names the taint.
+				var f *Failure
+				if !errors.As(o.err, &f) || f.Phase != events.PhaseSUCWatch || f.Host != "w2" || f.Info.Diagnosis != checkid.SUCUntoleratedTaint {
+					t.Fatalf("upgrade --via suc with an untolerated taint on w2: %v, want the watch to fail on w2 with %s\n%s", o.err, checkid.SUCUntoleratedTaint, o.r.log())
+				}
+				if !strings.Contains(f.Info.Message+strings.Join(f.Info.Evidence, "\n"), "by-hand") {
+					t.Errorf("the diagnosis does not name the taint: %q %q", f.Info.Message, f.Info.Evidence)
+				}
+				if !strings.Contains(f.Info.Resume, "upgrade --watch") {
+					t.Errorf("the failure does not say how to watch again: %q", f.Info.Resume)
+				}
+				want := map[string]events.Status{"cp1": events.StatusChanged, "w1": events.StatusChanged, "w2": events.StatusFailed}
+				for _, h := range o.r.summary(t).Hosts {
+					if h.Status != want[h.Host] {
+						t.Errorf("%s: %s %q, want %s", h.Host, h.Status, h.Message, want[h.Host])
+					}
+				}
+				// The deploy created the controller, its RBAC and both Plans through the API as
+				// the recorded run did: no recorded create left unasked.
+				for _, u := range o.r.hosts["cp1"].Unused(transcript.OpHTTP) {
+					if strings.HasPrefix(u, "http POST ") {
+						t.Errorf("the recorded create %s was not asked: the deploy skipped an object", u)
+					}
+				}
+			}},
+		{name: "sim-suc-watch", tier: "one", inv: upgradeInventory, opts: Options{StallGrace: 20 * time.Second},
+			run: func(ctx context.Context, in *Installer, _ *replayRun) error { return in.WatchUpgrade(ctx) },
+			check: func(t *testing.T, o outcome) {
+				// The taint removed, w2's job runs: the watch ends with every node on the version.
+				noErr(t, o.err, o.r)
+				for _, h := range o.r.summary(t).Hosts {
+					if h.Status == events.StatusFailed || h.Status == events.StatusSkipped {
+						t.Errorf("%s: %s %q, want upgraded", h.Host, h.Status, h.Message)
+					}
+				}
+				if !strings.Contains(o.r.log(), "3 nodes on v1.36.4+k3s1") {
+					t.Errorf("the watch does not end with the 3 nodes on v1.36.4+k3s1:\n%s", o.r.log())
+				}
+				var w2 []string
+				for _, e := range o.r.events {
+					if e.Host == "w2" && e.Phase == events.PhaseSUCWatch && e.Type == events.HostStep {
+						w2 = append(w2, e.Step)
+					}
+				}
+				if j := strings.Join(w2, ","); !strings.Contains(j, events.SUCStepUpgrade) || !strings.HasSuffix(j, events.SUCStepUncordon) {
+					t.Errorf("w2's steps %v: want it upgraded, then uncordoned", w2)
+				}
+			}},
+		{name: "sim-cni-flannel", tier: "one", inv: cniInventory, speed: 4,
+			run: func(ctx context.Context, in *Installer, _ *replayRun) error { return in.Apply(ctx) },
+			check: func(t *testing.T, o outcome) {
+				// K3s without its own flannel, the standalone flannel rolled out by k3strap and
+				// waited for on every node.
+				noErr(t, o.err, o.r)
+				for name, h := range o.r.hosts {
+					if cfg := string(h.Written(k3s.PathConfig)); name == "cp1" && !strings.Contains(cfg, "flannel-backend: none") {
+						t.Errorf("cp1's config.yaml does not turn K3s's flannel off:\n%s", cfg)
+					}
+				}
+				var finished string
+				for _, e := range o.r.events {
+					if e.Phase == events.PhaseCNI && e.Type == events.PhaseFinished {
+						finished = e.Message
+					}
+				}
+				if !strings.Contains(finished, "kube-flannel") || !strings.Contains(finished, "runs on 3 node(s)") {
+					t.Errorf("the rollout's end %q does not say flannel runs on the 3 nodes\n%s", finished, o.r.log())
+				}
+				for _, h := range o.r.summary(t).Hosts {
+					if h.Status != events.StatusChanged {
+						t.Errorf("%s: %s %q, want changed", h.Host, h.Status, h.Message)
+					}
+				}
+			}},
+		{name: "sim-backup-to", tier: "one", inv: haInventory, run: func(ctx context.Context, in *Installer, r *replayRun) error {
+			to := filepath.Join(r.dir, "backups")
+			saved, err := in.Backup(ctx, BackupRequest{Name: "before", To: to})
+			if err != nil {
+				return err
+			}
+			// The snapshot, the token and their checksums copied, each 0600.
+			name := filepath.Base(saved)
+			if !strings.HasPrefix(name, "before-cp1-") {
+				return fmt.Errorf("snapshot %q, want before-cp1-…", saved)
+			}
+			for _, f := range []string{name, name + ".token", name + ".sha256"} {
+				fi, err := os.Stat(filepath.Join(to, f))
+				if err != nil {
+					return err
+				}
+				if fi.Mode().Perm() != 0o600 {
+					return fmt.Errorf("%s: mode %v, want 0600", f, fi.Mode().Perm())
+				}
+			}
+			tok, err := os.ReadFile(filepath.Join(to, name+".token"))
+			if err != nil || string(tok) != replayToken {
+				return fmt.Errorf("the copied token is not the server's: %v", err)
+			}
+			sums, err := os.ReadFile(filepath.Join(to, name+".sha256"))
+			if want := fmt.Sprintf("%x  %s.token", sha256.Sum256(tok), name); err != nil || !strings.Contains(string(sums), want) {
+				return fmt.Errorf("%s.sha256 %q lacks %q (%v)", name, sums, want, err)
+			}
+			return nil
+		}, check: func(t *testing.T, o outcome) { noErr(t, o.err, o.r) }},
+		{name: "sim-backup-list", tier: "one", inv: haInventory, run: func(ctx context.Context, in *Installer, _ *replayRun) error {
+			snaps, err := in.BackupList(ctx)
+			if err != nil {
+				return err
+			}
+			// The snapshot the recorded backup saved is listed, with where it is and its size.
+			for _, sn := range snaps {
+				if strings.HasPrefix(sn.Name, "before-cp1-") && strings.HasSuffix(sn.Location, "/"+sn.Name) && sn.Size != "" {
+					return nil
+				}
+			}
+			return fmt.Errorf("no before-cp1-… snapshot with its location and size in %+v", snaps)
+		}, check: func(t *testing.T, o outcome) { noErr(t, o.err, o.r) }},
+		{name: "sim-restore-missing", tier: "one", inv: haInventory,
+			run: func(ctx context.Context, in *Installer, _ *replayRun) error { return in.Restore(ctx, "nosuch") },
+			check: func(t *testing.T, o outcome) {
+				// Refused as invalid input, naming the snapshot and the host, before any server
+				// is stopped.
+				var f *Failure
+				if !errors.As(o.err, &f) || f.Kind != KindInvalid || f.Phase != events.PhaseRestoreCheck || !strings.Contains(f.Info.Message, "nosuch") || f.Host != "cp1" {
+					t.Fatalf("restore of a snapshot that does not exist: %v, want an invalid-input failure at restore-check naming it\n%s", o.err, o.r.log())
+				}
+				if !strings.Contains(f.Info.Fix, "backup list") {
+					t.Errorf("the fix does not point at backup list: %q", f.Info.Fix)
+				}
+				for _, e := range o.r.events {
+					if e.Phase == events.PhaseRestoreStop || e.Phase == events.PhaseClusterReset {
+						t.Errorf("a refused restore went on to %s: %s %s", e.Phase, e.Host, e.Message)
+					}
+				}
+			}},
+		{name: "sim-restore", tier: "one", inv: haInventory, speed: 4,
+			run: func(ctx context.Context, in *Installer, _ *replayRun) error { return in.Restore(ctx, "before") },
+			check: func(t *testing.T, o outcome) {
+				// The newest snapshot named "before" found on cp1, the cluster reset from it on
+				// cp1, cp2 rejoined with its etcd data moved aside, the agent restarted.
+				noErr(t, o.err, o.r)
+				steps := map[string]events.Event{}
+				for _, e := range o.r.events {
+					if e.Type == events.HostStep {
+						steps[string(e.Phase)+" "+e.Host+" "+e.Step] = e
+					}
+				}
+				for key, want := range map[string]string{
+					"restore-check cp1 snapshot":      "restoring /var/lib/rancher/k3s/server/db/snapshots/before-cp1-",
+					"cluster-reset cp1 cluster-reset": "etcd restored from the snapshot",
+					"rejoin-servers cp2 db":           "etcd data moved to ",
+				} {
+					if e, ok := steps[key]; !ok || !strings.Contains(e.Message, want) {
+						t.Errorf("step %s: %q, want %q\n%s", key, e.Message, want, o.r.log())
+					}
+				}
+				for _, h := range o.r.summary(t).Hosts {
+					if h.Status != events.StatusChanged {
+						t.Errorf("%s: %s %q, want changed", h.Host, h.Status, h.Message)
+					}
+				}
+			}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -213,7 +394,14 @@ func TestReplayScenarios(t *testing.T) {
 			if _, err := os.Stat(filepath.Join("testdata", "transcripts", tc.name)); err != nil {
 				t.Fatalf("scenario not recorded (installer/testdata/transcripts/record.sh): %v", err)
 			}
-			r, c := newReplayRunConfig(t, tc.name, tc.tier, tc.config)
+			text := inventoryText(tc.tier, tc.config)
+			if tc.inv != nil {
+				text = tc.inv(text)
+			}
+			r, c := newReplayRunInventory(t, tc.name, text)
+			for _, h := range r.hosts {
+				h.Speed = tc.speed
+			}
 			ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
 			defer cancel()
 			opts := tc.opts
@@ -226,6 +414,23 @@ func TestReplayScenarios(t *testing.T) {
 			}
 		})
 	}
+}
+
+// upgradeInventory is the inventory with the version record.sh's upgrade.yaml asks for.
+func upgradeInventory(s string) string {
+	return strings.Replace(s, "version: v1.36.3+k3s1", "version: v1.36.4+k3s1", 1)
+}
+
+// cniInventory is the inventory with the standalone flannel of record.sh's cni.yaml.
+func cniInventory(s string) string {
+	return strings.Replace(s, "\n  ssh:\n", "\n  cni:\n    type: flannel-standalone\n  ssh:\n", 1)
+}
+
+// haInventory is the inventory of record.sh's ha.yaml: the second host a server, cp2 (two
+// servers: embedded etcd).
+func haInventory(s string) string {
+	return strings.Replace(s, "    - name: w1\n      address: 10.125.0.12\n      role: agent\n      taints: [\"dedicated=edge:NoSchedule\"]\n",
+		"    - name: cp2\n      address: 10.125.0.12\n      role: server\n", 1)
 }
 
 // TestReplayLostAgent replays a fresh install in which w1's host is lost as its K3s is

@@ -5,9 +5,17 @@ package installer
 
 import (
 	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
 	"crypto/sha256"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/base64"
+	"encoding/pem"
 	"errors"
 	"fmt"
+	"math/big"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -62,11 +70,34 @@ spec:
       labels: {tier: TIER}
 `
 
-// replayKubeconfig stands for the server's k3s.yaml, which the transcript holds masked.
-const replayKubeconfig = `apiVersion: v1
+// replayKubeconfig stands for the server's k3s.yaml, which the transcript holds masked: a
+// self-signed CA and client certificate made for the test (client-go parses them when it
+// builds its transport; the replay answers the API requests without dialling).
+func replayKubeconfig(t *testing.T) string {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "replay stand-in"},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(24 * time.Hour), IsCA: true, BasicConstraintsValid: true,
+		KeyUsage: x509.KeyUsageCertSign | x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kder, err := x509.MarshalECPrivateKey(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b64 := func(typ string, b []byte) string {
+		return base64.StdEncoding.EncodeToString(pem.EncodeToMemory(&pem.Block{Type: typ, Bytes: b}))
+	}
+	crt := b64("CERTIFICATE", der)
+	return `apiVersion: v1
 kind: Config
 clusters:
-- cluster: {certificate-authority-data: Y2E=, server: "https://127.0.0.1:6443"}
+- cluster: {certificate-authority-data: ` + crt + `, server: "https://127.0.0.1:6443"}
   name: default
 contexts:
 - context: {cluster: default, user: default}
@@ -74,8 +105,9 @@ contexts:
 current-context: default
 users:
 - name: default
-  user: {client-certificate-data: Y2VydA==, client-key-data: a2V5}
+  user: {client-certificate-data: ` + crt + `, client-key-data: ` + b64("EC PRIVATE KEY", kder) + `}
 `
+}
 
 // replayToken stands for the cluster token, which the transcripts hold masked.
 const replayToken = "K10stand-in-token::server:stand-in"
@@ -115,6 +147,13 @@ const replayF1Config = `      kubelet-arg: [fail-cgroupv1=false, cloud-provider=
 // config ("" keeps it).
 func newReplayRunConfig(t *testing.T, name, tier, config string) (*replayRun, *inventory.Cluster) {
 	t.Helper()
+	return newReplayRunInventory(t, name, inventoryText(tier, config))
+}
+
+// newReplayRunInventory is newReplayRun with the inventory text invText (replayCluster or a
+// variant of it, with the same stand-in paths).
+func newReplayRunInventory(t *testing.T, name, invText string) (*replayRun, *inventory.Cluster) {
+	t.Helper()
 	dir := t.TempDir()
 	art := filepath.Join(dir, "art")
 	if err := os.MkdirAll(art, 0o755); err != nil {
@@ -133,7 +172,7 @@ func newReplayRunConfig(t *testing.T, name, tier, config string) (*replayRun, *i
 			t.Fatal(err)
 		}
 	}
-	c, err := inventory.Parse(filepath.Join(dir, "cluster.yaml"), []byte(inventoryText(tier, config)), inventory.LoadOptions{})
+	c, err := inventory.Parse(filepath.Join(dir, "cluster.yaml"), []byte(invText), inventory.LoadOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -142,7 +181,12 @@ func newReplayRunConfig(t *testing.T, name, tier, config string) (*replayRun, *i
 	for f, content := range files {
 		sumOf[f] = fmt.Sprintf("%x", sha256.Sum256([]byte(content)))
 	}
-	recorded, err := os.ReadFile(filepath.Join("testdata", "transcripts", "artifacts.sha256"))
+	// A scenario recorded on its own (record.sh SCENARIO) keeps the checksums of the artifacts
+	// it was recorded with; the others share those of the whole recording.
+	recorded, err := os.ReadFile(filepath.Join("testdata", "transcripts", name, "artifacts.sha256"))
+	if errors.Is(err, os.ErrNotExist) {
+		recorded, err = os.ReadFile(filepath.Join("testdata", "transcripts", "artifacts.sha256"))
+	}
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -156,8 +200,10 @@ func newReplayRunConfig(t *testing.T, name, tier, config string) (*replayRun, *i
 	// checksums of their token files become the stand-in's.
 	tokenSum := fmt.Sprintf("%x", sha256.Sum256([]byte(replayToken+"\n")))
 	tokenLine := regexp.MustCompile(`(?m)^sha [0-9a-f]{64} ` + regexp.QuoteMeta(k3s.PathTokenFile) + `$`)
+	serverTokenSum := fmt.Sprintf("%x", sha256.Sum256([]byte(replayToken)))
 	standIns := strings.NewReplacer(moves...)
 	r := &replayRun{hosts: map[string]*transcript.Replay{}, dir: dir}
+	kubeconfig := replayKubeconfig(t)
 	for _, h := range c.Spec.Hosts {
 		es, err := transcript.ReadFile(filepath.Join("testdata", "transcripts", name, h.Name+".jsonl"))
 		if errors.Is(err, os.ErrNotExist) {
@@ -169,15 +215,19 @@ func newReplayRunConfig(t *testing.T, name, tier, config string) (*replayRun, *i
 		rp := transcript.NewReplay(h.Name, es)
 		rp.Secrets = func(p string) []byte {
 			if p == k3s.PathKubeconfig {
-				return []byte(replayKubeconfig)
+				return []byte(kubeconfig) // a fresh copy: the API clears what it read
 			}
 			return []byte(replayToken)
 		}
 		rp.Rewrite = func(e transcript.Entry) transcript.Entry {
 			e.Stdout = tokenLine.ReplaceAllString(standIns.Replace(e.Stdout), "sha "+tokenSum+" "+k3s.PathTokenFile)
+			// The server token as copied off the host (backup --to) is the stand-in too: the
+			// host's checksum of it becomes the stand-in's.
+			if e.Label == "sha256sum" && strings.HasSuffix(e.Cmd, " "+k3s.PathServerToken) && e.Stdout != "" {
+				e.Stdout = serverTokenSum + "\n"
+			}
 			return e
 		}
-		rp.Quiet = []string{"kubectl get nodes --watch"}
 		r.hosts[h.Name] = rp
 	}
 	return r, c

@@ -277,9 +277,10 @@ func (s *session) currentNodes(ctx context.Context) (map[string]*corev1.Node, er
 func (s *session) nodesByName(ctx context.Context) (map[string]*corev1.Node, error) {
 	var nodes []corev1.Node
 	err := s.retry(ctx, s.first, "listing nodes", func(ctx context.Context) error {
-		var err error
-		nodes, err = kube.Kubectl{R: s.first.c()}.ListNodes(ctx)
-		return err
+		return s.first.withAPI(ctx, func(a *kube.API) (err error) {
+			nodes, err = a.ListNodes(ctx)
+			return err
+		})
 	})
 	if err != nil {
 		return nil, fmt.Errorf("listing nodes: %w", err)

@@ -11,13 +11,15 @@ import (
 
 	"github.com/k3strap/k3strap/events"
 	"github.com/k3strap/k3strap/facts"
-	"github.com/k3strap/k3strap/installer/remote"
+	"github.com/k3strap/k3strap/installer/kube"
 	"github.com/k3strap/k3strap/inventory"
 )
 
-// clusterViewStep reads the cluster's view through one server (doctor): nodes, pods, events,
-// DaemonSets, Deployments, Jobs and HelmCharts in one SSH command (facts.DoctorClusterScript).
-// It tries the first server, then the other reachable hosts (servers first) until one answers.
+// clusterViewStep reads the cluster's view through one server's Kubernetes API (doctor):
+// nodes, pods, events, DaemonSets, Deployments, Jobs and HelmCharts (facts.ClusterResources),
+// one list request each over the SSH connection, no process started on the server. It tries
+// the first server, then the other reachable servers until one answers (an agent has no
+// admin kubeconfig).
 //
 // Reads: connections. Writes: s.doctor.view, viewHost, viewErr.
 type clusterViewStep struct{}
@@ -25,7 +27,7 @@ type clusterViewStep struct{}
 func (clusterViewStep) Phase() events.Phase { return events.PhaseClusterView }
 
 func (clusterViewStep) Summary() string {
-	return "read nodes, pods, events, DaemonSets, Deployments, Jobs and HelmCharts through one server (one command)"
+	return "read nodes, pods, events, DaemonSets, Deployments, Jobs and HelmCharts through one server's Kubernetes API"
 }
 
 func (clusterViewStep) Run(ctx context.Context, s *session) error {
@@ -36,11 +38,9 @@ func (clusterViewStep) Run(ctx context.Context, s *session) error {
 	if s.first != nil {
 		tries = append(tries, s.first)
 	}
-	for _, role := range []inventory.Role{inventory.RoleServer, inventory.RoleAgent} {
-		for _, hs := range s.hosts {
-			if hs.host.Role == role && !slices.Contains(tries, hs) {
-				tries = append(tries, hs)
-			}
+	for _, hs := range s.hosts {
+		if hs.host.Role == inventory.RoleServer && !slices.Contains(tries, hs) {
+			tries = append(tries, hs)
 		}
 	}
 	var why []string
@@ -48,15 +48,18 @@ func (clusterViewStep) Run(ctx context.Context, s *session) error {
 		if hs.c() == nil || hs.connErr != nil {
 			continue
 		}
-		res, err := hs.c().Run(ctx, remote.Script("read the cluster", facts.DoctorClusterScript).AsRoot())
+		a, err := hs.api(ctx)
 		if err != nil {
 			if ctx.Err() != nil {
 				return ctx.Err()
 			}
-			why = append(why, hs.host.Name+": "+err.Error())
+			why = append(why, err.Error())
 			continue
 		}
-		v := facts.ParseClusterView(res.Stdout)
+		v := readClusterView(ctx, a)
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
 		if v.Nodes == nil {
 			why = append(why, hs.host.Name+": "+orDefault(v.Errors["nodes"], "no node list"))
 			continue
@@ -67,7 +70,7 @@ func (clusterViewStep) Run(ctx context.Context, s *session) error {
 		em.Finished(events.StatusOK, "")
 		return nil
 	}
-	ds.viewErr = "no server answered `k3s kubectl get nodes`"
+	ds.viewErr = "no server's Kubernetes API listed the nodes"
 	if len(why) > 0 {
 		ds.viewErr += ": " + strings.Join(why, "; ")
 	}
@@ -81,4 +84,19 @@ func orDefault(s, d string) string {
 		return d
 	}
 	return s
+}
+
+// readClusterView lists facts.ClusterResources through a; a resource that cannot be listed
+// (a HelmChart CRD K3s was started without) leaves its error in the view's Errors.
+func readClusterView(ctx context.Context, a *kube.API) facts.ClusterView {
+	v := facts.NewClusterView()
+	for _, res := range facts.ClusterResources {
+		list, err := a.ListJSON(ctx, res)
+		if err != nil {
+			v.Errors[res] = err.Error()
+			continue
+		}
+		v.Add(res, list)
+	}
+	return v
 }

@@ -5,8 +5,6 @@ package installer
 
 import (
 	"context"
-	"encoding/json"
-	"errors"
 	"fmt"
 	"sort"
 	"strings"
@@ -14,6 +12,7 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 
 	"github.com/k3strap/k3strap/events"
 	"github.com/k3strap/k3strap/installer/kube"
@@ -104,13 +103,14 @@ func (s *session) waitCNI(ctx context.Context, first *hostState, excluded map[st
 		}
 	}
 	em.Started(fmt.Sprintf("waiting for %s %s/%s on %d node(s)", w.Kind, w.Namespace, w.Name, len(want)))
-	deadline := time.Now().Add(s.in.opts.Timeout)
+	deadline := s.waitDeadline()
 	for {
 		var st *cniSnapshot
 		err := s.retry(ctx, first, "reading "+w.Namespace+"/"+w.Name, func(ctx context.Context) error {
-			var err error
-			st, err = cniState(ctx, kube.Kubectl{R: first.c()}, w)
-			return err
+			return first.withAPI(ctx, func(a *kube.API) (err error) {
+				st, err = cniState(ctx, a, w)
+				return err
+			})
 		})
 		if err == nil {
 			missing := st.missing(want)
@@ -122,7 +122,7 @@ func (s *session) waitCNI(ctx context.Context, first *hostState, excluded map[st
 				em.Finished(events.StatusOK, msg)
 				return nil
 			}
-			if time.Now().After(deadline) {
+			if deadline.Passed(time.Now()) {
 				return s.cniTimeout(w, st, missing)
 			}
 		} else if ctx.Err() != nil {
@@ -145,21 +145,17 @@ type cniSnapshot struct {
 	nodes map[string]*corev1.Node
 }
 
-func cniState(ctx context.Context, api kube.Kubectl, w cni.Workload) (*cniSnapshot, error) {
+func cniState(ctx context.Context, api *kube.API, w cni.Workload) (*cniSnapshot, error) {
 	st := &cniSnapshot{pods: map[string]*corev1.Pod{}, nodes: map[string]*corev1.Node{}}
-	out, err := api.Run(ctx, nil, "get", "daemonset", w.Name, "-n", w.Namespace, "-o", "json")
+	ds, err := api.GetDaemonSet(ctx, w.Namespace, w.Name)
 	switch {
-	case errors.Is(err, kube.ErrNotFound):
+	case apierrors.IsNotFound(err):
 		return st, nil // the operator has not created it yet
 	case err != nil:
 		return nil, err
 	}
-	var ds appsv1.DaemonSet
-	if err := json.Unmarshal(out, &ds); err != nil {
-		return nil, fmt.Errorf("decoding %s/%s: %w", w.Namespace, w.Name, err)
-	}
-	st.ds = &ds
-	pods, err := api.ListPods(ctx, w.Namespace)
+	st.ds = ds
+	pods, err := api.ListPods(ctx, w.Namespace, "")
 	if err != nil {
 		return nil, err
 	}

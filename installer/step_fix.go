@@ -14,7 +14,6 @@ import (
 	"github.com/k3strap/k3strap/events"
 	"github.com/k3strap/k3strap/finding"
 	"github.com/k3strap/k3strap/installer/drift"
-	"github.com/k3strap/k3strap/installer/kube"
 	"github.com/k3strap/k3strap/inventory"
 )
 
@@ -55,7 +54,13 @@ func (fixStep) Run(ctx context.Context, s *session) error {
 		return nil
 	}
 	em.Started(fmt.Sprintf("repairing %d nodes", len(lines)))
-	api := kube.Kubectl{R: ds.viewHost.c()}
+	api, err := ds.viewHost.api(ctx)
+	if err != nil {
+		msg := "--fix: the cluster's API could not be reached (" + err.Error() + "); nothing repaired"
+		em.Warn("", msg)
+		em.Finished(events.StatusFailed, msg)
+		return nil
+	}
 	var kept []finding.Finding
 	repaired := map[string]bool{}
 	for _, f := range ds.findings {

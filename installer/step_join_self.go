@@ -5,12 +5,11 @@ package installer
 
 import (
 	"context"
-	"encoding/json"
-	"errors"
 	"fmt"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 
 	"github.com/k3strap/k3strap/events"
 	"github.com/k3strap/k3strap/installer/bringup"
@@ -118,23 +117,33 @@ func (s *session) waitOwnNode(ctx context.Context, hs *hostState, res convergeRe
 	if !res.started.IsZero() {
 		since = res.started.Add(-2 * time.Second)
 	}
-	k := kube.Kubectl{R: hs.c()}
+	// The node's own identity: the kubelet's kubeconfig (the node authorizer lets a node read
+	// its Node); connected again after a failure (K3s may not have written it yet).
+	var k *kube.API
 	em := s.in.emitter(s.current)
 	start := time.Now()
 	deadline := start.Add(s.in.opts.Timeout)
 	wantEtcd := hs.host.EtcdMember() && len(s.in.cluster.Servers()) > 1
 	why, lastBeat := "not registered yet", start
 	for {
-		out, err := k.Run(ctx, nil, "--kubeconfig", k3s.PathKubeletKubeconfig, "get", "node", hs.host.Name, "-o", "json", "--request-timeout=10s")
+		var n *corev1.Node
+		var err error
+		if k == nil {
+			k, err = kube.ConnectAs(ctx, func() kube.Conn { return hs.c() }, k3s.PathKubeletKubeconfig)
+		}
 		if err == nil {
-			var n corev1.Node
-			if jerr := json.Unmarshal(out, &n); jerr == nil {
-				if why = bringup.NodeLacks(&n, hs.host, s.in.cluster.HostTaints(hs.host), wantEtcd, "", hs.fresh, since); why == "" {
-					em.Step(hs.host.Name, "node", events.StatusOK, "node Ready")
-					return nil
-				}
+			rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+			n, err = k.GetNode(rctx, hs.host.Name)
+			cancel()
+		}
+		if err == nil {
+			if why = bringup.NodeLacks(n, hs.host, s.in.cluster.HostTaints(hs.host), wantEtcd, "", hs.fresh, since); why == "" {
+				em.Step(hs.host.Name, "node", events.StatusOK, "node Ready")
+				return nil
 			}
-		} else if !errors.Is(err, kube.ErrNotFound) && ctx.Err() == nil {
+		} else if apierrors.IsNotFound(err) {
+			why = "not registered yet"
+		} else if ctx.Err() == nil {
 			why = "its node cannot be read yet: " + err.Error()
 		}
 		if ctx.Err() != nil {

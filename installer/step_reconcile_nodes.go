@@ -128,13 +128,14 @@ func (s *session) reconcileNodes(ctx context.Context, first *hostState, listed m
 		// was lost is harmless.
 		read := listed[hs.host.Name]
 		err := s.retry(ctx, first, "reconciling node "+hs.host.Name, func(ctx context.Context) error {
-			var err error
 			node := read
 			read = nil // an attempt after a transport failure reads the node again
-			nd, wrote, err = drift.ReconcileFrom(ctx, kube.Kubectl{R: first.c()}, d, mode, node, func(attempt int, err error) {
-				em.Info(hs.host.Name, fmt.Sprintf("node %s changed since it was read (409 Conflict on attempt %d: a concurrent write); reading it again and retrying, so that write is kept", hs.host.Name, attempt))
+			return first.withAPI(ctx, func(a *kube.API) (err error) {
+				nd, wrote, err = drift.ReconcileFrom(ctx, a, d, mode, node, func(attempt int, err error) {
+					em.Info(hs.host.Name, fmt.Sprintf("node %s changed since it was read (409 Conflict on attempt %d: a concurrent write); reading it again and retrying, so that write is kept", hs.host.Name, attempt))
+				})
+				return err
 			})
-			return err
 		})
 		if err != nil {
 			return s.hostFailure(hs, "nodes", KindInstall, err)

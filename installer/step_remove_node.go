@@ -81,7 +81,11 @@ func (s *session) removalTarget(ctx context.Context, name string) (*removal, err
 			Fix:     "list another server first in the inventory, apply, then remove " + name,
 		}}
 	}
-	nodes, err := kube.Kubectl{R: s.first.c()}.ListNodes(ctx)
+	var nodes []corev1.Node
+	err := s.first.withAPI(ctx, func(a *kube.API) (err error) {
+		nodes, err = a.ListNodes(ctx)
+		return err
+	})
 	if err != nil {
 		return nil, s.hostFailure(s.first, "nodes", KindInstall, fmt.Errorf("listing nodes: %w", err))
 	}
@@ -155,8 +159,11 @@ func (s *session) removeNode(ctx context.Context, name string, connect bool) err
 			}
 		}
 	}
-	kc := kube.Kubectl{R: s.first.c()}
-	if _, err := kc.Run(ctx, nil, "drain", name, "--ignore-daemonsets", "--delete-emptydir-data", "--force", "--timeout=120s"); err != nil {
+	kc, err := s.first.api(ctx)
+	if err != nil {
+		return s.hostFailure(s.first, "delete node", KindInstall, err)
+	}
+	if err := kc.Drain(ctx, name, 120*time.Second); err != nil {
 		em.Warn(name, "drain did not finish ("+firstLine(err)+"); removing anyway")
 	} else {
 		em.Step(name, "drain", events.StatusChanged, "cordoned and drained")
@@ -173,7 +180,7 @@ func (s *session) removeNode(ctx context.Context, name string, connect bool) err
 		}
 		return s.hostFailure(s.first, "delete node", KindInstall, fmt.Errorf("deleting node %s%s: %w", name, why, err))
 	}
-	_, _ = kc.Run(ctx, nil, "-n", "kube-system", "delete", "secret", name+".node-password.k3s", "--ignore-not-found")
+	_ = kc.DeleteSecret(ctx, "kube-system", name+".node-password.k3s")
 	what := "Node deleted"
 	if r.server {
 		what = "Node and etcd member deleted"

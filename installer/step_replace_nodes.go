@@ -6,6 +6,8 @@ package installer
 import (
 	"context"
 
+	corev1 "k8s.io/api/core/v1"
+
 	"github.com/k3strap/k3strap/events"
 	"github.com/k3strap/k3strap/installer/kube"
 )
@@ -62,7 +64,11 @@ func (s *session) replacements(ctx context.Context) []string {
 	if len(candidates) == 0 {
 		return nil
 	}
-	nodes, err := kube.Kubectl{R: s.first.c()}.ListNodes(ctx)
+	var nodes []corev1.Node
+	err := s.first.withAPI(ctx, func(a *kube.API) (err error) {
+		nodes, err = a.ListNodes(ctx)
+		return err
+	})
 	if err != nil {
 		return nil
 	}

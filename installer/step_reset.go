@@ -136,8 +136,7 @@ func (s *session) resetOne(ctx context.Context, hs *hostState, keeper *hostState
 		em.Step(hs.host.Name, "reset", events.StatusChanged, "K3s uninstalled, k3strap's files removed")
 	}
 	if keeper != nil {
-		kc := kube.Kubectl{R: keeper.c()}
-		if err := kc.DeleteNode(ctx, hs.host.Name, nodeDeleteTimeout); err != nil {
+		if err := keeper.withAPI(ctx, func(a *kube.API) error { return a.DeleteNode(ctx, hs.host.Name, nodeDeleteTimeout) }); err != nil {
 			em.Warn(hs.host.Name, "could not delete its Node object: "+err.Error())
 		} else {
 			em.Step(hs.host.Name, "node", events.StatusChanged, "Node object deleted from the cluster")

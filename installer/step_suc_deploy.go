@@ -5,11 +5,12 @@ package installer
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"os"
 	"strings"
 	"time"
+
+	"k8s.io/apimachinery/pkg/api/meta"
 
 	"github.com/k3strap/k3strap/events"
 	"github.com/k3strap/k3strap/installer/kube"
@@ -61,7 +62,7 @@ type sucDeployStep struct{}
 func (sucDeployStep) Phase() events.Phase { return events.PhaseSUCDeploy }
 
 func (sucDeployStep) Summary() string {
-	return "deploy system-upgrade-controller " + suc.Version + " and apply the k3s-server and k3s-agent Plans (tolerating every declared taint) through the first server's kubectl"
+	return "deploy system-upgrade-controller " + suc.Version + " and apply the k3s-server and k3s-agent Plans (tolerating every declared taint) through the first server's Kubernetes API"
 }
 
 func (sucDeployStep) render(s *session) (ctl, plans []byte, o suc.Options, err error) {
@@ -100,11 +101,13 @@ func (st sucDeployStep) Run(ctx context.Context, s *session) error {
 	apply := func(what string, body []byte, step string) error {
 		var out string
 		err := s.retry(ctx, fs, "applying "+what, func(ctx context.Context) error {
-			var err error
 			// A Plan right after its CRD may meet an API that does not serve the kind yet.
 			for i := 0; ; i++ {
-				out, err = kube.Kubectl{R: fs.c()}.Apply(ctx, body)
-				if err == nil || i >= 20 || !(strings.Contains(err.Error(), "no matches for kind") || errors.Is(err, kube.ErrAPIDown)) {
+				err := fs.withAPI(ctx, func(a *kube.API) (err error) {
+					out, err = a.Apply(ctx, body)
+					return err
+				})
+				if err == nil || i >= 20 || !(meta.IsNoMatchError(err) || kube.IsAPIDown(err)) {
 					return err
 				}
 				select {

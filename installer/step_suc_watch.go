@@ -9,8 +9,12 @@ import (
 	"strings"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
+
 	"github.com/k3strap/k3strap/checkid"
 	"github.com/k3strap/k3strap/events"
+	"github.com/k3strap/k3strap/installer/bringup"
 	"github.com/k3strap/k3strap/installer/kube"
 	"github.com/k3strap/k3strap/installer/sucwatch"
 	"github.com/k3strap/k3strap/templates/suc"
@@ -60,9 +64,10 @@ func (sucWatchStep) Run(ctx context.Context, s *session) error {
 		now := time.Now()
 		var p *sucwatch.Poll
 		err := s.retry(ctx, fs, "reading SUC's progress", func(ctx context.Context) error {
-			var err error
-			p, err = sucwatch.Read(ctx, kube.Kubectl{R: fs.c()})
-			return err
+			return fs.withAPI(ctx, func(a *kube.API) (err error) {
+				p, err = sucwatch.Read(ctx, a)
+				return err
+			})
 		})
 		if err != nil {
 			if ctx.Err() != nil {
@@ -73,7 +78,7 @@ func (sucWatchStep) Run(ctx context.Context, s *session) error {
 				apiDownSince = now
 				em.Info(fs.host.Name, "the API does not answer (a server restarting for its upgrade?): "+firstLine(err)+"; still watching")
 			}
-			if now.Sub(apiDownSince) > s.in.opts.Timeout {
+			if (bringup.Deadline{Start: apiDownSince, Timeout: s.in.opts.Timeout}).Passed(now) {
 				return s.hostFailure(fs, "watch", KindInstall, fmt.Errorf("the API has not answered for %s: %w", s.in.opts.Timeout, err))
 			}
 			_ = sleepCtx(ctx, interval)
@@ -104,13 +109,7 @@ func (sucWatchStep) Run(ctx context.Context, s *session) error {
 		}
 		done := tr.Observe(p, now)
 		if done == len(tr.Nodes()) {
-			for _, n := range tr.Nodes() {
-				if tr.Unchanged(n) {
-					s.state(n).setResult(events.StatusUnchanged, "already on "+version)
-				} else {
-					s.state(n).setResult(events.StatusChanged, "upgraded to "+version+" by system-upgrade-controller")
-				}
-			}
+			s.sucFinished(tr, version)
 			em.Finished(events.StatusOK, fmt.Sprintf("%d nodes on %s in %s", len(tr.Nodes()), version, time.Since(start).Round(time.Second)))
 			return nil
 		}
@@ -123,7 +122,7 @@ func (sucWatchStep) Run(ctx context.Context, s *session) error {
 				pend := tr.Pending()
 				em.Warn("", fmt.Sprintf("no node has progressed for %s; waiting for %d nodes (%s)", quiet.Round(time.Second), len(pend), abbreviate(pend, 10)))
 			}
-			if quiet > s.in.opts.Timeout {
+			if (bringup.Deadline{Start: tr.LastProgress(), Timeout: s.in.opts.Timeout}).Passed(now) {
 				return &Failure{Kind: KindInstall, Phase: events.PhaseSUCWatch, Info: events.ErrorInfo{
 					Message: fmt.Sprintf("no node has progressed for %s", quiet.Round(time.Second)),
 					Fix:     "kubectl -n " + suc.Namespace + " get plans,jobs,pods shows what SUC is doing",
@@ -144,7 +143,12 @@ func (s *session) sucStalled(ctx context.Context, p *sucwatch.Poll, tr *sucwatch
 			continue
 		}
 		if st.NeedsDrainView {
-			pods, pdbs, err := sucwatch.DrainView(ctx, kube.Kubectl{R: s.first.c()}, name)
+			var pods []corev1.Pod
+			var pdbs []policyv1.PodDisruptionBudget
+			err := s.first.withAPI(ctx, func(a *kube.API) (err error) {
+				pods, pdbs, err = sucwatch.DrainView(ctx, a, name)
+				return err
+			})
 			if err != nil && ctx.Err() == nil {
 				em.Debug(name, "reading the node's pods and PodDisruptionBudgets: "+err.Error())
 			}
@@ -153,6 +157,7 @@ func (s *session) sucStalled(ctx context.Context, p *sucwatch.Poll, tr *sucwatch
 				continue // no budget to name yet: keep waiting
 			}
 		}
+		s.sucFinished(tr, version)
 		hs := s.state(name)
 		info := events.ErrorInfo{Message: st.Message, Fix: st.Fix, Diagnosis: st.Diagnosis, Evidence: st.Evidence,
 			Resume: "the upgrade keeps running in the cluster; once fixed, watch it again with `" + watchHint + "`"}
@@ -167,6 +172,25 @@ func (s *session) sucStalled(ctx context.Context, p *sucwatch.Poll, tr *sucwatch
 		return &Failure{Kind: KindInstall, Phase: events.PhaseSUCWatch, Host: name, Step: "watch", Info: info}
 	}
 	return nil
+}
+
+// sucFinished sets the result of every node the watch saw finish: upgraded, or already on
+// the version before the watch started (a watch that stops on a stalled node reports the
+// nodes done before it as what they are, not as unreached).
+func (s *session) sucFinished(tr *sucwatch.Tracker, version string) {
+	pending := map[string]bool{}
+	for _, n := range tr.Pending() {
+		pending[n] = true
+	}
+	for _, n := range tr.Nodes() {
+		switch {
+		case pending[n]:
+		case tr.Unchanged(n):
+			s.state(n).setResult(events.StatusUnchanged, "already on "+version)
+		default:
+			s.state(n).setResult(events.StatusChanged, "upgraded to "+version+" by system-upgrade-controller")
+		}
+	}
 }
 
 func sleepCtx(ctx context.Context, d time.Duration) error {

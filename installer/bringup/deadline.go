@@ -10,7 +10,8 @@ import "time"
 // the first server's from the (re)start command this run made, or from when the run began
 // watching a unit it found running; a joining node's from when its wait for its node begins
 // (after its unit was started); the CNI rollout's and the wait for a first server restarting
-// for its own upgrade likewise. A wait that reaches a verdict sooner (up, F1, crash loop, lost
+// for its own upgrade likewise; a watched SUC upgrade's from its last progress, and from when
+// its API stopped answering. A wait that reaches a verdict sooner (up, F1, crash loop, lost
 // host) never waits the deadline out. Times are the local clock.
 type Deadline struct {
 	// Start is when the wait began; Timeout how long it may last (--timeout, default 10 min).

@@ -4,12 +4,11 @@
 // Package drift compares a node's taints and labels with what the inventory declares and
 // repairs the difference by read-modify-write (docs/failure-modes.md F5): `apply` (the
 // reconcile-nodes step), `check` and `doctor --fix` share it. It talks to the cluster only
-// through API (kube.Kubectl implements it).
+// through API (*kube.API implements it).
 package drift
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"maps"
 	"slices"
@@ -18,10 +17,10 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/util/retry"
 
-	"github.com/k3strap/k3strap/installer/kube"
 	"github.com/k3strap/k3strap/inventory"
 	"github.com/k3strap/k3strap/templates/cni"
 )
@@ -40,7 +39,7 @@ const (
 	AnnotationLabels = "k3strap.io/labels"
 )
 
-// API is what node reconciliation needs from the cluster (kube.Kubectl implements it).
+// API is what node reconciliation needs from the cluster (*kube.API implements it).
 type API interface {
 	GetNode(ctx context.Context, name string) (*corev1.Node, error)
 	ListNodes(ctx context.Context) ([]corev1.Node, error)
@@ -349,14 +348,14 @@ func ReconcileFrom(ctx context.Context, api API, d Desired, mode RepairMode, rea
 	var drift Node
 	wrote := false
 	attempt := 0
-	err := retry.OnError(conflictBackoff, func(err error) bool { return errors.Is(err, kube.ErrConflict) && ctx.Err() == nil }, func() error {
+	err := retry.OnError(conflictBackoff, func(err error) bool { return apierrors.IsConflict(err) && ctx.Err() == nil }, func() error {
 		attempt++
 		n, err := read.DeepCopy(), error(nil)
 		read = nil
 		if n == nil {
 			n, err = api.GetNode(ctx, d.Name)
 		}
-		if errors.Is(err, kube.ErrNotFound) {
+		if apierrors.IsNotFound(err) {
 			drift = Diff(nil, d)
 			return nil
 		}
@@ -368,7 +367,7 @@ func ReconcileFrom(ctx context.Context, api API, d Desired, mode RepairMode, rea
 			return nil
 		}
 		if err := api.ReplaceNode(ctx, n); err != nil {
-			if errors.Is(err, kube.ErrConflict) && onConflict != nil {
+			if apierrors.IsConflict(err) && onConflict != nil {
 				onConflict(attempt, err)
 			}
 			return err
@@ -376,7 +375,7 @@ func ReconcileFrom(ctx context.Context, api API, d Desired, mode RepairMode, rea
 		wrote = true
 		return nil
 	})
-	if err != nil && errors.Is(err, kube.ErrConflict) {
+	if err != nil && apierrors.IsConflict(err) {
 		err = fmt.Errorf("node %s kept changing while k3strap updated it (%d attempts, each got 409 Conflict): %w", d.Name, attempt, err)
 	}
 	return drift, wrote, err

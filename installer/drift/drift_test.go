@@ -13,14 +13,14 @@ import (
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 
-	"github.com/k3strap/k3strap/installer/kube"
 	"github.com/k3strap/k3strap/inventory"
 	"github.com/k3strap/k3strap/templates/cni"
 )
 
 // fakeNodes is an API server for nodes with resourceVersions: a replace carrying a stale
-// resourceVersion gets ErrConflict, like the real API (409). concurrent, when set, runs before
+// resourceVersion gets a 409 Conflict (apierrors), like the real API. concurrent, when set, runs before
 // the next n replaces and writes the stored node itself (another controller), bumping its
 // resourceVersion.
 type fakeNodes struct {
@@ -48,7 +48,7 @@ func (f *fakeNodes) GetNode(_ context.Context, name string) (*corev1.Node, error
 	defer f.mu.Unlock()
 	n, ok := f.nodes[name]
 	if !ok {
-		return nil, fmt.Errorf("kubectl get node %s: %w", name, kube.ErrNotFound)
+		return nil, apierrors.NewNotFound(corev1.Resource("nodes"), name)
 	}
 	return n.DeepCopy(), nil
 }
@@ -69,7 +69,7 @@ func (f *fakeNodes) ReplaceNode(_ context.Context, n *corev1.Node) error {
 	f.replaces++
 	cur, ok := f.nodes[n.Name]
 	if !ok {
-		return kube.ErrNotFound
+		return apierrors.NewNotFound(corev1.Resource("nodes"), n.Name)
 	}
 	if f.concurrentWrites > 0 {
 		f.concurrentWrites--
@@ -78,7 +78,7 @@ func (f *fakeNodes) ReplaceNode(_ context.Context, n *corev1.Node) error {
 		cur.ResourceVersion = strconv.Itoa(f.rv)
 	}
 	if n.ResourceVersion != cur.ResourceVersion {
-		return fmt.Errorf("kubectl replace: %w: the object has been modified", kube.ErrConflict)
+		return apierrors.NewConflict(corev1.Resource("nodes"), n.Name, errors.New("the object has been modified; please apply your changes to the latest version and try again"))
 	}
 	f.rv++
 	c := n.DeepCopy()
@@ -218,7 +218,7 @@ func TestConflictRetriesWithoutLosingTheConcurrentWrite(t *testing.T) {
 	}
 	var conflicts []int
 	_, wrote, err := Reconcile(context.Background(), api, DesiredFor(c, h, nil), RepairAll, func(a int, err error) {
-		if !errors.Is(err, kube.ErrConflict) {
+		if !apierrors.IsConflict(err) {
 			t.Errorf("onConflict got %v", err)
 		}
 		conflicts = append(conflicts, a)
@@ -242,7 +242,7 @@ func TestConflictRetriesWithoutLosingTheConcurrentWrite(t *testing.T) {
 	api = newFakeNodes(node("w1", nil, nil))
 	api.concurrentWrites, api.concurrent = 100, func(*corev1.Node) {}
 	_, _, err = Reconcile(context.Background(), api, DesiredFor(c, h, nil), RepairAll, never)
-	if !errors.Is(err, kube.ErrConflict) || !strings.Contains(err.Error(), "kept changing") {
+	if !apierrors.IsConflict(err) || !strings.Contains(err.Error(), "kept changing") {
 		t.Errorf("endless conflicts: %v", err)
 	}
 	if api.replaces != conflictBackoff.Steps {

@@ -5,25 +5,16 @@ package kube
 
 import (
 	"context"
-	"encoding/json"
-	"errors"
 	"fmt"
-	"io"
-	"strconv"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-
-	"github.com/k3strap/k3strap/installer/remote"
-	"github.com/k3strap/k3strap/k3s"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/tools/cache"
+	watchtools "k8s.io/client-go/tools/watch"
 )
-
-// Streamer is what WatchNodes needs from a host connection: a command whose standard output
-// arrives line by line.
-type Streamer interface {
-	Stream(ctx context.Context, cmd remote.Cmd, onLine func(string)) error
-	Host() string
-}
 
 // NodeEvent is one change of a Node seen by WatchNodes. Type is ADDED, MODIFIED or DELETED.
 type NodeEvent struct {
@@ -31,69 +22,53 @@ type NodeEvent struct {
 	Node corev1.Node
 }
 
-// watchNodesScript runs kubectl's watch under timeout(1) when the host has it, so that the
-// watch never outlives its deadline on the host even when the SSH channel's end is lost.
-const watchNodesScript = `secs=$1 bin=$2
-shift 2
-if command -v timeout >/dev/null 2>&1; then exec timeout "$secs" "$bin" kubectl "$@"; fi
-exec "$bin" kubectl "$@"`
-
-// WatchNodes runs `k3s kubectl get nodes --watch -o json --output-watch-events` on a server
-// (binary "" = k3s.PathBinary) and calls onEvent for every Node event, the current Nodes
-// first (as ADDED), from one goroutine, in order. It returns when ctx ends (nil), when the watch
-// ends on the host — the API server closes watches after a while, and the watch is killed after
-// maxAge (rounded up to whole seconds) — (nil), or with the transport's or kubectl's error
-// (wrapping ErrAPIDown when the API did not answer) or a decoding error.
-func WatchNodes(ctx context.Context, s Streamer, binary string, maxAge time.Duration, onEvent func(NodeEvent)) error {
-	if binary == "" {
-		binary = k3s.PathBinary
-	}
-	secs := strconv.Itoa(int((maxAge + time.Second - 1) / time.Second))
-	cmd := remote.Script("kubectl get nodes --watch", watchNodesScript, secs, binary,
-		"get", "nodes", "--watch", "-o", "json", "--output-watch-events").AsRoot().WithTimeout(maxAge + 30*time.Second)
-	sctx, cancel := context.WithCancel(ctx)
+// WatchNodes lists the Nodes and calls onEvent for each (as ADDED), then watches them from
+// the list's resourceVersion and calls onEvent for every change, from one goroutine, in order.
+// A watch the API server closes is resumed from the last resourceVersion seen
+// (client-go's RetryWatcher), so no change is lost or seen twice. It returns nil when ctx
+// ends or after maxAge, and an error when the list fails or the watch cannot be resumed
+// (410 Gone: the resourceVersion is too old — list again).
+func WatchNodes(ctx context.Context, a *API, maxAge time.Duration, onEvent func(NodeEvent)) error {
+	ctx, cancel := context.WithTimeout(ctx, maxAge)
 	defer cancel()
-	pr, pw := io.Pipe()
-	decoded := make(chan error, 1)
-	go func() {
-		dec := json.NewDecoder(pr)
-		for {
-			var ev struct {
-				Type   string      `json:"type"`
-				Object corev1.Node `json:"object"`
-			}
-			if err := dec.Decode(&ev); err != nil {
-				if errors.Is(err, io.EOF) {
-					err = nil
-				} else {
-					cancel() // what follows cannot be decoded either
-				}
-				// Unblock the writer whatever happened.
-				_ = pr.CloseWithError(io.ErrClosedPipe)
-				decoded <- err
-				return
-			}
-			onEvent(NodeEvent{Type: ev.Type, Node: ev.Object})
-		}
-	}()
-	err := s.Stream(sctx, cmd, func(line string) {
-		_, _ = io.WriteString(pw, line+"\n")
-	})
-	_ = pw.Close()
-	derr := <-decoded
-	if derr != nil {
-		return fmt.Errorf("%s: decoding the node watch: %w", s.Host(), derr)
-	}
-	if ctx.Err() != nil {
-		return nil
-	}
-	var ce *remote.CommandError
-	if errors.As(err, &ce) {
-		// timeout(1) exits 124 when it ended the watch: a normal end.
-		if ce.ExitCode == 124 {
+	lctx, lcancel := call(ctx)
+	l, err := a.Typed.CoreV1().Nodes().List(lctx, metav1.ListOptions{})
+	lcancel()
+	if err != nil {
+		if ctx.Err() != nil {
 			return nil
 		}
-		return Classify(s.Host(), "get nodes --watch", []byte(ce.Stderr))
+		return a.wrap("list nodes", err)
 	}
-	return err
+	for i := range l.Items {
+		onEvent(NodeEvent{Type: string(watch.Added), Node: l.Items[i]})
+	}
+	nodes := a.Typed.CoreV1().Nodes()
+	rw, err := watchtools.NewRetryWatcherWithContext(ctx, l.ResourceVersion, &cache.ListWatch{
+		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
+			return nodes.Watch(ctx, o)
+		},
+	})
+	if err != nil {
+		return a.wrap("watch nodes", err)
+	}
+	defer rw.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case ev, ok := <-rw.ResultChan():
+			if !ok {
+				return nil
+			}
+			switch ev.Type {
+			case watch.Added, watch.Modified, watch.Deleted:
+				if n, ok := ev.Object.(*corev1.Node); ok {
+					onEvent(NodeEvent{Type: string(ev.Type), Node: *n})
+				}
+			case watch.Error:
+				return fmt.Errorf("%s: watch nodes: %w", a.host, apierrors.FromObject(ev.Object))
+			}
+		}
+	}
 }

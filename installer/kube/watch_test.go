@@ -5,68 +5,101 @@ package kube
 
 import (
 	"context"
-	"encoding/json"
-	"errors"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/k3strap/k3strap/installer/remote"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/kubernetes/fake"
+	k8stesting "k8s.io/client-go/testing"
 )
 
-// fakeStream prints lines (as kubectl's indented JSON would arrive) and then fails with err.
-type fakeStream struct {
-	lines []string
-	err   error
-	cmd   remote.Cmd
+func nodeRV(name, rv string) *corev1.Node {
+	return &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, ResourceVersion: rv}}
 }
 
-func (f *fakeStream) Host() string { return "cp1" }
-func (f *fakeStream) Stream(_ context.Context, cmd remote.Cmd, onLine func(string)) error {
-	f.cmd = cmd
-	for _, l := range f.lines {
-		onLine(l)
-	}
-	return f.err
-}
-
-func indented(t *testing.T, typ, name, rv string) []string {
-	t.Helper()
-	b, err := json.MarshalIndent(map[string]any{"type": typ, "object": map[string]any{
-		"kind": "Node", "apiVersion": "v1", "metadata": map[string]any{"name": name, "resourceVersion": rv}}}, "", "    ")
-	if err != nil {
-		t.Fatal(err)
-	}
-	return strings.Split(string(b), "\n")
-}
-
+// TestWatchNodes: the listed nodes come first (ADDED), the watch starts at the list's
+// resourceVersion, its events follow in order, and a watch the server closes is resumed from
+// the last resourceVersion seen — nothing lost, nothing twice.
 func TestWatchNodes(t *testing.T) {
-	var lines []string
-	lines = append(lines, indented(t, "ADDED", "cp1", "10")...)
-	lines = append(lines, indented(t, "MODIFIED", "a1", "12")...)
-	lines = append(lines, indented(t, "DELETED", "a2", "13")...)
-	f := &fakeStream{lines: lines, err: &remote.CommandError{Host: "cp1", ExitCode: 124}}
-	var got []string
-	err := WatchNodes(context.Background(), f, "", 90*time.Second+time.Millisecond, func(ev NodeEvent) {
-		got = append(got, ev.Type+" "+ev.Node.Name+" "+ev.Node.ResourceVersion)
+	cs := fake.NewClientset()
+	cs.PrependReactor("list", "nodes", func(k8stesting.Action) (bool, runtime.Object, error) {
+		return true, &corev1.NodeList{ListMeta: metav1.ListMeta{ResourceVersion: "10"}, Items: []corev1.Node{*nodeRV("cp1", "9")}}, nil
 	})
-	if err != nil {
-		t.Fatalf("a watch ended by timeout(1) is a normal end, got %v", err)
+	var fromRV []string
+	watchers := make(chan *watch.FakeWatcher, 2)
+	cs.PrependWatchReactor("nodes", func(a k8stesting.Action) (bool, watch.Interface, error) {
+		fromRV = append(fromRV, a.(k8stesting.WatchActionImpl).WatchRestrictions.ResourceVersion)
+		w := watch.NewFakeWithChanSize(10, false)
+		watchers <- w
+		return true, w, nil
+	})
+	a := New("cp1", cs, nil)
+	var got []string
+	done := make(chan error, 1)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	seen := make(chan struct{}, 10)
+	go func() {
+		done <- WatchNodes(ctx, a, time.Minute, func(ev NodeEvent) {
+			got = append(got, ev.Type+" "+ev.Node.Name+" "+ev.Node.ResourceVersion)
+			seen <- struct{}{}
+		})
+	}()
+	<-seen // the listed node
+	w := <-watchers
+	w.Modify(nodeRV("a1", "12"))
+	w.Delete(nodeRV("a2", "13"))
+	<-seen
+	<-seen
+	w.Stop() // the API server ends the watch: resumed from 13
+	w2 := <-watchers
+	w2.Add(nodeRV("a3", "14"))
+	<-seen
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatalf("a watch ended by its context: %v, want nil", err)
 	}
-	if want := "ADDED cp1 10|MODIFIED a1 12|DELETED a2 13"; strings.Join(got, "|") != want {
+	if want := "ADDED cp1 9|MODIFIED a1 12|DELETED a2 13|ADDED a3 14"; strings.Join(got, "|") != want {
 		t.Errorf("events %q, want %q", strings.Join(got, "|"), want)
 	}
-	if s := f.cmd.String(); !strings.Contains(s, "91") || !strings.Contains(s, "--output-watch-events") {
-		t.Errorf("command %s: want a 91 s bound and watch events", s)
+	if strings.Join(fromRV, ",") != "10,13" {
+		t.Errorf("watches started at resourceVersions %v, want the list's 10, then the last seen 13", fromRV)
+	}
+}
+
+// TestWatchNodesGoneAndDown: a resourceVersion too old (410 Gone) ends the watch with a typed
+// error (the caller lists again); a list that fails is an error naming the host; the watch
+// ends on its own after maxAge.
+func TestWatchNodesGoneAndDown(t *testing.T) {
+	cs := fake.NewClientset(nodeRV("cp1", ""))
+	cs.PrependWatchReactor("nodes", func(k8stesting.Action) (bool, watch.Interface, error) {
+		w := watch.NewFakeWithChanSize(1, false)
+		w.Error(&apierrors.NewResourceExpired("too old resource version: 5 (20)").ErrStatus)
+		return true, w, nil
+	})
+	err := WatchNodes(context.Background(), New("cp1", cs, nil), time.Minute, func(NodeEvent) {})
+	if !apierrors.IsResourceExpired(err) && !apierrors.IsGone(err) {
+		t.Errorf("410 from the watch: %v, want a Gone/Expired error", err)
 	}
 
-	f = &fakeStream{err: &remote.CommandError{Host: "cp1", ExitCode: 1, Stderr: "The connection to the server 127.0.0.1:6443 was refused"}}
-	if err := WatchNodes(context.Background(), f, "", time.Minute, func(NodeEvent) {}); !errors.Is(err, ErrAPIDown) {
-		t.Errorf("API down: got %v, want ErrAPIDown", err)
+	cs = fake.NewClientset()
+	cs.PrependReactor("list", "nodes", func(k8stesting.Action) (bool, runtime.Object, error) {
+		return true, nil, apierrors.NewServiceUnavailable("apiserver not ready")
+	})
+	err = WatchNodes(context.Background(), New("cp1", cs, nil), time.Minute, func(NodeEvent) {})
+	if !IsAPIDown(err) || !strings.HasPrefix(err.Error(), "cp1: list nodes") {
+		t.Errorf("a failing list: %v, want an API-down error naming cp1", err)
 	}
 
-	f = &fakeStream{lines: []string{`{"type": "ADDED", "object": {`, `not json`}}
-	if err := WatchNodes(context.Background(), f, "", time.Minute, func(NodeEvent) {}); err == nil || !strings.Contains(err.Error(), "decoding") {
-		t.Errorf("garbage: got %v, want a decoding error", err)
+	cs = fake.NewClientset(nodeRV("cp1", ""))
+	start := time.Now()
+	err = WatchNodes(context.Background(), New("cp1", cs, nil), 200*time.Millisecond, func(NodeEvent) {})
+	if err != nil || time.Since(start) > 5*time.Second {
+		t.Errorf("a quiet watch: %v after %s, want nil after maxAge", err, time.Since(start))
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"context"
 	"io"
 	"net"
+	"net/http"
 	"os"
 )
 
@@ -63,3 +64,12 @@ type Host interface {
 }
 
 var _ Host = (*Client)(nil)
+
+// APITransportWrapper is what a Host may also implement to see or answer the Kubernetes API
+// requests made through it (installer/kube wraps its client-go transport with it when the
+// host has it): a transcript Recorder records each request and answer, a Replay answers from
+// its transcript without dialling. WrapAPITransport returns the round tripper to use in
+// place of rt (which talks to the API over DialContext).
+type APITransportWrapper interface {
+	WrapAPITransport(rt http.RoundTripper) http.RoundTripper
+}

@@ -9,7 +9,6 @@ package sucwatch
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"slices"
 	"sort"
@@ -514,50 +513,38 @@ func PollInterval(nodes int) time.Duration {
 }
 
 // Read looks at the cluster once through k: the nodes, and SUC's Plans, Jobs and pods.
-func Read(ctx context.Context, k kube.Kubectl) (*Poll, error) {
-	out, err := k.Run(ctx, nil, "get", "nodes", "-o", "json")
+func Read(ctx context.Context, k *kube.API) (*Poll, error) {
+	nodes, err := k.List(ctx, "nodes", "", "")
 	if err != nil {
 		return nil, err
-	}
-	var nl struct {
-		Items []*Node `json:"items"`
-	}
-	if err := json.Unmarshal(out, &nl); err != nil {
-		return nil, fmt.Errorf("decoding nodes: %w", err)
 	}
 	p := &Poll{nodes: map[string]*Node{}, plans: map[string]*PlanStatus{}}
-	for _, n := range nl.Items {
-		p.nodes[n.Metadata.Name] = n
+	for _, o := range nodes {
+		var n Node
+		if err := o.Decode(&n); err != nil {
+			return nil, fmt.Errorf("decoding node %s: %w", o.Name, err)
+		}
+		p.nodes[n.Metadata.Name] = &n
 	}
-	out, err = k.Run(ctx, nil, "get", "plans.upgrade.cattle.io,jobs.batch,pods", "-n", suc.Namespace, "-o", "json")
+	objs, err := k.List(ctx, "plans.upgrade.cattle.io,jobs.batch,pods", suc.Namespace, "")
 	if err != nil {
 		return nil, err
 	}
-	var l struct {
-		Items []json.RawMessage `json:"items"`
-	}
-	if err := json.Unmarshal(out, &l); err != nil {
-		return nil, fmt.Errorf("decoding SUC objects: %w", err)
-	}
-	for _, raw := range l.Items {
-		var tm struct {
-			Kind string `json:"kind"`
-		}
-		_ = json.Unmarshal(raw, &tm)
-		switch tm.Kind {
+	for _, o := range objs {
+		switch o.Kind {
 		case "Plan":
 			var pl PlanStatus
-			if json.Unmarshal(raw, &pl) == nil {
+			if o.Decode(&pl) == nil {
 				p.plans[pl.Metadata.Name] = &pl
 			}
 		case "Job":
 			var j batchv1.Job
-			if json.Unmarshal(raw, &j) == nil {
+			if o.Decode(&j) == nil {
 				p.jobs = append(p.jobs, j)
 			}
 		case "Pod":
 			var pod corev1.Pod
-			if json.Unmarshal(raw, &pod) == nil {
+			if o.Decode(&pod) == nil {
 				p.pods = append(p.pods, pod)
 			}
 		}
@@ -566,24 +553,13 @@ func Read(ctx context.Context, k kube.Kubectl) (*Poll, error) {
 }
 
 // DrainView fetches the pods on node and every PodDisruptionBudget.
-func DrainView(ctx context.Context, k kube.Kubectl, node string) ([]corev1.Pod, []policyv1.PodDisruptionBudget, error) {
-	out, err := k.Run(ctx, nil, "get", "pods", "-A", "--field-selector", "spec.nodeName="+node, "-o", "json")
+func DrainView(ctx context.Context, k *kube.API, node string) ([]corev1.Pod, []policyv1.PodDisruptionBudget, error) {
+	pods, err := k.ListPods(ctx, "", node)
 	if err != nil {
 		return nil, nil, err
 	}
-	var pl corev1.PodList
-	if err := json.Unmarshal(out, &pl); err != nil {
-		return nil, nil, err
-	}
-	out, err = k.Run(ctx, nil, "get", "poddisruptionbudgets.policy", "-A", "-o", "json")
-	if err != nil {
-		return pl.Items, nil, err
-	}
-	var bl policyv1.PodDisruptionBudgetList
-	if err := json.Unmarshal(out, &bl); err != nil {
-		return pl.Items, nil, err
-	}
-	return pl.Items, bl.Items, nil
+	pdbs, err := k.ListPDBs(ctx)
+	return pods, pdbs, err
 }
 
 // Node returns the node called name as of the poll (nil when the cluster has none).

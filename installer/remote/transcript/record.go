@@ -26,6 +26,8 @@ type Recorder struct {
 	w   io.Writer
 	enc *json.Encoder
 	err error
+	// open are the API watches still streaming (written as stopped on Close).
+	open map[*recordingBody]bool
 }
 
 // NewRecorder wraps h, writing its transcript to w; Close closes w too when it is an
@@ -75,8 +77,32 @@ func (r *Recorder) add(e Entry) {
 	}
 }
 
-// Close closes the host's connection, then the transcript's writer.
+// watching notes a streamed API answer as open or ended.
+func (r *Recorder) watching(b *recordingBody, open bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.open == nil {
+		r.open = map[*recordingBody]bool{}
+	}
+	if open {
+		r.open[b] = true
+	} else {
+		delete(r.open, b)
+	}
+}
+
+// Close closes the host's connection, then the transcript's writer (writing the API watches
+// still open as stopped by their caller).
 func (r *Recorder) Close() error {
+	r.mu.Lock()
+	var open []*recordingBody
+	for b := range r.open {
+		open = append(open, b)
+	}
+	r.mu.Unlock()
+	for _, b := range open {
+		b.finish(context.Canceled)
+	}
 	err := r.h.Close()
 	r.mu.Lock()
 	defer r.mu.Unlock()

@@ -130,7 +130,7 @@ func (r *Replay) find(op Op, key, label string) (Entry, error) {
 			if r.used[i] || e.Op != op {
 				continue
 			}
-			if (pass == 0 && (e.Cmd == key || e.Path == key)) || (pass == 1 && label != "" && e.Label == label) {
+			if (pass == 0 && r.keyed(e, key)) || (pass == 1 && label != "" && e.Label == label) {
 				r.used[i] = true
 				return e, nil
 			}
@@ -141,7 +141,7 @@ func (r *Replay) find(op Op, key, label string) (Entry, error) {
 	if op == OpRun || op == OpReadFile {
 		for i := len(r.es) - 1; i >= 0; i-- {
 			e := r.es[i]
-			if r.used[i] && e.Op == op && (e.Cmd == key || e.Path == key) {
+			if r.used[i] && e.Op == op && r.keyed(e, key) {
 				r.repeated++
 				return e, nil
 			}
@@ -151,11 +151,37 @@ func (r *Replay) find(op Op, key, label string) (Entry, error) {
 	return Entry{}, fmt.Errorf("%s: the transcript has no (further) answer to %s %s", r.name, op, key)
 }
 
+// keyed reports whether e was recorded for key (a command or path), as recorded or with its
+// timestamps moved: a name the host made from its clock (a snapshot's, say) and answered
+// moved comes back in the calls after it moved.
+func (r *Replay) keyed(e Entry, key string) bool {
+	return e.Cmd == key || e.Path == key || r.shift != 0 && (e.Cmd != "" && r.shiftText(e.Cmd) == key || e.Path != "" && r.shiftText(e.Path) == key)
+}
+
 // Unanswered returns the calls no entry answered, in order.
 func (r *Replay) Unanswered() []string {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return append([]string(nil), r.unanswered...)
+}
+
+// Unused returns the entries of op no call took, as "op key" (for http: "http VERB PATH"), in
+// order: a test can check that the replay asked everything the recording did.
+func (r *Replay) Unused(op Op) []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var out []string
+	for i, e := range r.es {
+		if r.used[i] || e.Op != op {
+			continue
+		}
+		key := e.Cmd + e.Path
+		if e.Verb != "" {
+			key = e.Verb + " " + e.Path
+		}
+		out = append(out, string(op)+" "+key)
+	}
+	return out
 }
 
 // Written returns what was written to path (nil when nothing was).
@@ -414,7 +440,10 @@ func (r *Replay) shifted(e Entry) Entry {
 	if r.shift == 0 {
 		return e
 	}
-	e.Stdout, e.Stderr, e.Data = r.shiftText(e.Stdout), r.shiftText(e.Stderr), r.shiftText(e.Data)
+	e.Stdout, e.Stderr = r.shiftText(e.Stdout), r.shiftText(e.Stderr)
+	if e.Op != OpDownload { // a file copied off the host is handed over as it was: its checksum is compared with the host's
+		e.Data = r.shiftText(e.Data)
+	}
 	if len(e.Lines) > 0 {
 		lines := make([]string, len(e.Lines))
 		for i, l := range e.Lines {

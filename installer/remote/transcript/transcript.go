@@ -33,6 +33,10 @@ const (
 	OpWriteFile Op = "write" // WriteFile and WriteFileResumable: Size and Mode
 	OpDial      Op = "dial"  // DialContext: only recorded, a replay refuses to dial
 	OpMethod    Op = "filemethod"
+	// OpHTTP is one request to the Kubernetes API through the host (remote.APITransportWrapper):
+	// Verb, Path, ReqBytes, Status, ContentType, and the body as Data, or for a watch as Lines
+	// with LineMS.
+	OpHTTP Op = "http"
 	// OpHello is the first entry of a transcript: the connection's identity (Addr, User,
 	// Root, SudoPassword).
 	OpHello Op = "hello"
@@ -75,6 +79,14 @@ type Entry struct {
 	SudoPassword bool   `json:"sudoPassword,omitempty"`
 	// Method is what FileMethod answered.
 	Method string `json:"method,omitempty"`
+	// Verb is an API request's method; Path (above) its path and query; ReqBytes the length of
+	// its body (never the content); Status and ContentType the answer's (Status 0: no answer,
+	// Err says why); Watch says the body was streamed (Lines, LineMS: one event a line).
+	Verb        string `json:"verb,omitempty"`
+	ReqBytes    int64  `json:"reqBytes,omitempty"`
+	Status      int    `json:"status,omitempty"`
+	ContentType string `json:"contentType,omitempty"`
+	Watch       bool   `json:"watch,omitempty"`
 	// Err is the call's error text (masked), "" for success. A replay returns it as an error
 	// of the same text; NotExist says it wrapped os.ErrNotExist.
 	Err      string `json:"err,omitempty"`

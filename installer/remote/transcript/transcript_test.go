@@ -155,3 +155,40 @@ func near(a, b string) bool {
 	d := x - y
 	return d >= -5 && d <= 5
 }
+
+// TestReplayMovedNames: a name the host made from its clock, answered with the time moved, is
+// asked for again moved and still answered; a downloaded file keeps its recorded bytes (its
+// checksum is compared with the host's).
+func TestReplayMovedNames(t *testing.T) {
+	rec := time.Now().Add(-time.Hour)
+	snap := "/snapshots/before-cp1-" + itoa(rec.Unix())
+	content := `{"created":"` + rec.UTC().Format(time.RFC3339) + `"}`
+	r := NewReplay("h1", []Entry{
+		{Op: OpHello, AtMS: rec.UnixMilli()},
+		{Op: OpRun, Cmd: "save", Stdout: "saved " + snap + "\n"},
+		{Op: OpDownload, Path: snap, Data: content},
+		{Op: OpRun, Cmd: remote.Command("sha256sum", snap).String(), Stdout: "abc\n"},
+	})
+	ctx := context.Background()
+	res, err := r.Run(ctx, remote.Command("save"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	moved := strings.TrimSpace(strings.TrimPrefix(string(res.Stdout), "saved "))
+	if moved == snap {
+		t.Fatalf("the snapshot's time was not moved: %s", moved)
+	}
+	b, err := r.Download(ctx, moved)
+	if err != nil {
+		t.Fatalf("download of the moved name: %v", err)
+	}
+	if string(b) != content {
+		t.Errorf("downloaded %q, want the recorded bytes %q", b, content)
+	}
+	if _, err := r.Run(ctx, remote.Command("sha256sum", moved)); err != nil {
+		t.Errorf("a command naming the moved name: %v", err)
+	}
+	if _, err := r.Download(ctx, "/snapshots/other"); err == nil {
+		t.Error("a name never recorded was answered")
+	}
+}
