@@ -56,26 +56,40 @@ var realImagesCacheDir = struct {
 
 var errRealImagesMissing = errors.New("missing build input")
 
-func buildRealImages() (realImages, error) {
+// runMkimages runs `mkimages KIND` (real, real-suc) from the repository's root into a new
+// temporary file named archive, caching the programs in the directory the first caller of
+// needRealImages or needSUCImages set; it returns the archive's path, how long the build took
+// (seconds) and its output. errRealImagesMissing when a build input is missing here (mkimages
+// exit status 3, its message says which).
+func runMkimages(kind, archive string) (path string, seconds float64, log string, err error) {
 	realImagesCacheDir.Lock()
 	cache := realImagesCacheDir.dir
 	realImagesCacheDir.Unlock()
-	dir, err := os.MkdirTemp("", "k3strap-e2e-real-images-")
+	dir, err := os.MkdirTemp("", "k3strap-e2e-"+kind+"-images-")
 	if err != nil {
-		return realImages{}, err
+		return "", 0, "", err
 	}
-	ri := realImages{archive: filepath.Join(dir, realImagesArchive)}
+	path = filepath.Join(dir, archive)
 	start := time.Now()
-	cmd := exec.Command("go", "run", "./e2e/cmd/mkimages", "real", "-cache", cache, "-timeout", "25m", ri.archive)
+	cmd := exec.Command("go", "run", "./e2e/cmd/mkimages", kind, "-cache", cache, "-timeout", "25m", path)
 	cmd.Dir = repoRoot()
 	out, err := cmd.CombinedOutput()
-	ri.seconds, ri.log = time.Since(start).Seconds(), string(out)
+	seconds, log = time.Since(start).Seconds(), string(out)
 	var ee *exec.ExitError
 	if errors.As(err, &ee) && ee.ExitCode() == 3 {
-		return ri, fmt.Errorf("%w: %s", errRealImagesMissing, strings.TrimSpace(lastLines(string(out), 3)))
+		return path, seconds, log, fmt.Errorf("%w: %s", errRealImagesMissing, strings.TrimSpace(lastLines(log, 3)))
 	}
 	if err != nil {
-		return ri, fmt.Errorf("mkimages real: %v\n%s", err, out)
+		return path, seconds, log, fmt.Errorf("mkimages %s: %v\n%s", kind, err, out)
+	}
+	return path, seconds, log, nil
+}
+
+func buildRealImages() (realImages, error) {
+	var ri realImages
+	var err error
+	if ri.archive, ri.seconds, ri.log, err = runMkimages("real", realImagesArchive); err != nil {
+		return ri, err
 	}
 	list := exec.Command("go", "run", "./e2e/cmd/mkimages", "real-list")
 	list.Dir = repoRoot()
@@ -102,7 +116,7 @@ func buildRealImages() (realImages, error) {
 		return ri, err
 	}
 	sums = fmt.Appendf(sums, "%x  %s\n", h.Sum(nil), realImagesArchive)
-	ri.checksums = filepath.Join(dir, "sha256sum-amd64.txt")
+	ri.checksums = filepath.Join(filepath.Dir(ri.archive), "sha256sum-amd64.txt")
 	return ri, os.WriteFile(ri.checksums, sums, 0o644)
 }
 

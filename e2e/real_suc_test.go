@@ -13,9 +13,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -44,25 +42,10 @@ type sucImagesBuilt struct {
 // the directory given by the first caller (the harness directory's real-images/, shared with
 // `mkimages real`); errRealImagesMissing when a build input is missing here (mkimages exit 3).
 var sucImagesOnce = sync.OnceValues(func() (sucImagesBuilt, error) {
-	realImagesCacheDir.Lock()
-	cache := realImagesCacheDir.dir
-	realImagesCacheDir.Unlock()
-	dir, err := os.MkdirTemp("", "k3strap-e2e-suc-images-")
-	if err != nil {
-		return sucImagesBuilt{}, err
-	}
-	si := sucImagesBuilt{archive: filepath.Join(dir, sucImagesArchive)}
-	start := time.Now()
-	cmd := exec.Command("go", "run", "./e2e/cmd/mkimages", "real-suc", "-cache", cache, "-timeout", "25m", si.archive)
-	cmd.Dir = repoRoot()
-	out, err := cmd.CombinedOutput()
-	si.seconds, si.log = time.Since(start).Seconds(), string(out)
-	var ee *exec.ExitError
-	if errors.As(err, &ee) && ee.ExitCode() == 3 {
-		return si, fmt.Errorf("%w: %s", errRealImagesMissing, strings.TrimSpace(lastLines(string(out), 3)))
-	}
-	if err != nil {
-		return si, fmt.Errorf("mkimages real-suc: %v\n%s", err, out)
+	var si sucImagesBuilt
+	var err error
+	if si.archive, si.seconds, si.log, err = runMkimages("real-suc", sucImagesArchive); err != nil {
+		return si, err
 	}
 	for _, l := range strings.Split(si.log, "\n") {
 		// "mkimages: REF: RECIPE, N bytes, ..." (writeArchive's line per image)
