@@ -492,7 +492,14 @@ func (r *runner) observe(s *Site, nodes []corev1.Node) {
 	if !r.opts.Record {
 		return
 	}
-	o := &Observed{Nodes: len(nodes), At: r.opts.Now().UTC()}
+	o := Observe(nodes, r.opts.Now())
+	_ = r.j.Update(s.Name, func(st *SiteState) { st.Cluster = o })
+}
+
+// Observe is what nodes say of a site's cluster at at: the distinct kubelet versions (sorted),
+// how many nodes there are and how many have a Ready condition True.
+func Observe(nodes []corev1.Node, at time.Time) *Observed {
+	o := &Observed{Nodes: len(nodes), At: at.UTC()}
 	for _, n := range nodes {
 		if v := n.Status.NodeInfo.KubeletVersion; v != "" && !slices.Contains(o.Versions, v) {
 			o.Versions = append(o.Versions, v)
@@ -504,7 +511,7 @@ func (r *runner) observe(s *Site, nodes []corev1.Node) {
 		}
 	}
 	slices.Sort(o.Versions)
-	_ = r.j.Update(s.Name, func(st *SiteState) { st.Cluster = o })
+	return o
 }
 
 // outcome is the run's error: cancelled, the stop, or the failed site with the highest exit

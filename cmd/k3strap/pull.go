@@ -10,18 +10,17 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
-	"slices"
 	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
-	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/k3strap/k3strap/events"
 	"github.com/k3strap/k3strap/firstboot"
+	"github.com/k3strap/k3strap/fleet"
 	"github.com/k3strap/k3strap/fleet/sitestatus"
 	"github.com/k3strap/k3strap/installer"
 	"github.com/k3strap/k3strap/inventory"
@@ -106,16 +105,10 @@ func (a *app) reportPullStatus(ctx context.Context, c *pull.Config, st pull.Stat
 // k3sKubeconfig is the admin kubeconfig a K3s server writes (docs/k3s.md "Files").
 const k3sKubeconfig = "/etc/rancher/k3s/k3s.yaml"
 
-// nodeCount is what a box sees of its cluster's nodes: the kubelet versions (sorted, unique),
-// how many nodes are Ready and how many there are.
-type nodeCount struct {
-	versions     []string
-	ready, total int
-}
-
-// localNodes lists the cluster's nodes through the local server's kubeconfig (a server box;
-// nil on an agent, or when the API does not answer within 10 s).
-func localNodes(ctx context.Context, kubeconfig string) *nodeCount {
+// localNodes is what the local server's API says of the cluster's nodes (fleet.Observe),
+// through its admin kubeconfig: nil on an agent box, or when the API does not answer within
+// 10 s.
+func localNodes(ctx context.Context, kubeconfig string) *fleet.Observed {
 	if _, err := os.Stat(kubeconfig); err != nil {
 		return nil
 	}
@@ -134,25 +127,13 @@ func localNodes(ctx context.Context, kubeconfig string) *nodeCount {
 	if err != nil {
 		return nil
 	}
-	n := &nodeCount{total: len(nodes.Items)}
-	for _, node := range nodes.Items {
-		if v := node.Status.NodeInfo.KubeletVersion; v != "" && !slices.Contains(n.versions, v) {
-			n.versions = append(n.versions, v)
-		}
-		for _, cond := range node.Status.Conditions {
-			if cond.Type == corev1.NodeReady && cond.Status == corev1.ConditionTrue {
-				n.ready++
-			}
-		}
-	}
-	slices.Sort(n.versions)
-	return n
+	return fleet.Observe(nodes.Items, time.Now())
 }
 
 // pullSiteStatus is the SiteStatus of a pull run's status st (and the nodes the box sees, nil
 // when unknown): its revisions, whether the source answered, the run's outcome, and the run's
 // time as LastSeen.
-func pullSiteStatus(st pull.Status, nodes *nodeCount) sitestatus.Status {
+func pullSiteStatus(st pull.Status, nodes *fleet.Observed) sitestatus.Status {
 	reachable := st.SourceReachable
 	out := sitestatus.Status{
 		Source:          sitestatus.SourcePull,
@@ -167,7 +148,7 @@ func pullSiteStatus(st pull.Status, nodes *nodeCount) sitestatus.Status {
 		out.SourceMessage = st.SourceMessage
 	}
 	if nodes != nil {
-		out.Version, out.NodesReady, out.NodesTotal = strings.Join(nodes.versions, ","), nodes.ready, nodes.total
+		out.Version, out.NodesReady, out.NodesTotal = strings.Join(nodes.Versions, ","), nodes.Ready, nodes.Nodes
 	}
 	return out
 }

@@ -15,6 +15,7 @@ import (
 
 	"golang.org/x/crypto/ssh"
 
+	"github.com/k3strap/k3strap/fleet"
 	"github.com/k3strap/k3strap/fleet/sitestatus"
 	"github.com/k3strap/k3strap/pull"
 )
@@ -96,7 +97,7 @@ func TestPullSiteStatus(t *testing.T) {
 	at := time.Date(2026, 11, 27, 2, 0, 0, 0, time.UTC)
 	st := pull.Status{DesiredRevision: "c2", AppliedRevision: "c1", SourceReachable: true, SourceMessage: "ok", Time: at,
 		Result: pull.Result{State: "failed", Message: "preflight refused cp1", ExitCode: 3, ExitMeaning: "preflight refused a host"}}
-	s := pullSiteStatus(st, &nodeCount{versions: []string{"v1.36.3+k3s1"}, ready: 1, total: 2})
+	s := pullSiteStatus(st, &fleet.Observed{Versions: []string{"v1.36.3+k3s1"}, Ready: 1, Nodes: 2})
 	if s.Source != sitestatus.SourcePull || s.DesiredRevision != "c2" || s.AppliedRevision != "c1" || !s.LastSeen.Equal(at) ||
 		s.SourceReachable == nil || !*s.SourceReachable || s.SourceMessage != "" ||
 		s.Version != "v1.36.3+k3s1" || s.NodesReady != 1 || s.NodesTotal != 2 {
