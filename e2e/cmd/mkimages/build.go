@@ -7,7 +7,6 @@ import (
 	"bytes"
 	"context"
 	"crypto/sha256"
-	"debug/elf"
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
@@ -162,7 +161,7 @@ func (b *builder) program(ctx context.Context, im realImage) (built, error) {
 		return s, err
 	}
 	s.Seconds = time.Since(start).Seconds()
-	if err := requireStatic(out); err != nil {
+	if err := imagearchive.RequireStatic(out); err != nil {
 		return s, err
 	}
 	if s.Bin, err = os.ReadFile(out); err != nil {
@@ -403,20 +402,4 @@ func busyboxLinks(*builder) ([]string, error) {
 		}
 	}
 	return links, nil
-}
-
-// requireStatic fails unless the ELF file p has no program interpreter: the images have no
-// libc.
-func requireStatic(p string) error {
-	ef, err := elf.Open(p)
-	if err != nil {
-		return fmt.Errorf("%s: %w", p, err)
-	}
-	defer ef.Close()
-	for _, prog := range ef.Progs {
-		if prog.Type == elf.PT_INTERP {
-			return fmt.Errorf("%s is dynamically linked", p)
-		}
-	}
-	return nil
 }

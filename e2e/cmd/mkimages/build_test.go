@@ -12,6 +12,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/k3strap/k3strap/e2e/cmd/internal/imagearchive"
 )
 
 // fakeProgram "builds" by copying a static program of this machine, counting its builds.
@@ -74,8 +76,8 @@ func TestRequireStaticRefusesADynamicProgram(t *testing.T) {
 		if _, err := os.Stat(p); err != nil {
 			continue
 		}
-		if err := requireStatic(p); err == nil || !strings.Contains(err.Error(), "dynamically linked") {
-			t.Errorf("requireStatic(%s) = %v", p, err)
+		if err := imagearchive.RequireStatic(p); err == nil || !strings.Contains(err.Error(), "dynamically linked") {
+			t.Errorf("RequireStatic(%s) = %v", p, err)
 		}
 	}
 }

@@ -4,7 +4,6 @@
 package main
 
 import (
-	"debug/elf"
 	"fmt"
 	"os"
 	"strings"
@@ -32,7 +31,7 @@ func writeArchive(out string) error {
 	if err != nil {
 		return err
 	}
-	if err := requireStatic(self); err != nil {
+	if err := imagearchive.RequireStatic(self); err != nil {
 		return err
 	}
 	return writeArchiveOf(bin, out)
@@ -48,22 +47,6 @@ func writeArchiveOf(bin []byte, out string) error {
 		return err
 	}
 	return imagearchive.Write(out, images)
-}
-
-// requireStatic fails unless the ELF file p has no program interpreter: the images have no
-// libc, so a dynamically linked build would fail only inside the pods.
-func requireStatic(p string) error {
-	ef, err := elf.Open(p)
-	if err != nil {
-		return fmt.Errorf("%s: %w", p, err)
-	}
-	defer ef.Close()
-	for _, prog := range ef.Progs {
-		if prog.Type == elf.PT_INTERP {
-			return fmt.Errorf("%s is dynamically linked: build it with CGO_ENABLED=0", p)
-		}
-	}
-	return nil
 }
 
 // buildImages makes every image from bin, keyed by reference: a layer shared by all (the

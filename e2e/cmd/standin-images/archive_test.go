@@ -18,6 +18,8 @@ import (
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/tarball"
 	"github.com/klauspost/compress/zstd"
+
+	"github.com/k3strap/k3strap/e2e/cmd/internal/imagearchive"
 )
 
 var fakeProgram = []byte("\x7fELF k3strap test program bytes")
@@ -126,8 +128,8 @@ func TestRequireStaticRefusesADynamicProgram(t *testing.T) {
 		if _, err := os.Stat(p); err != nil {
 			continue
 		}
-		if err := requireStatic(p); err == nil || !strings.Contains(err.Error(), "CGO_ENABLED=0") {
-			t.Errorf("requireStatic(%s) = %v", p, err)
+		if err := imagearchive.RequireStatic(p); err == nil || !strings.Contains(err.Error(), "CGO_ENABLED=0") {
+			t.Errorf("RequireStatic(%s) = %v", p, err)
 		}
 		return
 	}

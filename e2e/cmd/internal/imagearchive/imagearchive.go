@@ -15,6 +15,7 @@ package imagearchive
 import (
 	"archive/tar"
 	"bytes"
+	"debug/elf"
 	"errors"
 	"fmt"
 	"io"
@@ -202,4 +203,21 @@ func sortTar(in io.Reader, w io.Writer) error {
 		}
 	}
 	return tw.Close()
+}
+
+// RequireStatic fails unless the ELF file p has no program interpreter: the images have no
+// libc, so a dynamically linked build would fail only inside the pods. The error says
+// "dynamically linked" and how to build it (CGO_ENABLED=0).
+func RequireStatic(p string) error {
+	ef, err := elf.Open(p)
+	if err != nil {
+		return fmt.Errorf("%s: %w", p, err)
+	}
+	defer ef.Close()
+	for _, prog := range ef.Progs {
+		if prog.Type == elf.PT_INTERP {
+			return fmt.Errorf("%s is dynamically linked: build it with CGO_ENABLED=0", p)
+		}
+	}
+	return nil
 }
