@@ -125,19 +125,28 @@ func buildRealImages() (realImages, error) {
 // fails it when a build failed.
 func needRealImages(t *testing.T, c *testCluster) realImages {
 	t.Helper()
+	return needImages(t, c, "real component images", realImagesOnce)
+}
+
+// needImages returns what once builds (an images archive, built once per test binary with
+// runMkimages), after setting the programs' cache to the harness directory's real-images/ when
+// no caller has yet; it skips the test, saying why, when a build input of what is missing here,
+// and fails it when the build failed.
+func needImages[T any](t *testing.T, c *testCluster, what string, once func() (T, error)) T {
+	t.Helper()
 	realImagesCacheDir.Lock()
 	if realImagesCacheDir.dir == "" {
 		realImagesCacheDir.dir = filepath.Join(c.h.Dir(), "real-images")
 	}
 	realImagesCacheDir.Unlock()
-	ri, err := realImagesOnce()
+	built, err := once()
 	if errors.Is(err, errRealImagesMissing) {
-		t.Skipf("real component images cannot be built here: %v", err)
+		t.Skipf("the %s cannot be built here: %v", what, err)
 	}
 	if err != nil {
-		t.Fatalf("building the real component images: %v", err)
+		t.Fatalf("building the %s: %v", what, err)
 	}
-	return ri
+	return built
 }
 
 // execIn runs a command in pod (namespace default) through host 0's k3s kubectl exec and

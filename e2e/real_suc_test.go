@@ -12,7 +12,6 @@ package e2e
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"os"
 	"path/filepath"
 	"strings"
@@ -63,19 +62,7 @@ var sucImagesOnce = sync.OnceValues(func() (sucImagesBuilt, error) {
 // failed.
 func needSUCImages(t *testing.T, c *testCluster) sucImagesBuilt {
 	t.Helper()
-	realImagesCacheDir.Lock()
-	if realImagesCacheDir.dir == "" {
-		realImagesCacheDir.dir = filepath.Join(c.h.Dir(), "real-images")
-	}
-	realImagesCacheDir.Unlock()
-	si, err := sucImagesOnce()
-	if errors.Is(err, errRealImagesMissing) {
-		t.Skipf("the real system-upgrade-controller cannot be built here: %v", err)
-	}
-	if err != nil {
-		t.Fatalf("building the SUC images: %v", err)
-	}
-	return si
+	return needImages(t, c, "real system-upgrade-controller images", sucImagesOnce)
 }
 
 // realServerAgentSUC is the real lane's 1 server + 1 agent, neither with a declared taint;
