@@ -29,6 +29,12 @@ func runInOwnTempDir(m *testing.M) int {
 		return 1
 	}
 	defer os.RemoveAll(dir)
+	// Daemons a test starts that drop to nobody (tinyproxy) write into a directory of their own
+	// below this one: nobody must be able to pass through it (MkdirTemp makes it 0700).
+	if err := os.Chmod(dir, 0o711); err != nil {
+		fmt.Fprintln(os.Stderr, "e2e: a temporary directory:", err)
+		return 1
+	}
 	if err := os.Setenv("TMPDIR", dir); err != nil {
 		fmt.Fprintln(os.Stderr, "e2e: TMPDIR:", err)
 		return 1

@@ -92,7 +92,7 @@ func (s *releaseSite) served() []string {
 func startTinyproxy(t *testing.T, addr string, port int, allow, user, password string) string {
 	t.Helper()
 	// tinyproxy writes its log as nobody: a directory of its own that nobody may enter (the
-	// test's temporary directories are 0700).
+	// run's TMPDIR is 0711, see runInOwnTempDir; each test's own directories are 0700).
 	dir, err := os.MkdirTemp("", "k3strap-tinyproxy-")
 	if err != nil {
 		t.Fatal(err)
@@ -133,6 +133,12 @@ func startTinyproxy(t *testing.T, addr string, port int, allow, user, password s
 		c, err := net.DialTimeout("tcp", net.JoinHostPort(addr, fmt.Sprint(port)), time.Second)
 		if err == nil {
 			c.Close()
+			// A log nobody may write to is not fatal to tinyproxy: it proxies on, logging
+			// nothing, and the request assertions below would fail far from the cause.
+			if b, _ := os.ReadFile(log); !strings.Contains(string(b), "Initializing tinyproxy") {
+				o, _ := os.ReadFile(filepath.Join(dir, "tinyproxy.out"))
+				t.Fatalf("tinyproxy listens on %s:%d but does not write its log %s:\n%s", addr, port, log, o)
+			}
 			return log
 		}
 		if time.Now().After(deadline) {
