@@ -76,6 +76,43 @@ type pathRun struct {
 	kinds map[string]string
 	mtuOf map[string]*MTUResult
 	mtus  []*MTUResult
+	// unanswered counts the probes in kinds without their answer yet, unreceived the datagram
+	// probes sent without an arrival yet: kept as the lines arrive (update), so judging
+	// whether a round is over costs nothing per line instead of a scan of every probe.
+	unanswered, unreceived int
+}
+
+// pending says whether probe id still waits for its answer (answered) and whether it is a
+// datagram probe sent without an arrival yet (allReceived), as 0 or 1 each.
+func (r *pathRun) pending(id string) (unanswered, unreceived int) {
+	switch r.kinds[id] {
+	case "tcp":
+		if _, ok := r.tcpRes[id]; !ok {
+			unanswered = 1
+		}
+	case "udp", "mtu":
+		if len(r.got[id]) == 0 {
+			unanswered = 1
+			if s, ok := r.sendRes[id]; ok && s.state == "sent" {
+				unreceived = 1
+			}
+		}
+	}
+	return unanswered, unreceived
+}
+
+// update applies change, which touches only probe id's state, and keeps the counters true.
+func (r *pathRun) update(id string, change func()) {
+	a0, b0 := r.pending(id)
+	change()
+	a1, b1 := r.pending(id)
+	r.unanswered += a1 - a0
+	r.unreceived += b1 - b0
+}
+
+// track records probe id, of kind tcp, udp or mtu, as sent.
+func (r *pathRun) track(id, kind string) {
+	r.update(id, func() { r.kinds[id] = kind })
 }
 
 func newPathRun(ctx context.Context, cancel context.CancelFunc, c *Cluster, hosts []ProbeHost, opt PathOptions) *pathRun {
@@ -207,13 +244,13 @@ func (r *pathRun) handle(e event) {
 	case "probed":
 		hr.probing = false
 	case "tcp":
-		r.tcpRes[l.id] = l
+		r.update(l.id, func() { r.tcpRes[l.id] = l })
 	case "udp", "mtu":
 		if prev, ok := r.sendRes[l.id]; !ok || prev.state == "sent" {
-			r.sendRes[l.id] = l
+			r.update(l.id, func() { r.sendRes[l.id] = l })
 		}
 	case "got":
-		r.got[l.id] = append(r.got[l.id], l)
+		r.update(l.id, func() { r.got[l.id] = append(r.got[l.id], l) })
 	}
 }
 
@@ -255,6 +292,11 @@ func (r *pathRun) awaitReady() {
 // full-size don't-fragment datagrams on the overlay port — and waits for the answers.
 func (r *pathRun) roundOne() {
 	overlayPort, _ := r.c.Overlay()
+	addrs := newPathAddrs(r.c)
+	nodeIdx := make(map[string]int, len(r.c.Nodes))
+	for i := range r.c.Nodes {
+		nodeIdx[r.c.Nodes[i].Name] = i
+	}
 	bySource := map[int][]string{}
 	for n, p := range r.probes {
 		si, ok := r.idx[p.From]
@@ -266,16 +308,17 @@ func (r *pathRun) roundOne() {
 		var line string
 		switch p.Port.Proto {
 		case "tcp":
-			r.kinds[id] = "tcp"
+			r.track(id, "tcp")
 			line = fmt.Sprintf("tcp %s %s %d %d\n", id, p.Addr, p.Port.Port, r.opt.ConnectTimeout.Milliseconds())
 		case "udp":
 			if ls, ok := r.lstate[fmt.Sprintf("%s udp %d", p.To, p.Port.Port)]; !ok || (ls.State != "ok" && ls.State != "any") {
 				continue
 			}
-			r.kinds[id] = "udp"
+			r.track(id, "udp")
 			src := "-"
 			if p.Port.Overlay {
-				if a, _, _ := r.c.Node(p.From).FlannelAddr(); a.IsValid() {
+				// The overlay's source: the address the sender's flannel uses (ProbeAddr).
+				if a := addrs.of(nodeIdx[p.From], p.Port); a.IsValid() {
 					src = a.String()
 				}
 			}
@@ -283,7 +326,7 @@ func (r *pathRun) roundOne() {
 			if !r.opt.SkipMTU && p.Port.Port == overlayPort && p.MTU {
 				m := &MTUResult{From: p.From, To: p.To, Addr: p.Addr, Port: p.Port.Port, IfaceMTU: ifaceMTU(r.c.Node(p.From), p.Addr)}
 				mid := id + "m"
-				r.kinds[mid] = "mtu"
+				r.track(mid, "mtu")
 				r.mtuOf[mid] = m
 				r.mtus = append(r.mtus, m)
 				m.Tried = m.IfaceMTU
@@ -312,34 +355,10 @@ func (r *pathRun) send(lines map[int][]string) {
 // answered: every probe has its answer — each connect its result, each datagram probe a
 // first arrival — so the copies still being sent change nothing (the usual case: every path
 // open ends the round at once, not after the last copy's 200 ms).
-func (r *pathRun) answered() bool {
-	for id, k := range r.kinds {
-		switch k {
-		case "tcp":
-			if _, ok := r.tcpRes[id]; !ok {
-				return false
-			}
-		case "udp", "mtu":
-			if len(r.got[id]) == 0 {
-				return false
-			}
-		}
-	}
-	return true
-}
+func (r *pathRun) answered() bool { return r.unanswered == 0 }
 
 // allReceived: every datagram probe whose sender sent has had an arrival.
-func (r *pathRun) allReceived() bool {
-	for id, k := range r.kinds {
-		switch k {
-		case "udp", "mtu":
-			if s, ok := r.sendRes[id]; ok && s.state == "sent" && len(r.got[id]) == 0 {
-				return false
-			}
-		}
-	}
-	return true
-}
+func (r *pathRun) allReceived() bool { return r.unreceived == 0 }
 
 // roundWait waits until every probe is answered or every sender is done (at most
 // ConnectTimeout + 2 s), then up to receiptGrace for datagrams still under way.
@@ -385,7 +404,7 @@ func (r *pathRun) mtuLadder() {
 		}
 		for size, k := top, 0; size >= ladderFloor; size, k = size-ladderStep, k+1 {
 			lid := fmt.Sprintf("%sl%d", mid, k)
-			r.kinds[lid] = "mtu"
+			r.track(lid, "mtu")
 			r.mtuOf[lid] = m
 			ladder[si] = append(ladder[si], fmt.Sprintf("mtu %s %s %s %d %d %d\n", lid, m.src, m.Addr, m.Port, size-udpHeader(m.Addr), mtuCopies))
 		}

@@ -44,18 +44,22 @@ const (
 // above). The target address is where the other nodes will reach the node (Node.ProbeAddr).
 func PlanProbes(c *Cluster) []Probe {
 	var out []Probe
-	seen := map[string]bool{}
+	type pathKey struct {
+		from, to, port int
+		proto          string
+	}
+	seen := map[pathKey]bool{}
+	addrs := newPathAddrs(c)
 	n := len(c.Nodes)
 	c.eachPath(func(p k3s.NodePort, i, j int) {
-		from, to := &c.Nodes[i], &c.Nodes[j]
-		key := fmt.Sprintf("%s>%s %s/%d", from.Name, to.Name, p.Proto, p.Port)
+		key := pathKey{i, j, p.Port, p.Proto}
 		if seen[key] {
 			return
 		}
 		seen[key] = true
 		d := (j - i + n) % n
 		mtu := p.Overlay && (n <= mtuAllPairs || d == 1 || d == 2 || d == n/2)
-		out = append(out, Probe{From: from.Name, To: to.Name, Addr: to.ProbeAddr(p), Port: p, MTU: mtu})
+		out = append(out, Probe{From: c.Nodes[i].Name, To: c.Nodes[j].Name, Addr: addrs.of(j, p), Port: p, MTU: mtu})
 	})
 	return out
 }

@@ -519,14 +519,23 @@ func (c *Client) run(parent context.Context, cmd Cmd, stream bool, stdout, stder
 			st <- started{err: err}
 			return
 		}
-		sess.Stdout, sess.Stderr = stdout, stderr
-		if in := c.stdin(cmd); in != nil {
-			sess.Stdin = in
+		sess.Stdout, sess.Stderr = smallCopy(stdout), smallCopy(stderr)
+		var stdinPipe io.WriteCloser
+		in := c.stdin(cmd)
+		if in != nil {
+			if stdinPipe, err = sess.StdinPipe(); err != nil {
+				_ = sess.Close()
+				st <- started{err: err, open: true}
+				return
+			}
 		}
 		if err := sess.Start(cmd.line(c.become())); err != nil {
 			_ = sess.Close()
 			st <- started{err: err, open: true}
 			return
+		}
+		if in != nil {
+			go copyStdin(stdinPipe, in)
 		}
 		st <- started{sess: sess, open: true}
 	}()

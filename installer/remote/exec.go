@@ -55,7 +55,9 @@ func streamLines(ctx context.Context, run runFunc, host string, cmd Cmd, onLine 
 	go func() {
 		defer close(done)
 		sc := bufio.NewScanner(pr)
-		sc.Buffer(make([]byte, 64*1024), 16*1024*1024)
+		// Small to start (it grows to the longest line): a stream per host may be open at
+		// once on hundreds of hosts (docs/preflight.md "Measured at scale").
+		sc.Buffer(make([]byte, 0, 4<<10), 16<<20)
 		for sc.Scan() {
 			onLine(sc.Text())
 		}

@@ -128,10 +128,13 @@ func (p *Poll) podFor(job *batchv1.Job) *corev1.Pod {
 	return best
 }
 
-// planApplied reports whether the node carries the plan's latest hash.
+// planApplied reports whether the node carries a plan's latest hash: SUC labels a node so when
+// the plan's Job on it completed, and creates a Job on every selected node without it — also on
+// a node already on the plan's version (the upgrade image then changes nothing). A plan the
+// controller has not resolved yet (no latestHash) is applied nowhere.
 func (p *Poll) planApplied(n *Node) bool {
 	for name, pl := range p.plans {
-		if v, ok := n.Metadata.Labels[suc.PlanLabelPrefix+name]; ok && (pl.Status.LatestHash == "" || v == pl.Status.LatestHash) {
+		if v, ok := n.Metadata.Labels[suc.PlanLabelPrefix+name]; ok && pl.Status.LatestHash != "" && v == pl.Status.LatestHash {
 			return true
 		}
 	}
@@ -185,15 +188,23 @@ func sucLevel(p *Poll, n *Node, version string) int {
 	if job != nil {
 		pod = p.podFor(job)
 	}
+	if job == nil && !p.planApplied(n) {
+		// SUC has not reached the node yet: it will make a Job for it even when the node is
+		// on the version already, so nothing counts as done before that Job.
+		return 0
+	}
 	onVersion := n.Status.NodeInfo.KubeletVersion == version
 	ready, _ := n.ready()
 	done := map[string]bool{}
 	done[events.SUCStepJob] = job != nil
 	done[events.SUCStepCordon] = job != nil && n.Spec.Unschedulable
 	done[events.SUCStepDrain] = job != nil && (initDone(pod, "drain") || jobCompleteOf(job))
-	done[events.SUCStepUpgrade] = onVersion
-	done[events.SUCStepReady] = onVersion && ready
-	done[events.SUCStepUncordon] = onVersion && ready && !n.Spec.Unschedulable && (job == nil || jobCompleteOf(job) || p.planApplied(n))
+	// A node on the version counts as upgraded only once its Job is past cordon (and drain),
+	// or done: on a node already on the version the Job still cordons and drains it first.
+	pastDrain := job == nil || jobCompleteOf(job) || (n.Spec.Unschedulable && (server || done[events.SUCStepDrain]))
+	done[events.SUCStepUpgrade] = onVersion && pastDrain
+	done[events.SUCStepReady] = done[events.SUCStepUpgrade] && ready
+	done[events.SUCStepUncordon] = done[events.SUCStepReady] && !n.Spec.Unschedulable && (job == nil || jobCompleteOf(job) || p.planApplied(n))
 	steps := sucSteps(server)
 	// The furthest step reached counts, with everything before it (a fast step may fall
 	// between two polls).
@@ -453,8 +464,9 @@ func (t *Tracker) Observe(p *Poll, now time.Time) (done int) {
 		}
 		if np.steps == nil {
 			np.steps = sucSteps(n.server())
-			// Done before the watch started: without a job it was on the version already;
-			// with a completed one SUC upgraded it while nobody watched.
+			// Done before the watch started: without a job (SUC's label says its plan was
+			// applied, the Job since deleted) it was on the version already; with a completed
+			// one SUC upgraded it while nobody watched.
 			if lvl := sucLevel(p, n, t.version); lvl == len(np.steps) {
 				np.done, np.level = true, lvl
 				if p.jobFor(name) == nil {

@@ -16,6 +16,7 @@ import (
 
 	"github.com/k3strap/k3strap/checkid"
 	"github.com/k3strap/k3strap/events"
+	"github.com/k3strap/k3strap/templates/suc"
 )
 
 func testNode(name string, server bool, version string, ready, cordoned bool, taints ...corev1.Taint) *Node {
@@ -57,27 +58,35 @@ func testPod(job string) corev1.Pod {
 const oldV, newV = "v1.36.3+k3s1", "v1.36.4+k3s1"
 
 // TestSUCTracker: each node's steps are emitted once and in order even when a poll skips
-// some; a node already on the version is reported unchanged.
+// some; a node SUC's label says the plan was applied to is reported unchanged; a node on the
+// version without that label waits for the Job SUC will still make for it (seen on the real
+// controller: a watch started before the Jobs existed called every node "already on").
 func TestSUCTracker(t *testing.T) {
 	rec := &events.Recorder{}
-	tr := NewTracker(newV, events.Emitter{Sink: rec, Phase: events.PhaseSUCWatch}, []string{"cp1", "a1"}, time.Now())
-	p := &Poll{nodes: map[string]*Node{"cp1": testNode("cp1", true, newV, true, false), "a1": testNode("a1", false, oldV, true, false)}}
+	tr := NewTracker(newV, events.Emitter{Sink: rec, Phase: events.PhaseSUCWatch}, []string{"cp1", "a1", "a2"}, time.Now())
+	plan := &PlanStatus{}
+	plan.Status.LatestHash = "h2"
+	p := &Poll{plans: map[string]*PlanStatus{"k3s-agent": plan}, nodes: map[string]*Node{
+		"cp1": testNode("cp1", true, newV, true, false), "a1": testNode("a1", false, oldV, true, false), "a2": testNode("a2", false, newV, true, false)}}
+	p.nodes["cp1"].Metadata.Labels[suc.PlanLabelPrefix+"k3s-agent"] = "h2"
+	p.nodes["a2"].Metadata.Labels[suc.PlanLabelPrefix+"k3s-agent"] = "h1" // an earlier plan's
 	if done := tr.Observe(p, time.Now()); done != 1 {
-		t.Fatalf("done %d, want 1 (cp1 already on the version)", done)
+		t.Fatalf("done %d, want 1 (cp1 labelled with the plan's hash; a2 on the version, but not labelled with it)", done)
 	}
-	p.jobs = []batchv1.Job{testJob("a1", false)}
+	p.jobs = []batchv1.Job{testJob("a1", false), testJob("a2", false)}
 	p.nodes["a1"].Spec.Unschedulable = true
 	tr.Observe(p, time.Now())
 	p.nodes["a1"] = testNode("a1", false, newV, true, false)
-	p.jobs[0] = testJob("a1", true)
-	if done := tr.Observe(p, time.Now()); done != 2 {
-		t.Fatalf("done %d, want 2", done)
+	p.jobs = []batchv1.Job{testJob("a1", true), testJob("a2", true)}
+	if done := tr.Observe(p, time.Now()); done != 3 {
+		t.Fatalf("done %d, want 3", done)
 	}
 	var got []string
 	for _, e := range rec.Events() {
 		got = append(got, e.Host+":"+e.Step+":"+string(e.Status))
 	}
-	want := "cp1:upgrade:unchanged a1:job:ok a1:cordon:ok a1:drain:ok a1:upgrade:ok a1:ready:ok a1:uncordon:ok"
+	want := "cp1:upgrade:unchanged a1:job:ok a1:cordon:ok a2:job:ok " +
+		"a1:drain:ok a1:upgrade:ok a1:ready:ok a1:uncordon:ok a2:cordon:ok a2:drain:ok a2:upgrade:ok a2:ready:ok a2:uncordon:ok"
 	if strings.Join(got, " ") != want {
 		t.Errorf("events\n got %s\nwant %s", strings.Join(got, " "), want)
 	}
