@@ -161,13 +161,19 @@ func TestRealUpgradeSUC(t *testing.T) {
 	k3sUnit := c.unitState(0, "k3s")
 	t.Logf("cluster up and SUC images imported after %s", time.Since(start).Round(time.Second))
 
-	// 1. Deploy SUC and the Plans. Both nodes run the Plans' release already: a watch that
-	// polls before the controller made its Jobs reports them unchanged (exit 0); one that
-	// sees the Jobs stalls on cp1 (exit 4, below).
+	// 1. Deploy SUC and the Plans. Both nodes run the Plans' release already, but SUC still
+	// makes a Job for each (neither carries the Plan's hash): the watch, started before the
+	// controller made them, waits for them instead of calling the nodes unchanged, and
+	// stalls on cp1's (exit 4, below).
 	r1 := c.k3strap(3*time.Minute, "upgrade", "--via", "suc", "--stall-grace", "10s")
 	defer r1.dump(t)
-	if h, d := sucStall(t, r1); !(r1.code == 0 && d == nil) && !(r1.code == 4 && h == "cp1" && d != nil && d.Diagnosis == "suc-image-pull") {
-		t.Fatalf("upgrade --via suc: exit %d, stall on %q %+v; want 0 (nodes already on the release) or 4 (cp1 suc-image-pull)", r1.code, h, d)
+	if h, d := sucStall(t, r1); !(r1.code == 4 && h == "cp1" && d != nil && d.Diagnosis == "suc-image-pull") {
+		t.Fatalf("upgrade --via suc: exit %d, stall on %q %+v; want 4 (cp1 suc-image-pull)", r1.code, h, d)
+	}
+	for _, e := range r1.ofType(events.HostStep) {
+		if e.Phase == events.PhaseSUCWatch && e.Status == events.StatusUnchanged {
+			t.Errorf("upgrade --via suc: %s reported unchanged (%s) while SUC still had a Job to run on it", e.Host, e.Message)
+		}
 	}
 
 	t.Run("images", func(t *testing.T) {
