@@ -168,6 +168,10 @@ func TestRealHA(t *testing.T) {
 		t.Fatalf("first backup exited %d", older.code)
 	}
 	c.exec(0, "k3s", "kubectl", "create", "namespace", "between-backups")
+	// K3s names a snapshot <name>-<node>-<time rounded to the second> (pkg/etcd/snapshot.go:
+	// time.Now().Round(time.Second)): a second save of the same name less than a second
+	// later may get the same name and replace the first (docs/day2.md).
+	time.Sleep(time.Second)
 	r = timed("backup", c.k3strap(2*time.Minute, "backup", "--name", "bar1", "--to", to))
 	defer r.dump(t)
 	if r.code != 0 {

@@ -147,8 +147,17 @@ func TestRealMultiHomed(t *testing.T) {
 	if r.code != 0 {
 		t.Fatalf("apply exited %d", r.code)
 	}
-	if in, pub := c.nodeAddrs("a1"); in != wan || pub != wan {
-		t.Errorf("without node-ip: InternalIP %s, public-ip %s; want wan0's %s for both (K3s's rule)", in, pub, wan)
+	// The node turns Ready before its flannel has taken its lease and annotated it (seen once:
+	// an empty public-ip right after apply): the annotation is waited for, bounded.
+	for deadline := time.Now().Add(time.Minute); ; time.Sleep(time.Second) {
+		in, pub := c.nodeAddrs("a1")
+		if in == wan && pub == wan {
+			break
+		}
+		if pub != "" || time.Now().After(deadline) {
+			t.Errorf("without node-ip: InternalIP %s, public-ip %s; want wan0's %s for both (K3s's rule)", in, pub, wan)
+			break
+		}
 	}
 	d := c.k3strap(3*time.Minute, "doctor")
 	defer d.dump(t)
