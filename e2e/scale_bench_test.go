@@ -480,21 +480,21 @@ func BenchmarkScale(b *testing.B) {
 						args = slicesWithout(args, "--kubeconfig-out", filepath.Join(r.dir, "k"))
 					}
 					last = r.k3strap(b, args...)
-					if msg := pathsOutcome(last.stdout); msg != "" {
-						// The comparison holds only when k3strap tested every path as the floor
-						// does: on a machine so loaded that the probes do not all start within
-						// the step's ready wait, the run is not counted (and said so).
+					rss = max(rss, last.maxRSSKB)
+					// The comparison holds only when k3strap and the floor each tested every
+					// path: on a machine so loaded that the probes do not all start within the
+					// step's ready wait, the run is not counted (and said so).
+					notCounted := func(why string) {
 						discarded++
-						b.Logf("run not counted: k3strap's path check did not test every path: %s", msg)
+						b.Logf("run not counted: %s", why)
 						if discarded > 3 {
 							b.Fatalf("%d runs without a complete path check: the machine is too loaded to measure", discarded)
 						}
+					}
+					if msg := pathsOutcome(last.stdout); msg != "" {
+						notCounted("k3strap's path check did not test every path: " + msg)
 						continue
 					}
-					counted++
-					ourSum += last.dur
-					paths += phaseTime(last.stdout, events.PhasePaths)
-					rss = max(rss, last.maxRSSKB)
 					if conc == 0 {
 						conc = defaultConcurrency
 					}
@@ -505,7 +505,6 @@ func BenchmarkScale(b *testing.B) {
 						r.closeMasters(n, cm)
 						b.Fatal(err)
 					}
-					factsSum += f
 					var pf time.Duration
 					if phaseTime(last.stdout, events.PhasePaths) > 0 {
 						pf, probes, err = r.probeFloor(n, cm)
@@ -513,15 +512,7 @@ func BenchmarkScale(b *testing.B) {
 					r.closeMasters(n, cm)
 					var incomplete *floorIncomplete
 					if errors.As(err, &incomplete) {
-						counted--
-						ourSum -= last.dur
-						paths -= phaseTime(last.stdout, events.PhasePaths)
-						factsSum -= f
-						discarded++
-						b.Logf("run not counted: the floor's path check did not test every path open: %v", err)
-						if discarded > 3 {
-							b.Fatalf("%d runs without a complete path check: the machine is too loaded to measure", discarded)
-						}
+						notCounted("the floor's path check did not test every path open: " + err.Error())
 						continue
 					}
 					var lost *floorLost
@@ -533,6 +524,10 @@ func BenchmarkScale(b *testing.B) {
 					if err != nil {
 						b.Fatal(err)
 					}
+					counted++
+					ourSum += last.dur
+					paths += phaseTime(last.stdout, events.PhasePaths)
+					factsSum += f
 					probeSum += pf
 					floorSum += f + pf
 					ratio := last.dur.Seconds() / (f + pf).Seconds()

@@ -228,6 +228,8 @@ func (n *Node) ProbeAddr(p k3s.NodePort) netip.Addr {
 type pathAddrs struct {
 	c *Cluster
 	m map[pathAddrKey]netip.Addr
+	// idx maps a node's name to its index in c.Nodes (ofName).
+	idx map[string]int
 }
 
 type pathAddrKey struct {
@@ -236,7 +238,20 @@ type pathAddrKey struct {
 }
 
 func newPathAddrs(c *Cluster) *pathAddrs {
-	return &pathAddrs{c: c, m: map[pathAddrKey]netip.Addr{}}
+	pa := &pathAddrs{c: c, m: map[pathAddrKey]netip.Addr{}, idx: make(map[string]int, len(c.Nodes))}
+	for i := range c.Nodes {
+		pa.idx[c.Nodes[i].Name] = i
+	}
+	return pa
+}
+
+// ofName is of for the node named name (the zero Addr for a name not in the cluster).
+func (pa *pathAddrs) ofName(name string, p k3s.NodePort) netip.Addr {
+	i, ok := pa.idx[name]
+	if !ok {
+		return netip.Addr{}
+	}
+	return pa.of(i, p)
 }
 
 // of returns c.Nodes[i].ProbeAddr(p), worked out once per node and kind of port.

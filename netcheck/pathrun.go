@@ -76,6 +76,8 @@ type pathRun struct {
 	kinds map[string]string
 	mtuOf map[string]*MTUResult
 	mtus  []*MTUResult
+	// addrs is every node's probe address, worked out once for the run (PlanProbes's too).
+	addrs *pathAddrs
 	// unanswered counts the probes in kinds without their answer yet, unreceived the datagram
 	// probes sent without an arrival yet: kept as the lines arrive (update), so judging
 	// whether a round is over costs nothing per line instead of a scan of every probe.
@@ -116,8 +118,9 @@ func (r *pathRun) track(id, kind string) {
 }
 
 func newPathRun(ctx context.Context, cancel context.CancelFunc, c *Cluster, hosts []ProbeHost, opt PathOptions) *pathRun {
+	addrs := newPathAddrs(c)
 	r := &pathRun{ctx: ctx, cancel: cancel, c: c, opt: opt, rep: &PathReport{Hosts: map[string]string{}},
-		probes: PlanProbes(c), idx: map[string]int{}, runs: make([]*hostRun, len(hosts)), events: make(chan event, 1024),
+		probes: planProbes(c, addrs), addrs: addrs, idx: map[string]int{}, runs: make([]*hostRun, len(hosts)), events: make(chan event, 1024),
 		tcpRes: map[string]probeLine{}, sendRes: map[string]probeLine{}, got: map[string][]probeLine{},
 		lstate: map[string]ListenerState{}, kinds: map[string]string{}, mtuOf: map[string]*MTUResult{}}
 	for i, h := range hosts {
@@ -292,11 +295,6 @@ func (r *pathRun) awaitReady() {
 // full-size don't-fragment datagrams on the overlay port — and waits for the answers.
 func (r *pathRun) roundOne() {
 	overlayPort, _ := r.c.Overlay()
-	addrs := newPathAddrs(r.c)
-	nodeIdx := make(map[string]int, len(r.c.Nodes))
-	for i := range r.c.Nodes {
-		nodeIdx[r.c.Nodes[i].Name] = i
-	}
 	bySource := map[int][]string{}
 	for n, p := range r.probes {
 		si, ok := r.idx[p.From]
@@ -318,7 +316,7 @@ func (r *pathRun) roundOne() {
 			src := "-"
 			if p.Port.Overlay {
 				// The overlay's source: the address the sender's flannel uses (ProbeAddr).
-				if a := addrs.of(nodeIdx[p.From], p.Port); a.IsValid() {
+				if a := r.addrs.ofName(p.From, p.Port); a.IsValid() {
 					src = a.String()
 				}
 			}

@@ -42,14 +42,16 @@ const (
 // c.Extra, each ordered pair of distinct nodes whose roles match the port's From and To (a
 // pair and port needed for two purposes is probed once; beyond peerLimit agents a sample, see
 // above). The target address is where the other nodes will reach the node (Node.ProbeAddr).
-func PlanProbes(c *Cluster) []Probe {
+func PlanProbes(c *Cluster) []Probe { return planProbes(c, newPathAddrs(c)) }
+
+// planProbes is PlanProbes with the nodes' probe addresses from addrs.
+func planProbes(c *Cluster, addrs *pathAddrs) []Probe {
 	var out []Probe
 	type pathKey struct {
 		from, to, port int
 		proto          string
 	}
 	seen := map[pathKey]bool{}
-	addrs := newPathAddrs(c)
 	n := len(c.Nodes)
 	c.eachPath(func(p k3s.NodePort, i, j int) {
 		key := pathKey{i, j, p.Port, p.Proto}
