@@ -38,13 +38,17 @@ test-setup: setup
 	@# The real-K3s lane's component images, built from upstream source (e2e/cmd/mkimages real;
 	@# docs/testing-stand-ins.md): gcc and libc6-dev compile Kubernetes' pause.c, busybox-static
 	@# is local-path-provisioner's helper image; real-suc builds system-upgrade-controller from the
-	@# repository's snapshot of its source, kubectl and a k3s-upgrade image (TestRealUpgradeSUC).
+	@# repository's snapshot of its source, kubectl and a k3s-upgrade image (k3s-upgrade's
+	@# script, Debian's procps and jq; TestRealUpgradeSUC);
+	@# real-helm builds klipper-helm (helm from the module proxy, the entry script of the
+	@# repository's snapshot, Debian's bash-static and jq) for the HelmChart tests.
 	@# Built once into $(HARNESS_DIR)/real-images, keyed
 	@# by source digest (a later run finds them there), only when the real lane is configured.
 	@if [ -n "$(K3S_BINARY)" ]; then \
-	  command -v gcc >/dev/null && [ -f /usr/lib/x86_64-linux-gnu/libc.a ] && [ -x /bin/busybox ] || { $(SUDO) apt-get update -qq && $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq gcc libc6-dev busybox-static >/dev/null; }; \
+	  command -v gcc >/dev/null && [ -f /usr/lib/x86_64-linux-gnu/libc.a ] && [ -x /bin/busybox ] && [ -x /bin/bash-static ] && [ -x /usr/bin/jq ] && [ -x /usr/bin/ps ] || { $(SUDO) apt-get update -qq && $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq gcc libc6-dev busybox-static bash-static jq procps >/dev/null; }; \
 	  set -x; $(GO) run ./e2e/cmd/mkimages real -timeout 45m -cache $(HARNESS_DIR)/real-images $(HARNESS_DIR)/real-images/k3strap-real-images-amd64.tar.zst || [ $$? = 3 ]; \
 	  $(GO) run ./e2e/cmd/mkimages real-suc -timeout 45m -cache $(HARNESS_DIR)/real-images $(HARNESS_DIR)/real-images/k3strap-suc-images-amd64.tar.zst || [ $$? = 3 ]; \
+	  $(GO) run ./e2e/cmd/mkimages real-helm -timeout 45m -cache $(HARNESS_DIR)/real-images $(HARNESS_DIR)/real-images/k3strap-helm-images-amd64.tar.zst || [ $$? = 3 ]; \
 	fi
 
 # One static binary (the README's promise): no cgo, so no libc to match on the workstation, and

@@ -378,5 +378,6 @@ func TestRealComponents(t *testing.T) {
 			t.Errorf("doctor exited %d on a cluster whose real components all run", d.code)
 		}
 	})
+	realHelmChart(t, c, extra)
 	t.Logf("whole test after the hosts were up: %s", time.Since(start).Round(time.Second))
 }

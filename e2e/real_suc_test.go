@@ -5,7 +5,7 @@ package e2e
 
 // The real system-upgrade-controller on the real K3s: e2e/cmd/mkimages real-suc builds SUC
 // from a git directory of its source (the module proxy refuses the module) and a
-// rancher/k3s-upgrade image holding the K3s binary; this test's cluster imports that archive
+// rancher/k3s-upgrade image holding the K3s binary and k3s-upgrade's own script; this test's cluster imports that archive
 // beside the stand-ins and `k3strap upgrade --via suc` deploys the real controller
 // (docs/testing-stand-ins.md).
 
@@ -65,7 +65,7 @@ func needSUCImages(t *testing.T, c *testCluster) sucImagesBuilt {
 	return needImages(t, c, "real system-upgrade-controller images", sucImagesOnce)
 }
 
-// realServerAgentSUC is the real lane's 1 server + 1 agent, neither with a declared taint;
+// realServerAgentSUC is the real lane's 1 server + 2 agents, none with a declared taint;
 // Extra.sucManifest names spec.k3s.upgrade.suc.manifest.
 const realServerAgentSUC = `apiVersion: k3strap.io/v1alpha1
 kind: Cluster
@@ -89,6 +89,9 @@ spec:
     - name: a1
       address: {{(index .Hosts 1).Address}}
       role: agent
+    - name: a2
+      address: {{(index .Hosts 2).Address}}
+      role: agent
 `
 
 // sucStall returns the stall diagnosis (exit 4's error event) a watch run ended with.
@@ -103,11 +106,11 @@ func sucStall(t *testing.T, r run) (host string, info *events.ErrorInfo) {
 	return "", nil
 }
 
-// TestRealUpgradeSUC (real K3s, 1 server + 1 agent): `k3strap upgrade --via suc` deploys the
+// TestRealUpgradeSUC (real K3s, 1 server + 2 agents): `k3strap upgrade --via suc` deploys the
 // real system-upgrade-controller (built from its source by mkimages real-suc, with the kubectl
 // and k3s-upgrade images its Jobs run) and the watch follows and diagnoses what the real
 // controller's Jobs do. Only v1.36.3 exists here, so the Plans move the nodes to the release
-// they run (the upgrade script then leaves the binary alone); the agent a1 carries a taint
+// they run (k3s-upgrade's script then leaves the binary alone); the agent a1 carries a taint
 // the inventory does not declare (dedicated=edge:NoSchedule, set with kubectl), so the
 // rendered Plans do not tolerate it.
 //   - images: both nodes import the SUC archive; the controller pod runs the built image
@@ -124,11 +127,17 @@ func sucStall(t *testing.T, r run) (host string, info *events.ErrorInfo) {
 //     place, K3s not restarted, uncordoned and labelled by the controller — and the watch
 //     stalls on a1 with suc-job-untolerated-taint naming the taint, from the real
 //     scheduler's message.
-//   - complete: with the taint gone, `upgrade --watch` ends with exit 0: a1 prepared (the
-//     server Plan done), drained by the real kubectl, its Job complete, uncordoned and labelled.
+//   - pdb: a pod on a1 (tolerating the taint) with a PodDisruptionBudget allowing no
+//     disruption; the taint removed, a1's Job drains with the real kubectl, whose evictions the
+//     budget refuses: the watch stalls with suc-drain-blocked-pdb naming the budget.
+//   - complete: with the budget gone, `upgrade --watch` ends with exit 0: a1 prepared (the
+//     server Plan done, the control-plane nodes on the Plan's version), drained by the real
+//     kubectl, its Job complete, uncordoned and labelled; then a2 the same way.
+//
+// The upgrade script is k3s-upgrade's own (commit e45db20).
 func TestRealUpgradeSUC(t *testing.T) {
 	start := time.Now()
-	c := newRealCluster(t, 2)
+	c := newRealCluster(t, 3)
 	si := needSUCImages(t, c)
 	t.Logf("mkimages real-suc took %.1f s:\n%s", si.seconds, strings.TrimSpace(si.log))
 	if len(si.refs) != 3 {
@@ -144,7 +153,7 @@ func TestRealUpgradeSUC(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for i, unit := range []string{"k3s", "k3s-agent"} {
+	for i, unit := range []string{"k3s", "k3s-agent", "k3s-agent"} {
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 		err := c.h.WriteFile(ctx, c.hosts[i].Index, "/var/lib/rancher/k3s/agent/images/"+sucImagesArchive, archive, 0o644)
 		cancel()
@@ -165,7 +174,9 @@ func TestRealUpgradeSUC(t *testing.T) {
 	// makes a Job for each (neither carries the Plan's hash): the watch, started before the
 	// controller made them, waits for them instead of calling the nodes unchanged, and
 	// stalls on cp1's (exit 4, below).
-	r1 := c.k3strap(3*time.Minute, "upgrade", "--via", "suc", "--stall-grace", "10s")
+	// --upgrade-batch 100: both agents at once, so that which agent SUC takes first (an order
+	// of hashes of node UIDs) does not matter.
+	r1 := c.k3strap(3*time.Minute, "upgrade", "--via", "suc", "--upgrade-batch", "100", "--stall-grace", "10s")
 	defer r1.dump(t)
 	if h, d := sucStall(t, r1); !(r1.code == 4 && h == "cp1" && d != nil && d.Diagnosis == "suc-image-pull") {
 		t.Fatalf("upgrade --via suc: exit %d, stall on %q %+v; want 4 (cp1 suc-image-pull)", r1.code, h, d)
@@ -206,7 +217,7 @@ func TestRealUpgradeSUC(t *testing.T) {
 	})
 
 	t.Run("jobs", func(t *testing.T) {
-		jobs := c.sucJobs(t, time.Minute, func(j map[string]batchv1.Job) bool { return j["cp1"].Name != "" && j["a1"].Name != "" })
+		jobs := c.sucJobs(t, time.Minute, func(j map[string]batchv1.Job) bool { return j["cp1"].Name != "" && j["a1"].Name != "" && j["a2"].Name != "" })
 		a1, srv := jobs["a1"], jobs["cp1"]
 		if a1.Labels["upgrade.cattle.io/plan"] != "k3s-agent" || srv.Labels["upgrade.cattle.io/plan"] != "k3s-server" {
 			t.Errorf("jobs' plans: a1 %q, cp1 %q; want k3s-agent and k3s-server", a1.Labels["upgrade.cattle.io/plan"], srv.Labels["upgrade.cattle.io/plan"])
@@ -247,7 +258,7 @@ func TestRealUpgradeSUC(t *testing.T) {
 		t.Fatal(err)
 	}
 	c.writeInventory(realServerAgentSUC, map[string]any{"sucManifest": mf})
-	r3 := c.k3strap(3*time.Minute, "upgrade", "--via", "suc", "--stall-grace", "10s")
+	r3 := c.k3strap(3*time.Minute, "upgrade", "--via", "suc", "--upgrade-batch", "100", "--stall-grace", "10s")
 	defer r3.dump(t)
 	if h, d := sucStall(t, r3); r3.code != 4 || h != "cp1" || d == nil || d.Diagnosis != "suc-image-pull" {
 		t.Fatalf("upgrade --via suc with the IfNotPresent manifest, before the restart: exit %d, stall on %q %+v; want the old Job's suc-image-pull on cp1", r3.code, h, d)
@@ -265,9 +276,9 @@ func TestRealUpgradeSUC(t *testing.T) {
 		c.exec(0, append([]string{"k3s", "kubectl", "-n", "system-upgrade"}, args...)...)
 	}
 
-	// taint: the controller makes both Jobs again (a watch started before would find no Job
+	// taint: the controller makes the Jobs again (a watch started before would find no Job
 	// and the nodes on the release: done); cp1's completes, a1's stays Pending on the taint.
-	c.sucJobs(t, time.Minute, func(j map[string]batchv1.Job) bool { return j["cp1"].Name != "" && j["a1"].Name != "" })
+	c.sucJobs(t, time.Minute, func(j map[string]batchv1.Job) bool { return j["cp1"].Name != "" && j["a1"].Name != "" && j["a2"].Name != "" })
 	r4 := c.k3strap(3*time.Minute, "upgrade", "--watch", "--stall-grace", "20s")
 	defer r4.dump(t)
 	if h, d := sucStall(t, r4); r4.code != 4 || h != "a1" || d == nil || d.Diagnosis != "suc-job-untolerated-taint" {
@@ -286,7 +297,8 @@ func TestRealUpgradeSUC(t *testing.T) {
 	jobs := c.sucJobs(t, 2*time.Minute, func(j map[string]batchv1.Job) bool { return jobComplete(j["cp1"]) })
 	logs := c.exec(0, "k3s", "kubectl", "logs", "-n", "system-upgrade", "job/"+jobs["cp1"].Name, "--all-containers")
 	t.Logf("cp1's job %s:\n%s", jobs["cp1"].Name, logs)
-	if !strings.Contains(logs, "node/cp1 cordoned") || !strings.Contains(logs, "is already this release") {
+	// k3s-upgrade's script (upstream's) found the binary it holds in place.
+	if !strings.Contains(logs, "node/cp1 cordoned") || !strings.Contains(logs, "K3S binary is running with pid") || !strings.Contains(logs, "Binary already been replaced") {
 		t.Errorf("cp1's job log lacks the cordon or the script's verdict:\n%s", logs)
 	}
 	c.waitSUCDone(t, "cp1", "k3s-server")
@@ -294,9 +306,42 @@ func TestRealUpgradeSUC(t *testing.T) {
 		t.Errorf("K3s on cp1 restarted although its binary is the release: %s, was %s", now, k3sUnit)
 	}
 
-	// complete: with the taint gone, a1's Job runs: prepare (the server Plan done), drain by
-	// the real kubectl, the script; the watch ends with every node done.
-	c.exec(0, "k3s", "kubectl", "taint", "node", "a1", "dedicated=edge:NoSchedule-")
+	// pdb: a pod on a1 whose PodDisruptionBudget allows no disruption (it tolerates the
+	// taint, so it runs on a1 before the taint goes); with the taint gone, a1's Job runs its
+	// prepare and the real kubectl's drain, which the budget blocks: the watch stalls with
+	// suc-drain-blocked-pdb naming the budget; the budget deleted, the drain goes on.
+	t.Run("pdb", func(t *testing.T) {
+		upgradeRef := ""
+		for _, ref := range si.refs {
+			if strings.Contains(ref, "/"+suc.UpgradeImage+":") {
+				upgradeRef = ref
+			}
+		}
+		c.kubectl(strings.ReplaceAll(realPDBWorkload, "K3S_UPGRADE_IMAGE", upgradeRef), "apply", "-f", "-")
+		c.waitPods("default", "app=web", 1, 2*time.Minute)
+		c.exec(0, "k3s", "kubectl", "taint", "node", "a1", "dedicated=edge:NoSchedule-")
+		r := c.k3strap(4*time.Minute, "upgrade", "--watch", "--stall-grace", "20s")
+		defer r.dump(t)
+		h, d := sucStall(t, r)
+		if r.code != 4 || h != "a1" || d == nil || d.Diagnosis != "suc-drain-blocked-pdb" {
+			t.Fatalf("upgrade --watch with a PodDisruptionBudget on a1: exit %d, stall on %q %+v; want exit 4, a1, suc-drain-blocked-pdb\n%s", r.code, h, d, c.sucState())
+		}
+		if !strings.Contains(d.Message, "default/web") || !strings.Contains(strings.Join(d.Evidence, "\n"), "PodDisruptionBudget default/web") {
+			t.Errorf("the diagnosis does not name PodDisruptionBudget default/web: %s %q", d.Message, d.Evidence)
+		}
+		logs, _ := c.execErr(0, 30*time.Second, "k3s", "kubectl", "logs", "-n", "system-upgrade", "-l", "upgrade.cattle.io/node=a1", "--all-containers", "--tail", "5")
+		t.Logf("a1's job while the budget blocks it:\n%s", logs)
+		if !strings.Contains(logs, "disruption budget") {
+			t.Errorf("a1's job log does not show the real kubectl's eviction refused by the budget:\n%s", logs)
+		}
+		c.kubectl("", "delete", "pdb", "web", "-n", "default")
+	})
+	// Whatever the subtest reached: the taint and the budget gone.
+	c.execErr(0, 30*time.Second, "k3s", "kubectl", "taint", "node", "a1", "dedicated=edge:NoSchedule-")
+	c.execErr(0, 30*time.Second, "k3s", "kubectl", "delete", "pdb", "web", "-n", "default", "--ignore-not-found")
+
+	// complete: a1's Job runs on: prepare (the server Plan done), drain by the real kubectl,
+	// the script; the watch ends with every node done.
 	r5 := c.k3strap(3*time.Minute, "upgrade", "--watch", "--stall-grace", "60s", "--timeout", "150s")
 	defer r5.dump(t)
 	if r5.code != 0 {
@@ -315,12 +360,52 @@ func TestRealUpgradeSUC(t *testing.T) {
 	jobs = c.sucJobs(t, time.Minute, func(j map[string]batchv1.Job) bool { return jobComplete(j["a1"]) })
 	logs = c.exec(0, "k3s", "kubectl", "logs", "-n", "system-upgrade", "job/"+jobs["a1"].Name, "--all-containers")
 	t.Logf("a1's job %s:\n%s", jobs["a1"].Name, logs)
-	if !strings.Contains(logs, "Plan k3s-server applies to no node") || !strings.Contains(logs, "node/a1 drained") || !strings.Contains(logs, "is already this release") {
+	// prepare: the server Plan applying to no node and every control-plane node on the
+	// Plan's version (upstream's script, asking the API with the image's K3s kubectl).
+	if !strings.Contains(logs, "All control-plane nodes have been upgraded to version to v1.36.3-k3s1") || !strings.Contains(logs, "node/a1 drained") || !strings.Contains(logs, "Binary already been replaced") {
 		t.Errorf("a1's job log lacks the prepare, the drain or the script's verdict:\n%s", logs)
 	}
 	c.waitSUCDone(t, "a1", "k3s-agent")
+	// a2, the other agent, in the same batch as a1 (it was not tainted): its Job prepared,
+	// drained and ran the script too.
+	jobs = c.sucJobs(t, time.Minute, func(j map[string]batchv1.Job) bool { return jobComplete(j["a2"]) })
+	logs = c.exec(0, "k3s", "kubectl", "logs", "-n", "system-upgrade", "job/"+jobs["a2"].Name, "--all-containers")
+	if !strings.Contains(logs, "node/a2 drained") || !strings.Contains(logs, "Binary already been replaced") {
+		t.Errorf("a2's job log lacks the drain or the script's verdict:\n%s", logs)
+	}
+	c.waitSUCDone(t, "a2", "k3s-agent")
 	t.Logf("TestRealUpgradeSUC: %s", time.Since(start).Round(time.Second))
 }
+
+// realPDBWorkload is a pod on a1 (it tolerates a1's taint dedicated=edge:NoSchedule) whose
+// PodDisruptionBudget allows no disruption; it runs BusyBox of the k3s-upgrade image
+// (K3S_UPGRADE_IMAGE, the archive's reference), the only image with a shell the SUC cluster
+// holds.
+const realPDBWorkload = `apiVersion: apps/v1
+kind: Deployment
+metadata: {name: web, namespace: default}
+spec:
+  replicas: 1
+  selector: {matchLabels: {app: web}}
+  template:
+    metadata: {labels: {app: web}}
+    spec:
+      nodeSelector: {kubernetes.io/hostname: a1}
+      tolerations: [{key: dedicated, operator: Equal, value: edge, effect: NoSchedule}]
+      terminationGracePeriodSeconds: 1
+      containers:
+        - name: web
+          image: K3S_UPGRADE_IMAGE
+          imagePullPolicy: Never
+          command: [sleep, "3600"]
+---
+apiVersion: policy/v1
+kind: PodDisruptionBudget
+metadata: {name: web, namespace: default}
+spec:
+  minAvailable: 1
+  selector: {matchLabels: {app: web}}
+`
 
 // sucState is what SUC's namespace holds (Plans, Jobs, pods) and the logs of its Job pods,
 // for a failure message.

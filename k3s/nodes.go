@@ -33,6 +33,8 @@ const (
 	TaintCriticalAddonsOnly = "CriticalAddonsOnly"
 	// TaintNotReady is the taint of a node whose Ready condition is not True.
 	TaintNotReady = "node.kubernetes.io/not-ready"
+	// TaintNetworkUnavailable is the taint of a node whose network is not yet configured.
+	TaintNetworkUnavailable = "node.kubernetes.io/network-unavailable"
 )
 
 // Toleration is a toleration as Kubernetes writes it (operator Exists or Equal; an empty
@@ -41,24 +43,25 @@ type Toleration struct {
 	Key, Operator, Value, Effect string
 }
 
-// HelmJobTolerations are the tolerations K3s's helm-controller gives the install job of a
-// HelmChart (k3s-io/helm-controller pkg/controllers/chart/chart.go job()): CriticalAddonsOnly,
-// the etcd NoExecute and control-plane / master NoSchedule role taints and, for a chart with
-// bootstrap: true, the not-ready and uninitialized NoSchedule taints. A custom taint is never
-// among them (docs/failure-modes.md F3).
+// HelmJobTolerations are the tolerations K3s's helm-controller gives the install Job of a
+// HelmChart (k3s-io/helm-controller v0.17.7, the release K3s v1.36.3 builds in,
+// pkg/controllers/chart/chart.go job()): a chart with bootstrap: true tolerates the not-ready,
+// network-unavailable and uninitialized=true NoSchedule taints, CriticalAddonsOnly, the etcd
+// NoExecute and the control-plane NoSchedule role taints; any other chart tolerates nothing,
+// since K3s sets no JobTolerations (seen on the real K3s v1.36.3: TestRealComponents/helmchart).
+// A custom taint is never among them (docs/failure-modes.md F3).
 func HelmJobTolerations(bootstrap bool) []Toleration {
-	out := []Toleration{
+	if !bootstrap {
+		return nil
+	}
+	return []Toleration{
+		{Key: TaintNotReady, Effect: "NoSchedule"},
+		{Key: TaintNetworkUnavailable, Effect: "NoSchedule"},
+		{Key: TaintUninitialized, Operator: "Equal", Value: "true", Effect: "NoSchedule"},
 		{Key: TaintCriticalAddonsOnly, Operator: "Exists"},
 		{Key: TaintEtcd, Operator: "Exists", Effect: "NoExecute"},
 		{Key: TaintControlPlane, Operator: "Exists", Effect: "NoSchedule"},
-		{Key: TaintMaster, Operator: "Exists", Effect: "NoSchedule"},
 	}
-	if bootstrap {
-		out = append(out,
-			Toleration{Key: TaintNotReady, Effect: "NoSchedule"},
-			Toleration{Key: TaintUninitialized, Operator: "Equal", Value: "true", Effect: "NoSchedule"})
-	}
-	return out
 }
 
 // Taint effects a node-taint may carry.

@@ -103,6 +103,15 @@ func TestFirstNodeTaintsRancher(t *testing.T) {
 	if len(got) != 1 || strings.Contains(got[0].Message, "rancher tolerates") || !strings.Contains(got[0].Message, "helm-install-rancher") {
 		t.Errorf("with tolerations: %v", got)
 	}
+	// CriticalAddonsOnly, which K3s's packaged add-ons tolerate, still stops a HelmChart's
+	// install Job (it tolerates nothing: k3s.HelmJobTolerations, seen on the real K3s), and
+	// the fix does not offer that taint as a way out.
+	c.Spec.Hosts[0].Taints = []inventory.Taint{{Key: "CriticalAddonsOnly", Value: "true", Effect: corev1.TaintEffectNoExecute}}
+	got = checkByID(t, "FirstNodeTaints").Run(input(c, nil))
+	if len(got) != 1 || !strings.Contains(got[0].Message, "helm-install-cert-manager, helm-install-rancher tolerate no taint, so not CriticalAddonsOnly=true:NoExecute") ||
+		strings.Contains(strings.Join(got[0].Fixes, " "), "CriticalAddonsOnly") {
+		t.Errorf("CriticalAddonsOnly with a Rancher install: %+v", got)
+	}
 	// An untainted agent takes everything.
 	c.Spec.Hosts = append(c.Spec.Hosts, host("w1", inventory.RoleAgent))
 	if got := checkByID(t, "FirstNodeTaints").Run(input(c, nil)); len(got) != 0 {

@@ -290,6 +290,10 @@ func firstNodeFindings(in *Input) []finding.Finding {
 		tol, missing string
 	}
 	var groups []*group
+	// caoTolerated: every stuck component tolerates CriticalAddonsOnly=true:NoExecute, so
+	// that taint is a way out (a HelmChart's install Job tolerates none: k3s.HelmJobTolerations).
+	criticalAddonsOnly := inventory.Taint{Key: k3s.TaintCriticalAddonsOnly, Value: "true", Effect: corev1.TaintEffectNoExecute}
+	caoTolerated := true
 	for _, comp := range Components() {
 		if !comp.Deployed(c) || comp.EveryNode {
 			continue
@@ -311,6 +315,9 @@ func firstNodeFindings(in *Input) []finding.Finding {
 			continue
 		}
 		stuckNames = append(stuckNames, comp.Name)
+		if !criticalAddonsOnly.ToleratedBy(tol) {
+			caoTolerated = false
+		}
 		g := &group{names: []string{comp.Name}, tol: describeTolerations(tol), missing: strings.Join(missing, ", ")}
 		merged := false
 		for _, o := range groups {
@@ -328,6 +335,10 @@ func firstNodeFindings(in *Input) []finding.Finding {
 		verb := "tolerates"
 		if len(g.names) > 1 {
 			verb = "tolerate"
+		}
+		if g.tol == describeTolerations(nil) {
+			stuck = append(stuck, fmt.Sprintf("%s %s no taint, so not %s", strings.Join(g.names, ", "), verb, g.missing))
+			continue
 		}
 		stuck = append(stuck, fmt.Sprintf("%s %s only %s, not %s", strings.Join(g.names, ", "), verb, g.tol, g.missing))
 	}
@@ -347,8 +358,12 @@ func firstNodeFindings(in *Input) []finding.Finding {
 			}
 		}
 	}
+	cao := ""
+	if caoTolerated {
+		cao = "or taint the first server with CriticalAddonsOnly=true:NoExecute instead, which the packaged add-ons tolerate; "
+	}
 	return []finding.Finding{errorf(hostList(c, involved),
-		fmt.Sprintf("add an agent (or a server) without these taints; or taint the first server with CriticalAddonsOnly=true:NoExecute instead, which the packaged add-ons tolerate; or remove the taint from %s; or disable add-ons you do not need (spec.k3s.config.disable)", fs.Name),
+		fmt.Sprintf("add an agent (or a server) without these taints; %sor remove the taint from %s; or disable add-ons you do not need (spec.k3s.config.disable)", cao, fs.Name),
 		"the first server %s has taint(s) %s and %s: %s stay Pending (%s)",
 		fs.Name, strings.Join(fsDesc, ", "), others, strings.Join(stuckNames, ", "), strings.Join(stuck, "; "))}
 }

@@ -24,6 +24,11 @@
 //	    cordon and drain with (module proxy), and rancher/k3s-upgrade with the K3s binary
 //	    -k3s-binary (default $K3S_BINARY), tagged with its release. A separate archive: its inputs are not on every machine, and only
 //	    the SUC tests upload it.
+//	mkimages real-helm [-cache DIR] [-timeout D] OUT.tar.zst
+//	    the image a HelmChart makes a cluster pull (helm.go): rancher/klipper-helm, as
+//	    K3s v1.36.3+k3s1 names it, with helm v4.1.4 from the Go module proxy and the entry
+//	    script of the repository's snapshot of klipper-helm's source. A separate archive: only
+//	    the HelmChart tests upload it.
 //
 // Exit status: 0 done, 1 a build failed, 2 bad usage, 3 a build input is missing on this
 // machine (the message names it and how to get it).
@@ -53,6 +58,8 @@ func main() {
 			os.Exit(realMain(os.Args[2:]))
 		case "real-suc":
 			os.Exit(realSUCMain(os.Args[2:]))
+		case "real-helm":
+			os.Exit(realHelmMain(os.Args[2:]))
 		case "real-list":
 			for _, im := range realImages {
 				fmt.Println(im.Ref)
@@ -61,7 +68,7 @@ func main() {
 		}
 	}
 	if len(os.Args) != 2 {
-		fmt.Fprintln(os.Stderr, "usage: mkimages OUT.tar.zst | real [-cache DIR] [-local-path-src GITDIR] OUT.tar.zst | real-list")
+		fmt.Fprintln(os.Stderr, "usage: mkimages OUT.tar.zst | real [-cache DIR] [-local-path-src GITDIR] OUT.tar.zst | real-list | real-suc [-cache DIR] OUT.tar.zst | real-helm [-cache DIR] OUT.tar.zst")
 		os.Exit(2)
 	}
 	if err := write(os.Args[1]); err != nil {
@@ -128,6 +135,26 @@ func realSUCMain(args []string) int {
 		err = b.writeArchive(ctx, fs.Arg(0), list)
 	}
 	return finish(ctx, "mkimages real-suc", err)
+}
+
+// realHelmMain is `mkimages real-helm`; it returns the exit status.
+func realHelmMain(args []string) int {
+	fs := flag.NewFlagSet("mkimages real-helm", flag.ContinueOnError)
+	cache := fs.String("cache", "", "cache the built programs in `DIR`, keyed by source digest (default: no cache)")
+	timeout := fs.Duration("timeout", 30*time.Minute, "give up after `D`")
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	if fs.NArg() != 1 {
+		fmt.Fprintln(os.Stderr, "usage: mkimages real-helm [-cache DIR] [-timeout D] OUT.tar.zst")
+		return 2
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	ctx, cancel := context.WithTimeout(ctx, *timeout)
+	defer cancel()
+	b := &builder{cacheDir: *cache, log: os.Stderr}
+	return finish(ctx, "mkimages real-helm", b.writeArchive(ctx, fs.Arg(0), helmImages()))
 }
 
 // finish reports err of the command what and returns the exit status: 3 for a missing build

@@ -37,8 +37,10 @@ type realImage struct {
 	// Dockerfile sets them.
 	Entrypoint, Cmd []string
 	User            string
-	Ports           []string
-	Env             []string
+	// WorkingDir is the image's working directory (empty: /).
+	WorkingDir string
+	Ports      []string
+	Env        []string
 	// Dirs are directories the image has beside the program (mode 0755, or 1777 for /tmp/).
 	Dirs []string
 }
@@ -141,7 +143,11 @@ func (im realImage) config(p built) v1.Config {
 		labelRecipe:                            p.Recipe,
 		labelSourceDigest:                      p.Digest,
 	}
-	cfg := v1.Config{Entrypoint: im.Entrypoint, Cmd: im.Cmd, User: im.User, Env: im.Env, WorkingDir: "/", Labels: labels}
+	wd := im.WorkingDir
+	if wd == "" {
+		wd = "/"
+	}
+	cfg := v1.Config{Entrypoint: im.Entrypoint, Cmd: im.Cmd, User: im.User, Env: im.Env, WorkingDir: wd, Labels: labels}
 	if len(im.Ports) > 0 {
 		cfg.ExposedPorts = map[string]struct{}{}
 		for _, p := range im.Ports {

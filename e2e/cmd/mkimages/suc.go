@@ -8,7 +8,6 @@ import (
 	"compress/gzip"
 	"context"
 	"crypto/sha256"
-	_ "embed"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -35,10 +34,25 @@ const (
 // sucNote ends the description of the controller's image.
 const sucNote = " Commit " + sucDescribe + " (" + sucCommit + "), the snapshot whose manifests k3strap embeds, under the reference of release " + suc.Version + ": the commits between them change dependencies, README and CI files only."
 
-// upgradeScript is the k3s-upgrade image's /bin/upgrade.sh (k3strap's, see its header).
-//
-//go:embed k3supgrade/upgrade.sh
-var upgradeScript []byte
+// The k3s-upgrade image's script: scripts/upgrade.sh of github.com/k3s-io/k3s-upgrade at
+// k3sUpgradeCommit (the newest commit reachable here; the script last changed in 1a750bc,
+// May 2025), from the repository's snapshot k3sUpgradeSnapshot (`git archive --format=tar.gz
+// e45db20`, Apache-2.0, its LICENSE inside; 13 KB). Upstream's image is Alpine with jq,
+// libselinux-utils and procps, its /bin/sh BusyBox's ash; here jq and procps are Debian's
+// with their libraries, the shell and the rest BusyBox from Debian's package busybox
+// (loadDebBusybox; k3sUpgradeNote).
+const (
+	k3sUpgradeCommit   = "e45db208b49b6c0e680dc59667a6156322dc3774"
+	k3sUpgradeSnapshot = "e2e/testdata/upstream/k3s-upgrade-e45db20.tar.gz"
+)
+
+// k3sUpgradeDebian are the Debian packages of the k3s-upgrade image's tools: procps's ps
+// (the script reads `ps -ef` columns and `ps -p PID -o ppid=`, which BusyBox's ps lacks) and
+// jq, with the packages of the libraries they load.
+var k3sUpgradeDebian = []string{"procps", "libproc2-0", "jq", "libjq1", "libonig5", "libc6", "libsystemd0"}
+
+// k3sUpgradeNote ends the k3s-upgrade image's description.
+const k3sUpgradeNote = " Upstream's scripts/upgrade.sh of github.com/k3s-io/k3s-upgrade commit e45db20 and the K3s release binary at /opt/k3s; not upstream's image: Debian's procps (ps) and jq with their libraries and Debian's BusyBox (package busybox) as the shell and the other tools instead of Alpine's packages, without libselinux-utils (the script restores a binary's SELinux context only when getfilecon reports one), and the binary is the K3s binary under test, not one downloaded and checked against the release's sha256sum file."
 
 // sucImages are the images `k3strap upgrade --via suc` makes a cluster pull: system-upgrade-
 // controller built from a git directory of its source (b.sucSrc), the kubectl image its Jobs
@@ -76,7 +90,7 @@ func sucImages(b *builder) ([]realImage, error) {
 		},
 		{
 			Ref:       "docker.io/" + suc.UpgradeImage + ":" + strings.ReplaceAll(rel, "+", "-"),
-			Component: "k3s-upgrade (K3s binary and k3strap's upgrade script)", NamedBy: "templates/suc (the Plans' upgrade and prepare image, tagged by SUC with the Plan's version)",
+			Component: "k3s-upgrade (K3s binary and k3s-upgrade's upgrade script)", NamedBy: "templates/suc (the Plans' upgrade and prepare image, tagged by SUC with the Plan's version)",
 			Upstream: "https://github.com/k3s-io/k3s", Version: rel, License: "Apache-2.0",
 			Program: k3sBinaryProgram{}, Path: "/opt/k3s", Files: k3sUpgradeFiles,
 			Entrypoint: []string{"/bin/upgrade.sh"}, Cmd: []string{"upgrade"}, Env: []string{imagePATH},
@@ -158,11 +172,12 @@ func (sucProgram) build(ctx context.Context, b *builder, _ built, out string) er
 	return err
 }
 
-// k3sBinaryProgram is the K3s binary b.k3sBinary, copied.
+// k3sBinaryProgram is the K3s binary b.k3sBinary, copied; its source digest covers the image's
+// other files too (k3sUpgradeFiles).
 type k3sBinaryProgram struct{}
 
 func (k3sBinaryProgram) source(ctx context.Context, b *builder) (built, error) {
-	bb, err := busyboxProgram{}.source(ctx, b)
+	bb, err := loadDebBusybox(ctx, b.cacheDir)
 	if err != nil {
 		return built{}, err
 	}
@@ -170,9 +185,25 @@ func (k3sBinaryProgram) source(ctx context.Context, b *builder) (built, error) {
 	if err != nil {
 		return built{}, &missingError{err.Error()}
 	}
-	h, s := sha256.Sum256(bin), sha256.Sum256(upgradeScript)
-	return built{Digest: fmt.Sprintf("k3s sha256:%x, upgrade.sh sha256:%x, %s", h, s, bb.Digest),
-		Recipe: "the K3s release binary copied to /opt/k3s; k3strap's upgrade.sh (e2e/cmd/mkimages/k3supgrade, written from the documented behaviour of rancher/k3s-upgrade, not upstream's script); " + bb.Recipe + " as its shell"}, nil
+	id, err := tarCommit(k3sUpgradeSnapshot)
+	if err != nil {
+		return built{}, &missingError{fmt.Sprintf("%s: %v", k3sUpgradeSnapshot, err)}
+	}
+	if id != k3sUpgradeCommit {
+		return built{}, fmt.Errorf("%s is `git archive` of commit %s, want %s", k3sUpgradeSnapshot, id, k3sUpgradeCommit)
+	}
+	script, err := tarFile(k3sUpgradeSnapshot, "scripts/upgrade.sh")
+	if err != nil {
+		return built{}, err
+	}
+	_, deb, err := debianFiles(ctx, k3sUpgradeDebian, "/usr/bin/ps", "/usr/bin/jq")
+	if err != nil {
+		return built{}, err
+	}
+	h, s := sha256.Sum256(bin), sha256.Sum256(script)
+	return built{Digest: fmt.Sprintf("k3s sha256:%x; github.com/k3s-io/k3s-upgrade commit %s scripts/upgrade.sh sha256:%x; %s; %s", h, k3sUpgradeCommit, s, deb, bb.Digest),
+		Note:   k3sUpgradeNote,
+		Recipe: "the K3s release binary copied to /opt/k3s; scripts/upgrade.sh of k3s-upgrade " + k3sUpgradeCommit[:7] + " as /bin/upgrade.sh; Debian's ps and jq with their libraries; Debian's busybox " + bb.Version + " (the dynamically linked build) for the shell and the other tools"}, nil
 }
 
 func (k3sBinaryProgram) build(_ context.Context, b *builder, _ built, out string) error {
@@ -183,22 +214,29 @@ func (k3sBinaryProgram) build(_ context.Context, b *builder, _ built, out string
 	return os.WriteFile(out, bin, 0o755)
 }
 
-// k3sUpgradeFiles are the k3s-upgrade image's script and its shell: Debian's busybox-static
-// at /bin/busybox with a link per applet.
+// k3sUpgradeFiles are the k3s-upgrade image's files beside the K3s binary: upstream's script
+// as /bin/upgrade.sh, Debian's ps and jq with their libraries, and BusyBox with a link per
+// applet for the script's other tools (sh, awk, grep, sha256sum, date).
 func k3sUpgradeFiles(b *builder) ([]imagearchive.Entry, error) {
-	body, err := os.ReadFile(busyboxPath)
+	script, err := tarFile(k3sUpgradeSnapshot, "scripts/upgrade.sh")
 	if err != nil {
 		return nil, err
 	}
-	links, err := busyboxLinks(b)
+	files := []imagearchive.Entry{{Name: "/bin/upgrade.sh", Mode: 0o755, Body: script}}
+	deb, _, err := debianFiles(context.Background(), k3sUpgradeDebian, "/usr/bin/ps", "/usr/bin/jq")
 	if err != nil {
 		return nil, err
 	}
-	files := []imagearchive.Entry{{Name: busyboxPath, Mode: 0o755, Body: body}, {Name: "/bin/upgrade.sh", Mode: 0o755, Body: upgradeScript}}
-	for _, l := range links {
-		files = append(files, imagearchive.Entry{Name: l, Link: busyboxPath})
+	files = append(files, deb...)
+	bb, err := loadDebBusybox(context.Background(), b.cacheDir)
+	if err != nil {
+		return nil, err
 	}
-	return files, nil
+	bbf, err := bb.files(context.Background(), haveFiles(append(files, imagearchive.Entry{Name: "/opt/k3s"})))
+	if err != nil {
+		return nil, err
+	}
+	return append(files, bbf...), nil
 }
 
 // kubectlImageRe is the kubectl image of SUC's manifest (its config map's

@@ -10,6 +10,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/k3strap/k3strap/e2e/cmd/internal/imagearchive"
 )
 
 // The kubectl image is the one SUC's embedded manifest names, built from the staging modules
@@ -39,44 +41,78 @@ func TestSUCImagesMissingInputs(t *testing.T) {
 	}
 }
 
-// The k3s-upgrade image holds the script (executable, valid sh) and busybox as its shell.
+// The k3s-upgrade image holds upstream's script (executable, valid sh, from the snapshot of
+// commit e45db20), procps's ps and jq with their libraries, and Debian's dynamically linked
+// BusyBox for the shell and the rest, without a link shadowing ps or jq; its shell runs
+// Debian's ps from PATH (busybox-static's would run its own applet) and takes the script's
+// `kill -SIGTERM`.
 func TestK3sUpgradeFiles(t *testing.T) {
-	if _, err := os.Stat(busyboxPath); err != nil {
-		t.Skip("Debian's busybox-static is not installed: " + err.Error())
+	for _, p := range []string{"/usr/bin/ps", "/usr/bin/jq"} {
+		if _, err := os.Stat(p); err != nil {
+			t.Skipf("%v: Debian's procps and jq are needed (make test-setup installs them)", err)
+		}
 	}
-	files, err := k3sUpgradeFiles(&builder{log: io.Discard})
+	cache := t.TempDir()
+	if _, err := loadDebBusybox(t.Context(), cache); err != nil {
+		t.Skipf("Debian's package busybox cannot be downloaded here: %v", err)
+	}
+	t.Chdir(filepath.Join("..", "..", ".."))
+	if id, err := tarCommit(k3sUpgradeSnapshot); err != nil || id != k3sUpgradeCommit {
+		t.Fatalf("tarCommit(%s) = %q, %v; want %s", k3sUpgradeSnapshot, id, err, k3sUpgradeCommit)
+	}
+	files, err := k3sUpgradeFiles(&builder{log: io.Discard, cacheDir: cache})
 	if err != nil {
 		t.Fatal(err)
 	}
-	var script, sh bool
+	by := map[string]imagearchive.Entry{}
 	for _, f := range files {
-		switch f.Name {
-		case "/bin/upgrade.sh":
-			script = f.Mode == 0o755 && string(f.Body) == string(upgradeScript)
-		case "/bin/sh":
-			sh = f.Link == busyboxPath
+		by[f.Name] = f
+	}
+	script := by["/bin/upgrade.sh"]
+	if script.Mode != 0o755 || !strings.Contains(string(script.Body), "get_k3s_process_info") {
+		t.Errorf("/bin/upgrade.sh: mode %o, not upstream's script", script.Mode)
+	}
+	if by["/bin/sh"].Link != busyboxPath || by["/usr/bin/awk"].Link != busyboxPath {
+		t.Errorf("/bin/sh %+v, /usr/bin/awk %+v: want links to BusyBox", by["/bin/sh"].Link, by["/usr/bin/awk"].Link)
+	}
+	for _, p := range []string{"/usr/bin/ps", "/usr/bin/jq", "/lib64/ld-linux-x86-64.so.2"} {
+		if f, ok := by[p]; !ok || f.Link != "" || len(f.Body) == 0 {
+			t.Errorf("%s: %+v, want Debian's file", p, ok)
 		}
 	}
-	if !script || !sh {
-		t.Errorf("script %v, /bin/sh linked to busybox %v", script, sh)
+	if f, ok := by["/bin/ps"]; ok {
+		t.Errorf("/bin/ps is in the image (%+v): BusyBox's ps lacks -p and the -ef columns the script reads", f.Link)
 	}
-	if out, err := exec.Command(busyboxPath, "sh", "-n", "k3supgrade/upgrade.sh").CombinedOutput(); err != nil {
-		t.Errorf("busybox sh -n upgrade.sh: %v\n%s", err, out)
+	// The image's shell and ps, run in a root of the image's files: ps -p answers (Debian's
+	// ps, not BusyBox's applet) and kill -SIGTERM is taken.
+	root := t.TempDir()
+	for _, f := range files {
+		p := filepath.Join(root, f.Name)
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if f.Link != "" {
+			if err := os.Symlink(f.Link, p); err != nil {
+				t.Fatal(err)
+			}
+			continue
+		}
+		if err := os.WriteFile(p, f.Body, 0o755); err != nil {
+			t.Fatal(err)
+		}
 	}
-}
-
-// TestSUCSnapshot: the repository's copy of the controller's source is `git archive` of the
-// commit built, and a tar without git's commit id is refused.
-func TestSUCSnapshot(t *testing.T) {
-	id, err := tarCommit(filepath.Join("..", "..", "..", sucSnapshot))
-	if err != nil || id != sucCommit {
-		t.Fatalf("tarCommit(%s) = %q, %v; want %s", sucSnapshot, id, err, sucCommit)
+	if out, err := exec.Command(filepath.Join(root, busyboxPath), "sh", "-n", filepath.Join(root, "bin/upgrade.sh")).CombinedOutput(); err != nil {
+		t.Errorf("sh -n upgrade.sh: %v\n%s", err, out)
 	}
-	plain := filepath.Join(t.TempDir(), "plain.tar.gz")
-	if out, err := exec.Command("tar", "-czf", plain, "-C", t.TempDir(), ".").CombinedOutput(); err != nil {
-		t.Fatalf("tar: %v %s", err, out)
+	if os.Geteuid() != 0 {
+		return
 	}
-	if _, err := tarCommit(plain); err == nil || !strings.Contains(err.Error(), "not a `git archive`") {
-		t.Errorf("tarCommit of a plain tar: %v", err)
+	if err := os.MkdirAll(filepath.Join(root, "proc"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	check := `mount -t proc proc "$1/proc" && chroot "$1" /bin/sh -c 'ps -p 1 -o ppid= && sleep 5 & kill -SIGTERM $! && echo killed'; r=$?; umount "$1/proc"; exit $r`
+	out, err := exec.Command("unshare", "-m", "sh", "-c", check, "sh", root).CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "killed") || strings.Contains(string(out), "invalid option") {
+		t.Errorf("the image's shell: ps -p and kill -SIGTERM: %v\n%s", err, out)
 	}
 }

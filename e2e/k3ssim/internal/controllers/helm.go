@@ -46,22 +46,24 @@ const (
 	releaseAux     = "helm/releases" // map "ns/name" -> config hash of the installed release
 )
 
-// helmJobTolerations are the tolerations helm-controller gives install jobs; bootstrap
-// charts also tolerate the not-ready and uninitialized taints (k3s-io/helm-controller job.go).
+// helmJobTolerations are the tolerations helm-controller gives install jobs
+// (k3s-io/helm-controller v0.17.7 pkg/controllers/chart/chart.go job(); K3s sets no
+// JobTolerations): only a bootstrap chart's job tolerates anything — the not-ready,
+// network-unavailable and uninitialized NoSchedule taints, CriticalAddonsOnly, etcd NoExecute
+// and control-plane NoSchedule. Seen on the real K3s v1.36.3: a chart's Job has none.
 func helmJobTolerations(bootstrap bool) []corev1.Toleration {
+	if !bootstrap {
+		return nil
+	}
 	exists := corev1.TolerationOpExists
-	t := []corev1.Toleration{
+	return []corev1.Toleration{
+		{Key: "node.kubernetes.io/not-ready", Effect: corev1.TaintEffectNoSchedule},
+		{Key: "node.kubernetes.io/network-unavailable", Effect: corev1.TaintEffectNoSchedule},
+		{Key: "node.cloudprovider.kubernetes.io/uninitialized", Operator: corev1.TolerationOpEqual, Value: "true", Effect: corev1.TaintEffectNoSchedule},
 		{Key: "CriticalAddonsOnly", Operator: exists},
 		{Key: "node-role.kubernetes.io/etcd", Operator: exists, Effect: corev1.TaintEffectNoExecute},
 		{Key: "node-role.kubernetes.io/control-plane", Operator: exists, Effect: corev1.TaintEffectNoSchedule},
-		{Key: "node-role.kubernetes.io/master", Operator: exists, Effect: corev1.TaintEffectNoSchedule},
 	}
-	if bootstrap {
-		t = append(t,
-			corev1.Toleration{Key: "node.kubernetes.io/not-ready", Effect: corev1.TaintEffectNoSchedule},
-			corev1.Toleration{Key: "node.cloudprovider.kubernetes.io/uninitialized", Operator: corev1.TolerationOpEqual, Value: "true", Effect: corev1.TaintEffectNoSchedule})
-	}
-	return t
 }
 
 func chartHash(hc *helmChart) string {
