@@ -118,6 +118,12 @@ type Planner struct {
 	addonsOnce sync.Once
 	addons     []File
 	addonsErr  error
+
+	// scriptOnce: the install script is the same for every host; its content (and the
+	// user's file read) once per run, shared by every host's plan.
+	scriptOnce sync.Once
+	script     scriptChoice
+	scriptErr  error
 }
 
 // Plan returns the plan for h, its architecture arch (from facts; "" when unknown, which is
@@ -138,7 +144,8 @@ func (pl *Planner) plan(h *inventory.Host, f *facts.Host) (*HostPlan, error) {
 		return nil, fmt.Errorf("host %s: %w", h.Name, err)
 	}
 	p.ConfigYAML = y
-	script, err := pl.installScript()
+	pl.scriptOnce.Do(func() { pl.script, pl.scriptErr = pl.installScript() })
+	script, err := pl.script, pl.scriptErr
 	if err != nil {
 		return nil, fmt.Errorf("host %s: %w", h.Name, err)
 	}
