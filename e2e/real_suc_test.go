@@ -217,7 +217,9 @@ func TestRealUpgradeSUC(t *testing.T) {
 	})
 
 	t.Run("jobs", func(t *testing.T) {
-		jobs := c.sucJobs(t, time.Minute, func(j map[string]batchv1.Job) bool { return j["cp1"].Name != "" && j["a1"].Name != "" && j["a2"].Name != "" })
+		jobs := c.sucJobs(t, time.Minute, func(j map[string]batchv1.Job) bool {
+			return j["cp1"].Name != "" && j["a1"].Name != "" && j["a2"].Name != ""
+		})
 		a1, srv := jobs["a1"], jobs["cp1"]
 		if a1.Labels["upgrade.cattle.io/plan"] != "k3s-agent" || srv.Labels["upgrade.cattle.io/plan"] != "k3s-server" {
 			t.Errorf("jobs' plans: a1 %q, cp1 %q; want k3s-agent and k3s-server", a1.Labels["upgrade.cattle.io/plan"], srv.Labels["upgrade.cattle.io/plan"])
@@ -278,7 +280,9 @@ func TestRealUpgradeSUC(t *testing.T) {
 
 	// taint: the controller makes the Jobs again (a watch started before would find no Job
 	// and the nodes on the release: done); cp1's completes, a1's stays Pending on the taint.
-	c.sucJobs(t, time.Minute, func(j map[string]batchv1.Job) bool { return j["cp1"].Name != "" && j["a1"].Name != "" && j["a2"].Name != "" })
+	c.sucJobs(t, time.Minute, func(j map[string]batchv1.Job) bool {
+		return j["cp1"].Name != "" && j["a1"].Name != "" && j["a2"].Name != ""
+	})
 	r4 := c.k3strap(3*time.Minute, "upgrade", "--watch", "--stall-grace", "20s")
 	defer r4.dump(t)
 	if h, d := sucStall(t, r4); r4.code != 4 || h != "a1" || d == nil || d.Diagnosis != "suc-job-untolerated-taint" {
