@@ -93,9 +93,9 @@ func (sucWatchStep) Run(ctx context.Context, s *session) error {
 					s.state(n).setResult(events.StatusSkipped, "not a node of the cluster")
 					continue
 				}
-				if v := p.Node(n).Metadata.Labels[suc.OptOutLabel]; v == "disabled" || v == "false" {
-					em.Warn(n, "labelled "+suc.OptOutLabel+"="+v+": the Plans leave it out")
-					s.state(n).setResult(events.StatusSkipped, "opted out of SUC upgrades")
+				if why := p.LeftOut(p.Node(n)); why != "" {
+					em.Warn(n, why)
+					s.state(n).setResult(events.StatusSkipped, "opted out of SUC upgrades: "+why)
 					continue
 				}
 				watched = append(watched, n)

@@ -10,6 +10,7 @@ package sucwatch
 import (
 	"context"
 	"fmt"
+	"maps"
 	"slices"
 	"sort"
 	"strings"
@@ -77,6 +78,10 @@ type PlanStatus struct {
 	Metadata struct {
 		Name string `json:"name"`
 	} `json:"metadata"`
+	Spec struct {
+		// NodeSelector picks the Plan's nodes (nil: every node).
+		NodeSelector *metav1.LabelSelector `json:"nodeSelector"`
+	} `json:"spec"`
 	Status struct {
 		LatestHash string   `json:"latestHash"`
 		Applying   []string `json:"applying"`
@@ -139,6 +144,38 @@ func (p *Poll) planApplied(n *Node) bool {
 		}
 	}
 	return false
+}
+
+// LeftOut says why SUC applies none of the Plans to node n: "" when some Plan selects it and
+// does not leave it out. SUC's selection (pkg/upgrade/plan/plan.go SelectConcurrentNodes): a
+// Plan's nodeSelector (k3strap's exclude nodes labelled k3s-upgrade=disabled or false), and a
+// node labelled plan.upgrade.cattle.io/<plan>=disabled is never selected by that Plan. With no
+// Plan read yet, "".
+func (p *Poll) LeftOut(n *Node) string {
+	if len(p.plans) == 0 || n == nil {
+		return ""
+	}
+	var disabled []string
+	for _, name := range slices.Sorted(maps.Keys(p.plans)) {
+		pl := p.plans[name]
+		if pl.Spec.NodeSelector != nil {
+			sel, err := metav1.LabelSelectorAsSelector(pl.Spec.NodeSelector)
+			if err != nil || !sel.Matches(labels.Set(n.Metadata.Labels)) {
+				continue
+			}
+		}
+		if n.Metadata.Labels[suc.PlanLabelPrefix+name] != "disabled" {
+			return ""
+		}
+		disabled = append(disabled, suc.PlanLabelPrefix+name+"=disabled")
+	}
+	if len(disabled) > 0 {
+		return "labelled " + strings.Join(disabled, ", ") + ": system-upgrade-controller leaves it out"
+	}
+	if v := n.Metadata.Labels[suc.OptOutLabel]; v != "" {
+		return "labelled " + suc.OptOutLabel + "=" + v + ": the Plans leave it out"
+	}
+	return "no Plan selects it"
 }
 
 func jobDone(j *batchv1.Job) (complete, failed bool, msg string) {

@@ -4,6 +4,7 @@
 package sucwatch
 
 import (
+	"maps"
 	"strings"
 	"testing"
 	"time"
@@ -13,6 +14,7 @@ import (
 	policyv1 "k8s.io/api/policy/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
+	"sigs.k8s.io/yaml"
 
 	"github.com/k3strap/k3strap/checkid"
 	"github.com/k3strap/k3strap/events"
@@ -134,5 +136,51 @@ func TestSUCDiagnoses(t *testing.T) {
 	back := testNode("a2", false, newV, false, true)
 	if st := DiagnoseNode(&Poll{nodes: map[string]*Node{"a2": back}}, back, newV); st == nil || st.Diagnosis != checkid.SUCNodeNotBack {
 		t.Errorf("node not back: %+v", st)
+	}
+}
+
+// TestSUCLeftOut: the nodes SUC leaves out of k3strap's Plans (their own node selectors, as
+// rendered, and plan.upgrade.cattle.io/<plan>=disabled) are told apart from those a Plan
+// selects; the watch skips them instead of waiting for a Job that never comes.
+func TestSUCLeftOut(t *testing.T) {
+	docs, err := suc.Plans(suc.Options{K3sVersion: newV})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &Poll{plans: map[string]*PlanStatus{}}
+	for _, doc := range strings.Split(string(docs), "\n---\n") {
+		var pl PlanStatus
+		if err := yaml.Unmarshal([]byte(doc), &pl); err != nil || pl.Metadata.Name == "" {
+			continue
+		}
+		p.plans[pl.Metadata.Name] = &pl
+	}
+	if len(p.plans) != 2 || p.plans[suc.ServerPlan].Spec.NodeSelector == nil || p.plans[suc.AgentPlan].Spec.NodeSelector == nil {
+		t.Fatalf("rendered Plans %v: want both with a node selector", p.plans)
+	}
+	node := func(server bool, labels map[string]string) *Node {
+		n := testNode("n", server, oldV, true, false)
+		maps.Copy(n.Metadata.Labels, labels)
+		return n
+	}
+	for _, c := range []struct {
+		name   string
+		n      *Node
+		reason string
+	}{
+		{"server", node(true, nil), ""},
+		{"agent", node(false, nil), ""},
+		{"opted out", node(false, map[string]string{suc.OptOutLabel: "disabled"}), "labelled k3s-upgrade=disabled: the Plans leave it out"},
+		{"server Plan disabled on a server", node(true, map[string]string{suc.PlanLabelPrefix + suc.ServerPlan: "disabled"}), "labelled plan.upgrade.cattle.io/k3s-server=disabled: system-upgrade-controller leaves it out"},
+		{"agent Plan disabled on an agent", node(false, map[string]string{suc.PlanLabelPrefix + suc.AgentPlan: "disabled"}), "labelled plan.upgrade.cattle.io/k3s-agent=disabled: system-upgrade-controller leaves it out"},
+		{"agent Plan disabled on a server", node(true, map[string]string{suc.PlanLabelPrefix + suc.AgentPlan: "disabled"}), ""},
+		{"a Plan's hash", node(false, map[string]string{suc.PlanLabelPrefix + suc.AgentPlan: "h1"}), ""},
+	} {
+		if got := p.LeftOut(c.n); got != c.reason {
+			t.Errorf("%s: LeftOut %q, want %q", c.name, got, c.reason)
+		}
+	}
+	if got := (&Poll{}).LeftOut(node(false, map[string]string{suc.OptOutLabel: "disabled"})); got != "" {
+		t.Errorf("no Plans read yet: %q, want \"\"", got)
 	}
 }
