@@ -321,7 +321,11 @@ func TestRealUpgradeSUC(t *testing.T) {
 				upgradeRef = ref
 			}
 		}
-		c.kubectl(strings.ReplaceAll(realPDBWorkload, "K3S_UPGRADE_IMAGE", upgradeRef), "apply", "-f", "-")
+		// The pod tolerates a1's taint, so it runs there before the taint goes; it runs BusyBox
+		// of the k3s-upgrade image, the only image with a shell the SUC cluster holds.
+		c.kubectl(pdbWorkload("a1", `{name: web, image: "`+upgradeRef+`", imagePullPolicy: Never, command: [sleep, "3600"]}`, `      tolerations: [{key: dedicated, operator: Equal, value: edge, effect: NoSchedule}]
+      terminationGracePeriodSeconds: 1
+`), "apply", "-f", "-")
 		c.waitPods("default", "app=web", 1, 2*time.Minute)
 		c.exec(0, "k3s", "kubectl", "taint", "node", "a1", "dedicated=edge:NoSchedule-")
 		r := c.k3strap(4*time.Minute, "upgrade", "--watch", "--stall-grace", "20s")
@@ -380,36 +384,6 @@ func TestRealUpgradeSUC(t *testing.T) {
 	c.waitSUCDone(t, "a2", "k3s-agent")
 	t.Logf("TestRealUpgradeSUC: %s", time.Since(start).Round(time.Second))
 }
-
-// realPDBWorkload is a pod on a1 (it tolerates a1's taint dedicated=edge:NoSchedule) whose
-// PodDisruptionBudget allows no disruption; it runs BusyBox of the k3s-upgrade image
-// (K3S_UPGRADE_IMAGE, the archive's reference), the only image with a shell the SUC cluster
-// holds.
-const realPDBWorkload = `apiVersion: apps/v1
-kind: Deployment
-metadata: {name: web, namespace: default}
-spec:
-  replicas: 1
-  selector: {matchLabels: {app: web}}
-  template:
-    metadata: {labels: {app: web}}
-    spec:
-      nodeSelector: {kubernetes.io/hostname: a1}
-      tolerations: [{key: dedicated, operator: Equal, value: edge, effect: NoSchedule}]
-      terminationGracePeriodSeconds: 1
-      containers:
-        - name: web
-          image: K3S_UPGRADE_IMAGE
-          imagePullPolicy: Never
-          command: [sleep, "3600"]
----
-apiVersion: policy/v1
-kind: PodDisruptionBudget
-metadata: {name: web, namespace: default}
-spec:
-  minAvailable: 1
-  selector: {matchLabels: {app: web}}
-`
 
 // sucState is what SUC's namespace holds (Plans, Jobs, pods) and the logs of its Job pods,
 // for a failure message.

@@ -13,9 +13,12 @@ import (
 	"github.com/k3strap/k3strap/events"
 )
 
-// pdbWorkload is a Deployment pinned to a2 whose PodDisruptionBudget allows no disruption:
-// draining a2 is blocked until the budget goes.
-const pdbWorkload = `apiVersion: apps/v1
+// pdbWorkload is Deployment default/web of one pod on node, its container the YAML flow
+// mapping container (pod spec lines podSpec added, indented by six spaces), and a
+// PodDisruptionBudget that allows it no disruption: draining node is blocked until the budget
+// goes.
+func pdbWorkload(node, container, podSpec string) string {
+	return `apiVersion: apps/v1
 kind: Deployment
 metadata: {name: web, namespace: default}
 spec:
@@ -24,9 +27,9 @@ spec:
   template:
     metadata: {labels: {app: web}}
     spec:
-      nodeSelector: {kubernetes.io/hostname: a2}
-      containers: [{name: web, image: nginx}]
----
+      nodeSelector: {kubernetes.io/hostname: ` + node + `}
+      containers: [` + container + `]
+` + podSpec + `---
 apiVersion: policy/v1
 kind: PodDisruptionBudget
 metadata: {name: web, namespace: default}
@@ -34,6 +37,7 @@ spec:
   minAvailable: 1
   selector: {matchLabels: {app: web}}
 `
+}
 
 // TestUpgradeSUC: 1 server + 3 agents (a1 with the custom taint
 // dedicated=edge:NoExecute) upgraded by the simulator's stand-in for system-upgrade-controller:
@@ -52,7 +56,7 @@ func TestUpgradeSUC(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	if err := c.h.WriteFile(ctx, c.hosts[0].Index, "/root/web.yaml", []byte(pdbWorkload), 0o644); err != nil {
+	if err := c.h.WriteFile(ctx, c.hosts[0].Index, "/root/web.yaml", []byte(pdbWorkload("a2", "{name: web, image: nginx}", "")), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	c.exec(0, "k3s", "kubectl", "apply", "-f", "/root/web.yaml")

@@ -77,84 +77,81 @@ func main() {
 	}
 }
 
-// realMain is `mkimages real`; it returns the exit status.
-func realMain(args []string) int {
-	fs := flag.NewFlagSet("mkimages real", flag.ContinueOnError)
+// archiveMain runs `mkimages KIND [flags] OUT.tar.zst`: the flags every kind takes (-cache,
+// -timeout) and those flags adds to fs, then images builds the archive's list with the
+// builder the flags filled; it returns the exit status (2: bad usage).
+func archiveMain(kind string, args []string, usage string, flags func(fs *flag.FlagSet) func(b *builder) error, images func(b *builder) ([]realImage, error)) int {
+	name := "mkimages " + kind
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
 	cache := fs.String("cache", "", "cache the built programs in `DIR`, keyed by source digest (default: no cache)")
-	lpp := fs.String("local-path-src", os.Getenv("LOCAL_PATH_PROVISIONER_SRC"), "a git directory of github.com/rancher/local-path-provisioner holding tag "+localPathTag+", built instead of "+localPathProxyVersion+" from the module proxy (default $LOCAL_PATH_PROVISIONER_SRC)")
 	timeout := fs.Duration("timeout", 30*time.Minute, "give up after `D`")
+	fill := func(*builder) error { return nil }
+	if flags != nil {
+		fill = flags(fs)
+	}
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
 	if fs.NArg() != 1 {
-		fmt.Fprintln(os.Stderr, "usage: mkimages real [-cache DIR] [-local-path-src GITDIR] [-timeout D] OUT.tar.zst")
+		fmt.Fprintln(os.Stderr, "usage: "+name+" "+usage)
+		return 2
+	}
+	b := &builder{cacheDir: *cache, log: os.Stderr}
+	if err := fill(b); err != nil {
+		fmt.Fprintln(os.Stderr, name+":", err)
 		return 2
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	ctx, cancel := context.WithTimeout(ctx, *timeout)
 	defer cancel()
-	b := &builder{cacheDir: *cache, localPathSrc: *lpp, log: os.Stderr}
-	return finish(ctx, "mkimages real", b.writeArchive(ctx, fs.Arg(0), realImages))
+	list, err := images(b)
+	if err == nil {
+		err = b.writeArchive(ctx, fs.Arg(0), list)
+	}
+	return finish(ctx, name, err)
+}
+
+// realMain is `mkimages real`; it returns the exit status.
+func realMain(args []string) int {
+	return archiveMain("real", args, "[-cache DIR] [-local-path-src GITDIR] [-timeout D] OUT.tar.zst",
+		func(fs *flag.FlagSet) func(b *builder) error {
+			lpp := fs.String("local-path-src", os.Getenv("LOCAL_PATH_PROVISIONER_SRC"), "a git directory of github.com/rancher/local-path-provisioner holding tag "+localPathTag+", built instead of "+localPathProxyVersion+" from the module proxy (default $LOCAL_PATH_PROVISIONER_SRC)")
+			return func(b *builder) error { b.localPathSrc = *lpp; return nil }
+		},
+		func(*builder) ([]realImage, error) { return realImages, nil })
 }
 
 // realSUCMain is `mkimages real-suc`; it returns the exit status.
 func realSUCMain(args []string) int {
-	fs := flag.NewFlagSet("mkimages real-suc", flag.ContinueOnError)
-	cache := fs.String("cache", "", "cache the built programs in `DIR`, keyed by source digest (default: no cache)")
-	defSrc := os.Getenv("SYSTEM_UPGRADE_CONTROLLER_SRC")
-	if _, err := os.Stat(sucSnapshot); defSrc == "" && err == nil {
-		defSrc = sucSnapshot
-	}
-	src := fs.String("suc-src", defSrc, "a git directory of github.com/rancher/system-upgrade-controller holding commit "+sucCommit[:7]+", or `git archive --format=tar.gz` of it (default $SYSTEM_UPGRADE_CONTROLLER_SRC, else "+sucSnapshot+")")
-	bin := fs.String("k3s-binary", os.Getenv("K3S_BINARY"), "the K3s binary of rancher/k3s-upgrade (default $K3S_BINARY)")
-	timeout := fs.Duration("timeout", 30*time.Minute, "give up after `D`")
-	if err := fs.Parse(args); err != nil {
-		return 2
-	}
-	if fs.NArg() != 1 {
-		fmt.Fprintln(os.Stderr, "usage: mkimages real-suc [-cache DIR] [-suc-src GITDIR|TAR.GZ] [-k3s-binary FILE] [-timeout D] OUT.tar.zst")
-		return 2
-	}
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	ctx, cancel := context.WithTimeout(ctx, *timeout)
-	defer cancel()
-	if *src != "" {
-		// The builds run in other directories.
-		abs, err := filepath.Abs(*src)
-		if err != nil {
-			fmt.Fprintln(os.Stderr, "mkimages real-suc:", err)
-			return 2
-		}
-		*src = abs
-	}
-	b := &builder{cacheDir: *cache, sucSrc: *src, k3sBinary: *bin, log: os.Stderr}
-	list, err := sucImages(b)
-	if err == nil {
-		err = b.writeArchive(ctx, fs.Arg(0), list)
-	}
-	return finish(ctx, "mkimages real-suc", err)
+	return archiveMain("real-suc", args, "[-cache DIR] [-suc-src GITDIR|TAR.GZ] [-k3s-binary FILE] [-timeout D] OUT.tar.zst",
+		func(fs *flag.FlagSet) func(b *builder) error {
+			defSrc := os.Getenv("SYSTEM_UPGRADE_CONTROLLER_SRC")
+			if _, err := os.Stat(sucSnapshot); defSrc == "" && err == nil {
+				defSrc = sucSnapshot
+			}
+			src := fs.String("suc-src", defSrc, "a git directory of github.com/rancher/system-upgrade-controller holding commit "+sucCommit[:7]+", or `git archive --format=tar.gz` of it (default $SYSTEM_UPGRADE_CONTROLLER_SRC, else "+sucSnapshot+")")
+			bin := fs.String("k3s-binary", os.Getenv("K3S_BINARY"), "the K3s binary of rancher/k3s-upgrade (default $K3S_BINARY)")
+			return func(b *builder) error {
+				b.k3sBinary = *bin
+				if *src != "" {
+					// The builds run in other directories.
+					abs, err := filepath.Abs(*src)
+					if err != nil {
+						return err
+					}
+					b.sucSrc = abs
+				}
+				return nil
+			}
+		},
+		sucImages)
 }
 
 // realHelmMain is `mkimages real-helm`; it returns the exit status.
 func realHelmMain(args []string) int {
-	fs := flag.NewFlagSet("mkimages real-helm", flag.ContinueOnError)
-	cache := fs.String("cache", "", "cache the built programs in `DIR`, keyed by source digest (default: no cache)")
-	timeout := fs.Duration("timeout", 30*time.Minute, "give up after `D`")
-	if err := fs.Parse(args); err != nil {
-		return 2
-	}
-	if fs.NArg() != 1 {
-		fmt.Fprintln(os.Stderr, "usage: mkimages real-helm [-cache DIR] [-timeout D] OUT.tar.zst")
-		return 2
-	}
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	ctx, cancel := context.WithTimeout(ctx, *timeout)
-	defer cancel()
-	b := &builder{cacheDir: *cache, log: os.Stderr}
-	return finish(ctx, "mkimages real-helm", b.writeArchive(ctx, fs.Arg(0), helmImages()))
+	return archiveMain("real-helm", args, "[-cache DIR] [-timeout D] OUT.tar.zst", nil,
+		func(*builder) ([]realImage, error) { return helmImages(), nil })
 }
 
 // finish reports err of the command what and returns the exit status: 3 for a missing build
