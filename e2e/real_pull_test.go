@@ -317,6 +317,9 @@ retryFor: 15s
 	if j := journal(); !strings.Contains(j, "status reported to the management cluster") {
 		t.Errorf("the journal does not say the status was reported:\n%s", lastLines(j, 20))
 	}
+	if rep := st.Report; rep == nil || !rep.Reported || rep.Site != siteName {
+		t.Errorf("status.json's report after the applied change: %+v, want reported as %s", rep, siteName)
+	}
 
 	// A commit signed by an unknown key: refused, nothing applied.
 	bad := inventory(map[string]any{"tier": "rogue"})

@@ -85,6 +85,7 @@ func (r *Runner) Run(ctx context.Context) (Status, error) {
 	}
 	st := prev
 	st.Host, st.Source = c.Host, c.SourceString()
+	st.Report = nil // this run's report, if any, comes after the run
 	st.Result = Result{State: ResultRunning}
 	fmt.Fprintf(r.Log, "k3strap pull: host %s, source %s, applied %s\n", c.Host, st.Source, short(prev.AppliedRevision))
 

@@ -45,8 +45,21 @@ type Status struct {
 	SourceMessage   string `json:"sourceMessage"`
 	// Result is the last run's outcome.
 	Result Result `json:"result"`
+	// Report is the outcome of the last run's report to the management cluster; nil when the
+	// configuration names none (docs/edge-pull.md "Status").
+	Report *Report `json:"report,omitempty"`
 	// Time is when the status was written.
 	Time time.Time `json:"time"`
+}
+
+// Report is how a run's report to the management cluster went: Reported, or the error
+// (naming the fix, never a credential) in Message; Server is the management cluster's API
+// address, Site the site's name there.
+type Report struct {
+	Reported bool   `json:"reported"`
+	Server   string `json:"server"`
+	Site     string `json:"site"`
+	Message  string `json:"message,omitempty"`
 }
 
 // Result is a run's outcome: State (the Result* constants), the step that failed, what

@@ -86,20 +86,26 @@ func (a *app) pullRunCmd() *cobra.Command {
 }
 
 // reportPullStatus sends a pull run's status to the management cluster when the
-// configuration names one (management:), as the site's own credential; a failure to report
-// goes to the journal (stderr) and never changes the run's exit code: the box's status.json
-// holds the same.
+// configuration names one (management:), as the site's own credential, and records how that
+// went in the box's status.json (Status.Report); a failure to report also goes to the journal
+// (stderr) and never changes the run's exit code.
 func (a *app) reportPullStatus(ctx context.Context, c *pull.Config, st pull.Status) {
 	m := c.Management
 	if m == nil || ctx.Err() != nil {
 		return
 	}
 	s := pullSiteStatus(st, localNodes(ctx, k3sKubeconfig))
+	rep := &pull.Report{Reported: true, Server: sitestatus.Server(m.Kubeconfig), Site: m.Site}
 	if err := sitestatus.Write(ctx, m.Kubeconfig, m.Site, s); err != nil {
-		fmt.Fprintf(a.stderr, "k3strap pull: the status was not reported to the management cluster %s (status.json has it): %v\n", sitestatus.Server(m.Kubeconfig), err)
-		return
+		rep.Reported, rep.Message = false, err.Error()
+		fmt.Fprintf(a.stderr, "k3strap pull: the status was not reported to the management cluster %s (status.json has the run and this error): %v\n", rep.Server, err)
+	} else {
+		fmt.Fprintf(a.stdout, "k3strap pull: status reported to the management cluster %s as site %s\n", rep.Server, m.Site)
 	}
-	fmt.Fprintf(a.stdout, "k3strap pull: status reported to the management cluster %s as site %s\n", sitestatus.Server(m.Kubeconfig), m.Site)
+	st.Report = rep
+	if err := pull.WriteStatus(c.StateDir, st); err != nil {
+		fmt.Fprintf(a.stderr, "k3strap pull: writing %s: %v\n", pull.StatusName, err)
+	}
 }
 
 // k3sKubeconfig is the admin kubeconfig a K3s server writes (docs/k3s.md "Files").

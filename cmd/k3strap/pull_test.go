@@ -112,3 +112,41 @@ func TestPullSiteStatus(t *testing.T) {
 		t.Errorf("unreachable, no nodes: %+v", s)
 	}
 }
+
+// TestReportPullStatusRecorded: how a run's report to the management cluster went is in the
+// box's status.json beside the run — reported, or not with the error (the token not in it) —
+// and on the journal; without management: no report at all.
+func TestReportPullStatusRecorded(t *testing.T) {
+	dir := t.TempDir()
+	const token = "k3strap-test-token-not-to-be-shown"
+	kubeconfig := filepath.Join(dir, "mgmt.kubeconfig")
+	kc := "apiVersion: v1\nkind: Config\nclusters:\n- name: m\n  cluster: {server: \"https://127.0.0.1:1\", insecure-skip-tls-verify: true}\n" +
+		"users:\n- name: u\n  user: {token: " + token + "}\ncontexts:\n- name: c\n  context: {cluster: m, user: u}\ncurrent-context: c\n"
+	if err := os.WriteFile(kubeconfig, []byte(kc), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	stderr := &strings.Builder{}
+	a := &app{stdout: &strings.Builder{}, stderr: stderr, v: NewViper()}
+	c := &pull.Config{StateDir: filepath.Join(dir, "state"), Management: &pull.Management{Kubeconfig: kubeconfig, Site: "store-9"}}
+	st := pull.Status{Host: "s1", Result: pull.Result{State: pull.ResultApplied, ExitMeaning: "success"}}
+	a.reportPullStatus(t.Context(), c, st)
+	got, err := pull.ReadStatus(c.StateDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r := got.Report; r == nil || r.Reported || r.Site != "store-9" || r.Server != "https://127.0.0.1:1" || r.Message == "" || got.Result.State != pull.ResultApplied {
+		t.Fatalf("status.json after a failed report: %+v (report %+v)", got, got.Report)
+	}
+	if strings.Contains(got.Report.Message+stderr.String(), token) {
+		t.Errorf("the token is in the report's error: %s / %s", got.Report.Message, stderr.String())
+	}
+	if !strings.Contains(stderr.String(), "not reported to the management cluster https://127.0.0.1:1") {
+		t.Errorf("journal: %q", stderr.String())
+	}
+	// Without management: nothing reported, status.json untouched.
+	c2 := &pull.Config{StateDir: filepath.Join(dir, "state2")}
+	a.reportPullStatus(t.Context(), c2, st)
+	if _, err := os.Stat(filepath.Join(c2.StateDir, pull.StatusName)); !os.IsNotExist(err) {
+		t.Errorf("status.json written without management: %v", err)
+	}
+}
