@@ -45,7 +45,7 @@ func (s *session) dialRetry(ctx context.Context, hs *hostState, cfg remote.Confi
 	}
 	if hs.host.IsLocal() {
 		// Local mode (connection: local): k3strap runs on the host; nothing is dialed.
-		return s.dialLocal(hs, cfg)
+		return s.dialLocal(ctx, hs, cfg)
 	}
 	var c *remote.Client
 	attempt := 0

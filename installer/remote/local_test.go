@@ -8,9 +8,11 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -199,5 +201,72 @@ func TestLocalStdinOutlivesProcess(t *testing.T) {
 		}
 	case <-time.After(10 * time.Second):
 		t.Fatal("the stream did not return after its process exited (its stdin reader still open)")
+	}
+}
+
+// TestLocalCheckSudo: in local mode as a user other than root, CheckSudo finds a sudo that asks
+// for a password, refuses or hangs within its timeout, as over SSH. The test binary runs itself
+// as nobody (setpriv) with a fake sudo first on PATH; it needs root to do that.
+func TestLocalCheckSudo(t *testing.T) {
+	if os.Getenv("K3STRAP_LOCAL_SUDO_HELPER") == "1" {
+		l, err := NewLocal(LocalConfig{Host: "box", Address: "10.0.0.5"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		start := time.Now()
+		err = CheckSudo(context.Background(), l, time.Second)
+		var se *SudoError
+		if errors.As(err, &se) {
+			fmt.Printf("RESULT reason=%s user=%s seconds=%.1f\n", se.Reason, l.User(), time.Since(start).Seconds())
+		} else {
+			fmt.Printf("RESULT err=%v\n", err)
+		}
+		return
+	}
+	if os.Geteuid() != 0 {
+		t.Skip("runs itself as nobody with setpriv: needs root")
+	}
+	setpriv, err := exec.LookPath("setpriv")
+	if err != nil {
+		t.Skip("setpriv (util-linux) not found")
+	}
+	dir, err := os.MkdirTemp("", "k3strap-local-sudo-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	if err := os.Chmod(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	self, err := os.ReadFile(os.Args[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	bin := filepath.Join(dir, "remote.test")
+	if err := os.WriteFile(bin, self, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct{ name, sudo, want string }{
+		{"password", "echo 'sudo: a password is required' >&2; exit 1", "reason=" + SudoNeedsPassword},
+		{"hangs", "exec sleep 30", "reason=" + SudoTimeout},
+		{"denied", "echo 'nobody is not in the sudoers file.' >&2; exit 1", "reason=" + SudoDenied},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			fake := filepath.Join(dir, c.name)
+			if err := os.MkdirAll(fake, 0o755); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(filepath.Join(fake, "sudo"), []byte("#!/bin/sh\n"+c.sudo+"\n"), 0o755); err != nil {
+				t.Fatal(err)
+			}
+			cmd := exec.Command(setpriv, "--reuid=65534", "--regid=65534", "--clear-groups", bin, "-test.run=^TestLocalCheckSudo$")
+			cmd.Env = []string{"K3STRAP_LOCAL_SUDO_HELPER=1", "PATH=" + fake + ":/usr/bin:/bin", "HOME=/"}
+			cmd.Dir = dir
+			out, err := cmd.CombinedOutput()
+			t.Logf("%s", strings.TrimSpace(string(out)))
+			if err != nil || !strings.Contains(string(out), "RESULT "+c.want+" ") {
+				t.Errorf("CheckSudo as nobody with a sudo that %s: %v, want %s", c.name, err, c.want)
+			}
+		})
 	}
 }
