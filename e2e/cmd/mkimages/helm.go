@@ -41,8 +41,9 @@ const (
 // klipperHelmNote ends the image's description: where it differs from upstream's.
 const klipperHelmNote = " helm " + helmVersion + " and klipper-helm's entry script as upstream's Dockerfile builds them (commit 09c5242). Not upstream's image: without the helm plugins helm-set-status and helm-mapkubeapis (their source at the pinned commits is not reachable here: the Go module proxy answers 403), so `helm set-status` and `helm mapkubeapis` fail as unknown commands, which the entry script ignores; bash is Debian's bash-static, jq Debian's jq with its glibc libraries, the other tools BusyBox (Debian's busybox-static), not Alpine 3.24's packages; no CA bundle."
 
-// helmImages are the images a HelmChart makes a cluster pull: klipper-helm, built from the
-// snapshot of its source (b.klipperSrc) and helm from the Go module proxy.
+// helmImages are the images a HelmChart makes a cluster pull: klipper-helm, its entry script
+// from the repository's snapshot of its source (klipperHelmSnapshot, relative to the
+// repository's root, where mkimages runs) and helm from the Go module proxy.
 func helmImages() []realImage {
 	return []realImage{{
 		Ref:       klipperHelmRef,
