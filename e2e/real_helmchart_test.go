@@ -41,8 +41,8 @@ const klipperHelmImage = "docker.io/rancher/klipper-helm:v0.13.3-build20260727"
 
 // helmImagesOnce builds the klipper-helm archive once per test binary (mkimages real-helm,
 // the program cached with the other real images).
-var helmImagesOnce = sync.OnceValues(func() (sucImagesBuilt, error) {
-	var hi sucImagesBuilt
+var helmImagesOnce = sync.OnceValues(func() (builtArchive, error) {
+	var hi builtArchive
 	var err error
 	hi.archive, hi.seconds, hi.log, err = runMkimages("real-helm", helmImagesArchive)
 	return hi, err

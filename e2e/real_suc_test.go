@@ -28,9 +28,9 @@ import (
 // sucImagesArchive is the file name of the SUC images archive on the hosts.
 const sucImagesArchive = "k3strap-suc-images-amd64.tar.zst"
 
-// sucImagesBuilt is the SUC images archive of this test binary: its path, references, how
-// long `mkimages real-suc` took and its output.
-type sucImagesBuilt struct {
+// builtArchive is an images archive mkimages built for this test binary (real-suc, real-helm):
+// its path, references, how long the build took and its output.
+type builtArchive struct {
 	archive string
 	refs    []string
 	seconds float64
@@ -40,8 +40,8 @@ type sucImagesBuilt struct {
 // sucImagesOnce builds the SUC images archive once per test binary, caching the programs in
 // the directory given by the first caller (the harness directory's real-images/, shared with
 // `mkimages real`); errRealImagesMissing when a build input is missing here (mkimages exit 3).
-var sucImagesOnce = sync.OnceValues(func() (sucImagesBuilt, error) {
-	var si sucImagesBuilt
+var sucImagesOnce = sync.OnceValues(func() (builtArchive, error) {
+	var si builtArchive
 	var err error
 	if si.archive, si.seconds, si.log, err = runMkimages("real-suc", sucImagesArchive); err != nil {
 		return si, err
@@ -60,7 +60,7 @@ var sucImagesOnce = sync.OnceValues(func() (sucImagesBuilt, error) {
 // needSUCImages returns the SUC images archive; it skips the test, saying why, when a build
 // input is missing here (the K3s binary, the controller's source) and fails it when a build
 // failed.
-func needSUCImages(t *testing.T, c *testCluster) sucImagesBuilt {
+func needSUCImages(t *testing.T, c *testCluster) builtArchive {
 	t.Helper()
 	return needImages(t, c, "real system-upgrade-controller images", sucImagesOnce)
 }

@@ -318,12 +318,9 @@ func (s *session) resolveEndpoint(alias string, exp inventory.SSH, depth int) (*
 func (s *session) remoteConfig(ctx context.Context, h *inventory.Host) (remote.Config, error) {
 	if h.IsLocal() {
 		// Local mode: no SSH settings are read (dialLocal), but sudo is checked within the
-		// connect timeout as over SSH.
-		timeout := s.in.cluster.HostSSHExplicit(h).ConnectTimeout.D()
-		if timeout <= 0 {
-			timeout = inventory.DefaultConnectTimeout.D()
-		}
-		return remote.Config{Host: h.Name, Address: h.Address, SudoPassword: s.in.opts.SudoPassword, CheckSudo: true, ConnectTimeout: timeout}, nil
+		// connect timeout as over SSH (defaulted there as remote.Dial defaults it).
+		return remote.Config{Host: h.Name, Address: h.Address, SudoPassword: s.in.opts.SudoPassword, CheckSudo: true,
+			ConnectTimeout: s.in.cluster.HostSSHExplicit(h).ConnectTimeout.D()}, nil
 	}
 	c := s.in.cluster
 	exp := c.HostSSHExplicit(h)

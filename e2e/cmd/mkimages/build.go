@@ -388,12 +388,16 @@ func (busyboxProgram) build(_ context.Context, _ *builder, _ built, out string) 
 	return os.WriteFile(out, bin, 0o755)
 }
 
-// busyboxLinks are the applets busybox lists (`busybox --list-full`), each a link to it, as
-// in the busybox images.
-func busyboxLinks(*builder) ([]string, error) {
-	out, err := exec.Command(busyboxPath, "--list-full").Output()
+// busyboxLinks are the applets Debian's busybox-static lists, each a link to it, as in the
+// busybox images (appletLinks).
+func busyboxLinks(*builder) ([]string, error) { return appletLinks(busyboxPath) }
+
+// appletLinks are the applets the BusyBox program bin lists (`bin --list-full`), as absolute
+// paths, without /bin/busybox itself.
+func appletLinks(bin string) ([]string, error) {
+	out, err := exec.Command(bin, "--list-full").Output()
 	if err != nil {
-		return nil, fmt.Errorf("%s --list-full: %w", busyboxPath, err)
+		return nil, fmt.Errorf("%s --list-full: %w", bin, err)
 	}
 	var links []string
 	for _, l := range strings.Fields(string(out)) {
@@ -402,4 +406,16 @@ func busyboxLinks(*builder) ([]string, error) {
 		}
 	}
 	return links, nil
+}
+
+// appletEntries are a link to /bin/busybox for each of links whose path is not in have (a path
+// the image holds another program at).
+func appletEntries(links []string, have map[string]bool) []imagearchive.Entry {
+	var files []imagearchive.Entry
+	for _, l := range links {
+		if !have[l] {
+			files = append(files, imagearchive.Entry{Name: l, Link: busyboxPath})
+		}
+	}
+	return files
 }

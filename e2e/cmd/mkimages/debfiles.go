@@ -149,7 +149,7 @@ func (d debBusybox) files(ctx context.Context, have map[string]bool) ([]imagearc
 	if err != nil {
 		return nil, err
 	}
-	list, err := run(ctx, tmp, nil, bin, "--list-full")
+	links, err := appletLinks(bin)
 	if err != nil {
 		return nil, err
 	}
@@ -165,12 +165,7 @@ func (d debBusybox) files(ctx context.Context, have map[string]bool) ([]imagearc
 		files = append(files, imagearchive.Entry{Name: l, Mode: 0o755, Body: body})
 		have[l] = true
 	}
-	for _, l := range strings.Fields(string(list)) {
-		if p := "/" + strings.TrimPrefix(l, "/"); p != busyboxPath && !have[p] {
-			files = append(files, imagearchive.Entry{Name: p, Link: busyboxPath})
-		}
-	}
-	return files, nil
+	return append(files, appletEntries(links, have)...), nil
 }
 
 // busyboxFiles are Debian's busybox-static at /bin/busybox and a link to it for each applet
@@ -184,11 +179,5 @@ func busyboxFiles(b *builder, have map[string]bool) ([]imagearchive.Entry, error
 	if err != nil {
 		return nil, err
 	}
-	files := []imagearchive.Entry{{Name: busyboxPath, Mode: 0o755, Body: bb}}
-	for _, l := range links {
-		if !have[l] {
-			files = append(files, imagearchive.Entry{Name: l, Link: busyboxPath})
-		}
-	}
-	return files, nil
+	return append([]imagearchive.Entry{{Name: busyboxPath, Mode: 0o755, Body: bb}}, appletEntries(links, have)...), nil
 }
