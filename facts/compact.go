@@ -61,33 +61,54 @@ func sharedKernelConfig(body []docLine, build func() (map[string]string, error))
 }
 
 // compact replaces every string h holds by a copy (so that the parsed document can be freed)
-// and shares its kernel config.
+// and shares its kernel config. A short string that repeats within the host (an address's
+// scope, an interface or unit name, a state) is copied once: at hundreds of addresses per
+// host the scopes alone were 16 bytes each (docs/preflight.md "Cost at scale").
 func compact(h *Host) {
 	cfg := h.Kernel.Config
 	h.Kernel.Config = nil
-	cloneStrings(reflect.ValueOf(h).Elem())
+	c := cloner{seen: map[string]string{}}
+	c.strings(reflect.ValueOf(h).Elem())
 	h.Kernel.Config = cfg // shared and already copied (sharedKernelConfig)
 }
 
-func cloneStrings(v reflect.Value) {
+// cloner copies the strings of one Host; seen holds the short ones copied so far.
+type cloner struct{ seen map[string]string }
+
+// shortString is the longest string cloner shares within a host (bytes).
+const shortString = 32
+
+func (c cloner) clone(s string) string {
+	if len(s) > shortString {
+		return strings.Clone(s)
+	}
+	if t, ok := c.seen[s]; ok {
+		return t
+	}
+	t := strings.Clone(s)
+	c.seen[t] = t
+	return t
+}
+
+func (c cloner) strings(v reflect.Value) {
 	switch v.Kind() {
 	case reflect.String:
 		if v.CanSet() && v.Len() > 0 {
-			v.SetString(strings.Clone(v.String()))
+			v.SetString(c.clone(v.String()))
 		}
 	case reflect.Pointer, reflect.Interface:
 		if !v.IsNil() {
-			cloneStrings(v.Elem())
+			c.strings(v.Elem())
 		}
 	case reflect.Struct:
 		for i := 0; i < v.NumField(); i++ {
 			if v.Type().Field(i).IsExported() {
-				cloneStrings(v.Field(i))
+				c.strings(v.Field(i))
 			}
 		}
 	case reflect.Slice, reflect.Array:
 		for i := 0; i < v.Len(); i++ {
-			cloneStrings(v.Index(i))
+			c.strings(v.Index(i))
 		}
 	case reflect.Map:
 		if v.Len() == 0 {
@@ -98,10 +119,10 @@ func cloneStrings(v reflect.Value) {
 		for it.Next() {
 			k := reflect.New(v.Type().Key()).Elem()
 			k.Set(it.Key())
-			cloneStrings(k)
+			c.strings(k)
 			val := reflect.New(v.Type().Elem()).Elem()
 			val.Set(it.Value())
-			cloneStrings(val)
+			c.strings(val)
 			out.SetMapIndex(k, val)
 		}
 		if v.CanSet() {

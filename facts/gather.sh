@@ -9,6 +9,8 @@
 #   ...                          raw file contents or key=value lines, parsed in Go
 #   @@ end                       the document is complete
 # The shell stays dumb: it copies files and command output, Go does the parsing.
+# facts.Script sends this body without its comment lines, as a function whose output goes
+# through `gzip -c` when the host has gzip (facts.Parse reads both).
 #
 # Inputs (set by facts.Script above this text):
 #   K3STRAP_PW_STDIN=1   read one line from stdin: the sudo password (never put on a command line)

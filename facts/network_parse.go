@@ -99,6 +99,11 @@ func parseNetAddr(p *parser, h *Host, s *section) error {
 					}
 				}
 			}
+			// Sized once: a host may hold hundreds of addresses, and the facts are kept for the
+			// whole run (docs/preflight.md "Cost at scale").
+			if len(l.AddrInfo) > 0 {
+				ifc.Addrs = make([]IfAddr, 0, len(l.AddrInfo))
+			}
 			for _, a := range l.AddrInfo {
 				ad, err := netip.ParseAddr(a.Local)
 				if err != nil {

@@ -4,8 +4,11 @@
 package facts
 
 import (
+	"bytes"
+	"compress/gzip"
 	"encoding/hex"
 	"fmt"
+	"io"
 	"net/netip"
 	"path"
 	"strconv"
@@ -37,6 +40,9 @@ type ParseError struct {
 }
 
 func (e *ParseError) Error() string {
+	if e.Line == 0 {
+		return "facts document: " + e.Msg
+	}
 	if e.Section == "" {
 		return fmt.Sprintf("facts document line %d: %s", e.Line, e.Msg)
 	}
@@ -65,11 +71,16 @@ func clip(s string) string {
 	return s
 }
 
-// Parse reads the document Script printed. Errors are *ParseError values naming the line and
+// Parse reads the document Script printed, as it is or gzip-compressed (gzip's magic bytes
+// first; at most maxDocument bytes once expanded). Errors are *ParseError values naming the line and
 // section that was malformed; a document that is empty, has no "@k3strap-facts" header, a
 // format newer than FormatVersion, or no final "@@ end" (cut short) is an error too.
 // Host.Name and Host.ClockSkew are left for the caller.
 func Parse(out []byte) (*Host, error) {
+	out, err := gunzip(out)
+	if err != nil {
+		return nil, err
+	}
 	raw := strings.Split(string(out), "\n")
 	var (
 		secs    []*section
@@ -771,12 +782,12 @@ func parseRoute6(_ *parser, h *Host, s *section) error {
 }
 
 func parseAddr(_ *parser, h *Host, s *section) error {
-	seen := map[string]bool{}
+	seen := map[netip.Addr]bool{}
 	add := func(a netip.Addr) {
-		if a.IsLoopback() || a.IsLinkLocalUnicast() || seen[a.String()] {
+		if a.IsLoopback() || a.IsLinkLocalUnicast() || seen[a] {
 			return
 		}
-		seen[a.String()] = true
+		seen[a] = true
 		h.Addresses = append(h.Addresses, a.String())
 	}
 	switch s.arg {
@@ -972,4 +983,27 @@ func ParseHostSections(text string) *Host {
 		return &Host{}
 	}
 	return h
+}
+
+// maxDocument bounds a facts document once gunzipped (bytes): real ones are tens of kB.
+const maxDocument = 64 << 20
+
+// gunzip returns out expanded when it is a gzip stream, else out itself. Errors are a
+// *ParseError: a damaged stream, or one that expands beyond maxDocument.
+func gunzip(out []byte) ([]byte, error) {
+	if len(out) < 2 || out[0] != 0x1f || out[1] != 0x8b {
+		return out, nil
+	}
+	zr, err := gzip.NewReader(bytes.NewReader(out))
+	if err != nil {
+		return nil, &ParseError{Msg: "the compressed facts document is damaged: " + err.Error()}
+	}
+	doc, err := io.ReadAll(io.LimitReader(zr, maxDocument+1))
+	if err != nil {
+		return nil, &ParseError{Msg: "the compressed facts document is damaged: " + err.Error()}
+	}
+	if len(doc) > maxDocument {
+		return nil, &ParseError{Msg: fmt.Sprintf("the facts document is larger than %d MiB once expanded", maxDocument>>20)}
+	}
+	return doc, nil
 }

@@ -51,10 +51,31 @@ type ScriptInput struct {
 }
 
 // Script returns the complete facts script for in: shell-quoted assignments of the inputs and
-// the host paths (k3s.ShellVars), then the embedded gather.sh. The caller runs it as `sh -c <shell-quoted script>` over one SSH
+// the host paths (k3s.ShellVars), then the embedded gather.sh as a function whose output goes
+// through `gzip -c` when the host has gzip. The caller runs it as `sh -c <shell-quoted script>` over one SSH
 // channel (stdin carries the sudo password when in.SudoPasswordOnStdin) and passes stdout to
 // Parse.
-func Script(in ScriptInput) string {
+func Script(in ScriptInput) string { return withoutComments(script(in)) }
+
+// withoutComments returns script without the lines that are only a comment (blanks, then
+// '#'): a third of the facts script's bytes. The script travels on each host's command line,
+// and the SSH library keeps a buffer the size of the largest packet it sent for as long as the
+// connection lives (docs/preflight.md "Cost at scale"). The scripts hold no data line that
+// starts with '#' (TestScriptWithoutComments).
+func withoutComments(script string) string {
+	var b strings.Builder
+	b.Grow(len(script))
+	for line := range strings.Lines(script) {
+		if t := strings.TrimLeft(line, " \t"); strings.HasPrefix(t, "#") {
+			continue
+		}
+		b.WriteString(line)
+	}
+	return b.String()
+}
+
+// script is Script with its comments.
+func script(in ScriptInput) string {
 	var b strings.Builder
 	b.WriteString("# k3strap facts script inputs\n")
 	b.WriteString(k3s.ShellVars())
@@ -79,6 +100,13 @@ func Script(in ScriptInput) string {
 		b.WriteString(shellescape.Quote(f))
 	}
 	b.WriteString("\n")
+	// The document goes through gzip where the host has it (Parse reads either): a tenth of
+	// the bytes on a slow link, and small SSH packets, so that the SSH library does not keep
+	// a 32 KiB read buffer per connection for the rest of the run (docs/preflight.md "Cost at
+	// scale").
+	b.WriteString("k3strap_facts() {\n")
 	b.WriteString(gatherScript)
+	b.WriteString("}\n")
+	b.WriteString(`if command -v gzip >/dev/null 2>&1; then k3strap_facts "$@" | gzip -c; else k3strap_facts "$@"; fi` + "\n")
 	return b.String()
 }

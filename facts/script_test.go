@@ -459,3 +459,88 @@ func TestScriptFindsK3sBinary(t *testing.T) {
 		})
 	}
 }
+
+// TestScriptCompresses: the document comes gzip-compressed where the host has gzip and plain
+// where it has not (dash with BusyBox's applets minus gzip on PATH; BusyBox's own shell would
+// find its gzip applet whatever PATH says), and Parse reads both the same.
+func TestScriptCompresses(t *testing.T) {
+	if runtime.GOOS != "linux" {
+		t.Skip("the facts script targets Linux hosts")
+	}
+	bb, err := exec.LookPath("busybox")
+	if err != nil {
+		t.Skip("needs busybox (make test-setup installs busybox-static): the fallback is run with its applets minus gzip")
+	}
+	with := t.TempDir()
+	if err := exec.Command(bb, "--install", "-s", with).Run(); err != nil {
+		t.Fatalf("busybox --install: %v", err)
+	}
+	without := t.TempDir()
+	entries, err := os.ReadDir(with)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range entries {
+		if e.Name() != "gzip" {
+			if err := os.Symlink(bb, filepath.Join(without, e.Name())); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	script := Script(ScriptInput{})
+	zipped := runScript(t, shell{argv: []string{filepath.Join(with, "sh")}, path: with}, script, "")
+	plain := runScript(t, shell{argv: []string{"/bin/sh"}, path: without}, script, "")
+	if len(zipped) < 2 || zipped[0] != 0x1f || zipped[1] != 0x8b {
+		t.Fatalf("with gzip on PATH the document is not gzip-compressed: %q", clip(string(zipped)))
+	}
+	if !strings.HasPrefix(string(plain), magic+" ") {
+		t.Fatalf("without gzip the document is not plain: %q", clip(string(plain)))
+	}
+	hz, err := Parse(zipped)
+	if err != nil {
+		t.Fatalf("Parse(compressed): %v", err)
+	}
+	hp, err := Parse(plain)
+	if err != nil {
+		t.Fatalf("Parse(plain): %v", err)
+	}
+	if hz.OS.ID == "" || hz.OS.ID != hp.OS.ID || hz.KernelRelease != hp.KernelRelease || len(hz.Addresses) != len(hp.Addresses) {
+		t.Errorf("the two documents differ: OS %q/%q, kernel %q/%q, %d/%d addresses", hz.OS.ID, hp.OS.ID, hz.KernelRelease, hp.KernelRelease, len(hz.Addresses), len(hp.Addresses))
+	}
+	if len(zipped)*3 > len(plain) {
+		t.Errorf("compressed %d bytes of %d: less than a third saved", len(zipped), len(plain))
+	}
+	if _, err := Parse(zipped[:len(zipped)/2]); err == nil || !strings.Contains(err.Error(), "damaged") {
+		t.Errorf("Parse(cut gzip stream) = %v, want a damaged-document error", err)
+	}
+}
+
+// TestScriptWithoutComments: the script as sent (its comment lines dropped) is a third
+// smaller and prints the same sections as the script with its comments.
+func TestScriptWithoutComments(t *testing.T) {
+	if runtime.GOOS != "linux" {
+		t.Skip("the facts script targets Linux hosts")
+	}
+	in := ScriptInput{Files: []string{"/etc/hostname"}}
+	full, sent := script(in), Script(in)
+	if len(sent)*4 > len(full)*3 {
+		t.Errorf("without comments %d bytes of %d", len(sent), len(full))
+	}
+	sections := func(s string) []string {
+		out, err := gunzip(runScript(t, shell{argv: []string{"/bin/sh"}}, s, ""))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var heads []string
+		for l := range strings.Lines(string(out)) {
+			if strings.HasPrefix(l, "@@ ") {
+				heads = append(heads, strings.TrimSpace(l))
+			}
+		}
+		return heads
+	}
+	a, b := sections(full), sections(sent)
+	if len(a) < 20 || !slices.Equal(a, b) {
+		t.Errorf("sections with comments:\n%s\nwithout:\n%s", strings.Join(a, "\n"), strings.Join(b, "\n"))
+	}
+}

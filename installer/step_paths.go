@@ -65,6 +65,9 @@ func (pathsStep) Run(ctx context.Context, s *session) error {
 		case n.Net != nil && len(n.Net.ProbeTools) == 0:
 			ph.Skip = "neither perl nor python3 is installed (the path check runs with either)"
 		default:
+			if n.Net != nil {
+				ph.Tool = n.Net.ProbeTools[0]
+			}
 			c := hs.c()
 			ph.Run = func(ctx context.Context, script string, stdin io.Reader, onLine func(string)) error {
 				return c.Stream(ctx, remote.Script("path check", script).AsRoot().WithStdin(stdin), onLine)

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"net/netip"
+	"path"
 	"sort"
 	"strconv"
 	"strings"
@@ -23,7 +24,6 @@ import (
 type event struct {
 	host int
 	line probeLine
-	raw  string
 	done bool
 	err  error
 }
@@ -58,15 +58,16 @@ type pathRun struct {
 	cancel context.CancelFunc
 	c      *Cluster
 	opt    PathOptions
-	rep    *PathReport
-	probes []Probe
+	// rep is the report; its Results hold the planned probes (PlanProbes), in order, and are
+	// judged by results at the end. Probe n's ID is "p<n>".
+	rep *PathReport
 	// idx maps a host name to its index in runs.
 	idx    map[string]int
 	runs   []*hostRun
 	events chan event
 	wg     sync.WaitGroup
-	// What the probes printed, by probe ID: TCP results, datagram senders' results,
-	// datagrams received; listener states by "host proto port".
+	// What the probes printed, by probe ID: TCP results, datagram senders' results, the
+	// largest datagram received (one, see handle); listener states by "host proto port".
 	tcpRes  map[string]probeLine
 	sendRes map[string]probeLine
 	got     map[string][]probeLine
@@ -119,8 +120,14 @@ func (r *pathRun) track(id, kind string) {
 
 func newPathRun(ctx context.Context, cancel context.CancelFunc, c *Cluster, hosts []ProbeHost, opt PathOptions) *pathRun {
 	addrs := newPathAddrs(c)
-	r := &pathRun{ctx: ctx, cancel: cancel, c: c, opt: opt, rep: &PathReport{Hosts: map[string]string{}},
-		probes: planProbes(c, addrs), addrs: addrs, idx: map[string]int{}, runs: make([]*hostRun, len(hosts)), events: make(chan event, 1024),
+	// The plan is kept as the report's results, judged in place at the end (results): one
+	// copy of each probe, tens of thousands at 500 nodes.
+	plan := planProbes(c, addrs)
+	rep := &PathReport{Hosts: map[string]string{}, Results: make([]PathResult, len(plan))}
+	for i, p := range plan {
+		rep.Results[i].Probe = p
+	}
+	r := &pathRun{ctx: ctx, cancel: cancel, c: c, opt: opt, rep: rep, addrs: addrs, idx: map[string]int{}, runs: make([]*hostRun, len(hosts)), events: make(chan event, 1024),
 		tcpRes: map[string]probeLine{}, sendRes: map[string]probeLine{}, got: map[string][]probeLine{},
 		lstate: map[string]ListenerState{}, kinds: map[string]string{}, mtuOf: map[string]*MTUResult{}}
 	for i, h := range hosts {
@@ -137,9 +144,10 @@ func newPathRun(ctx context.Context, cancel context.CancelFunc, c *Cluster, host
 // listeners to bind: one per target host, proto and port.
 func (r *pathRun) startProbes() {
 	nonce := randHex(6)
-	script := ProbeScript(int(r.opt.Limit/time.Second), r.opt.Tool)
+	scripts := map[string]string{} // by interpreter: each built once
 	listens := make([]map[listenKey]netip.Addr, len(r.runs))
-	for _, p := range r.probes {
+	for n := range r.rep.Results {
+		p := &r.rep.Results[n].Probe
 		if i, ok := r.idx[p.To]; ok {
 			if listens[i] == nil {
 				listens[i] = map[listenKey]netip.Addr{}
@@ -151,6 +159,15 @@ func (r *pathRun) startProbes() {
 		if hr.h.Skip != "" || hr.h.Run == nil {
 			hr.exited = true
 			continue
+		}
+		tool := r.opt.Tool
+		if tool == "" {
+			tool = probeTool(hr.h.Tool)
+		}
+		script, ok := scripts[tool]
+		if !ok {
+			script = ProbeScript(int(r.opt.Limit/time.Second), tool)
+			scripts[tool] = script
 		}
 		r.start(i, hr, script)
 		var b strings.Builder
@@ -173,47 +190,64 @@ func (r *pathRun) startProbes() {
 	}
 }
 
-// start runs host i's probe: one goroutine copies its input to it, one runs it and sends
-// every line it prints, then its end, as events.
+// start runs host i's probe in a goroutine that sends every line it prints, then its end, as
+// events; its input is what hr.in carries (probeInput).
 func (r *pathRun) start(i int, hr *hostRun, script string) {
 	ctx := r.ctx
-	pr, pw := io.Pipe()
-	r.wg.Add(2)
+	r.wg.Add(1)
 	go func() {
 		defer r.wg.Done()
-		defer pw.Close()
-		for {
-			select {
-			case s, ok := <-hr.in:
-				if !ok {
-					return
-				}
-				if _, err := io.WriteString(pw, s); err != nil {
-					return
-				}
-			case <-ctx.Done():
-				return
-			}
-		}
-	}()
-	go func() {
-		defer r.wg.Done()
-		err := hr.h.Run(ctx, script, pr, func(s string) {
+		err := hr.h.Run(ctx, script, &probeInput{ctx: ctx, in: hr.in}, func(s string) {
 			l, ok := parseProbeLine(s)
 			if !ok {
 				return
 			}
 			select {
-			case r.events <- event{host: i, line: l, raw: s}:
+			case r.events <- event{host: i, line: l}:
 			case <-ctx.Done():
 			}
 		})
-		_ = pr.Close()
 		select {
 		case r.events <- event{host: i, done: true, err: err}:
 		case <-ctx.Done():
 		}
 	}()
+}
+
+// probeTool is the interpreter as probe.sh names it (perl, python3, or a path it runs as
+// given) for one the facts found: they report its path (/usr/bin/perl).
+func probeTool(found string) string {
+	switch path.Base(found) {
+	case "perl", "python3":
+		return path.Base(found)
+	}
+	return found
+}
+
+// probeInput is a probe's standard input: the strings sent on in, in order, then EOF when in
+// is closed (hostRun.close) or the run's context ends. Read straight from the channel, it
+// needs no pipe and no goroutine of its own per host.
+type probeInput struct {
+	ctx  context.Context
+	in   <-chan string
+	rest string
+}
+
+func (p *probeInput) Read(b []byte) (int, error) {
+	for p.rest == "" {
+		select {
+		case s, ok := <-p.in:
+			if !ok {
+				return 0, io.EOF
+			}
+			p.rest = s
+		case <-p.ctx.Done():
+			return 0, io.EOF
+		}
+	}
+	n := copy(b, p.rest)
+	p.rest = p.rest[n:]
+	return n, nil
 }
 
 // handle applies one event to the state.
@@ -253,7 +287,11 @@ func (r *pathRun) handle(e event) {
 			r.update(l.id, func() { r.sendRes[l.id] = l })
 		}
 	case "got":
-		r.update(l.id, func() { r.got[l.id] = append(r.got[l.id], l) })
+		// One arrival per probe is kept, the largest: a datagram probe is judged on whether
+		// any arrived, an MTU probe on the largest (largestGot).
+		if prev := r.got[l.id]; len(prev) == 0 || l.bytes > prev[0].bytes {
+			r.update(l.id, func() { r.got[l.id] = []probeLine{l} })
+		}
 	}
 }
 
@@ -296,7 +334,8 @@ func (r *pathRun) awaitReady() {
 func (r *pathRun) roundOne() {
 	overlayPort, _ := r.c.Overlay()
 	bySource := map[int][]string{}
-	for n, p := range r.probes {
+	for n := range r.rep.Results {
+		p := &r.rep.Results[n].Probe
 		si, ok := r.idx[p.From]
 		ti, ok2 := r.idx[p.To]
 		if !ok || !ok2 || !r.runs[si].ready || !r.runs[ti].ready {
@@ -455,9 +494,10 @@ func (r *pathRun) stop() {
 
 // results judges every planned probe (judge) and keeps the MTU results that say something.
 func (r *pathRun) results() {
-	for n, p := range r.probes {
+	for n := range r.rep.Results {
+		res := &r.rep.Results[n]
+		p := res.Probe
 		id := "p" + strconv.Itoa(n)
-		res := PathResult{Probe: p}
 		switch {
 		case r.rep.Hosts[p.From] != "":
 			res.Status, res.Detail = PathUntested, p.From+": "+r.rep.Hosts[p.From]
@@ -470,7 +510,6 @@ func (r *pathRun) results() {
 			}
 			res.Status, res.Detail, res.Millis = judge(p, r.kinds[id], r.tcpRes[id], r.sendRes[id], r.got[id], ls, r.runs[r.idx[p.To]], r.idx)
 		}
-		r.rep.Results = append(r.rep.Results, res)
 	}
 	// An MTU result says something only where small datagrams got through: else the path
 	// itself is broken (NodePaths), whatever the size.

@@ -221,6 +221,11 @@ type ProbeHost struct {
 	Run func(ctx context.Context, script string, stdin io.Reader, onLine func(string)) error
 	// Skip says why the host cannot take part ("" when it can).
 	Skip string
+	// Tool is the interpreter the host's facts found first, as they report it
+	// (facts.Network.ProbeTools: /usr/bin/perl, /usr/bin/python3,
+	// /usr/libexec/platform-python): the probe then carries only that program (ProbeScript).
+	// "" carries both and lets the host pick; PathOptions.Tool overrides it.
+	Tool string
 }
 
 // PathOptions shape RunPaths.

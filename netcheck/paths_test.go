@@ -6,12 +6,16 @@ package netcheck
 import (
 	"bufio"
 	"context"
+	"fmt"
 	"io"
 	"net"
 	"net/netip"
+	"os"
 	"os/exec"
+	"regexp"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -272,5 +276,89 @@ func TestPlanProbesLargeCluster(t *testing.T) {
 	}
 	if in["n0"] != 99 {
 		t.Errorf("the server is probed by %d", in["n0"])
+	}
+}
+
+// TestRunPathsHostTools: a host whose facts named its interpreter gets only that program
+// (half the command line), one without gets both, and the three still test every path.
+func TestRunPathsHostTools(t *testing.T) {
+	needTool(t, "perl")
+	needTool(t, "python3")
+	c := loopCluster()
+	hs := hostsOf(c)
+	var mu sync.Mutex
+	scripts := map[string]string{}
+	perl, _ := exec.LookPath("perl")
+	python, _ := exec.LookPath("python3")
+	// As the facts report them: paths.
+	for i, tool := range []string{perl, python, ""} {
+		name := hs[i].Name
+		hs[i].Tool = tool
+		hs[i].Run = func(ctx context.Context, script string, stdin io.Reader, onLine func(string)) error {
+			mu.Lock()
+			scripts[name] = script
+			mu.Unlock()
+			return localRun(ctx, script, stdin, onLine)
+		}
+	}
+	rep := RunPaths(context.Background(), c, hs, PathOptions{})
+	for _, r := range rep.Results {
+		if r.Status != PathOK {
+			t.Errorf("%s → %s %d: %s %s", r.From, r.To, r.Port.Port, r.Status, r.Detail)
+		}
+	}
+	for name, want := range map[string][2]bool{"cp1": {true, false}, "a1": {false, true}, "a2": {true, true}} {
+		s := scripts[name]
+		if got := [2]bool{strings.Contains(s, "K3SP_PL="), strings.Contains(s, "K3SP_PY=")}; got != want {
+			t.Errorf("%s's script carries perl, python: %v, want %v", name, got, want)
+		}
+	}
+	if len(scripts["cp1"])*3 > len(scripts["a2"])*2 {
+		t.Errorf("perl only: %d bytes, both: %d", len(scripts["cp1"]), len(scripts["a2"]))
+	}
+}
+
+// TestProbeReceiveBuffer: a datagram listener asks for a 4 MiB receive buffer (as root beyond
+// net.core.rmem_max), so that a server's listener keeps the burst of every agent's datagrams.
+func TestProbeReceiveBuffer(t *testing.T) {
+	if _, err := exec.LookPath("ss"); err != nil {
+		t.Skip("needs ss (iproute2) to read the socket's buffer")
+	}
+	rmemMax := 0
+	if b, err := os.ReadFile("/proc/sys/net/core/rmem_max"); err == nil {
+		rmemMax, _ = strconv.Atoi(strings.TrimSpace(string(b)))
+	}
+	want := 4 << 20
+	if os.Geteuid() != 0 {
+		want = min(want, rmemMax)
+	}
+	for i, tool := range []string{"perl", "python3"} {
+		t.Run(tool, func(t *testing.T) {
+			needTool(t, tool)
+			port := 46990 + i
+			cmd := exec.Command("sh", "-c", ProbeScript(5, tool))
+			in, _ := cmd.StdinPipe()
+			out, _ := cmd.StdoutPipe()
+			if err := cmd.Start(); err != nil {
+				t.Fatal(err)
+			}
+			defer func() { in.Close(); cmd.Wait() }()
+			fmt.Fprintf(in, "id n1 h0\nlisten udp 127.0.0.61 %d\nbind\n", port)
+			sc := bufio.NewScanner(out)
+			for sc.Scan() && sc.Text() != "ready" {
+			}
+			ss, err := exec.Command("ss", "-u", "-l", "-n", "-m", fmt.Sprintf("sport = :%d", port)).CombinedOutput()
+			if err != nil {
+				t.Fatalf("ss: %v\n%s", err, ss)
+			}
+			m := regexp.MustCompile(`rb(\d+)`).FindStringSubmatch(string(ss))
+			if m == nil {
+				t.Fatalf("no receive buffer in ss's answer:\n%s", ss)
+			}
+			// The kernel doubles what was asked for (socket(7)).
+			if rb, _ := strconv.Atoi(m[1]); rb < 2*want {
+				t.Errorf("receive buffer %d bytes, want at least %d (asked %d)", rb, 2*want, want)
+			}
+		})
 	}
 }

@@ -24,13 +24,21 @@ var probePl string
 //go:embed probe.py
 var probePy string
 
-// ProbeScript returns the shell script a host runs for the path check: the two programs, the
+// ProbeScript returns the shell script a host runs for the path check: the programs, the
 // hard time limit in seconds (the program ends itself then, whatever happens to the SSH
-// connection), an interpreter to force ("" picks perl, then python3), and probe.sh.
+// connection), an interpreter to force, and probe.sh. With tool "" it carries both programs
+// and probe.sh picks perl, then python3; with "perl" only probe.pl, with any other tool
+// (python3, /usr/libexec/platform-python) only probe.py — half the command line, which every
+// host's SSH connection otherwise keeps a buffer of for the rest of the run (docs/preflight.md
+// "Cost at scale").
 func ProbeScript(limitSeconds int, tool string) string {
 	var b strings.Builder
-	b.WriteString("K3SP_PL=" + shellescape.Quote(probePl) + "\n")
-	b.WriteString("K3SP_PY=" + shellescape.Quote(probePy) + "\n")
+	if tool == "" || tool == "perl" {
+		b.WriteString("K3SP_PL=" + shellescape.Quote(probePl) + "\n")
+	}
+	if tool != "perl" {
+		b.WriteString("K3SP_PY=" + shellescape.Quote(probePy) + "\n")
+	}
 	b.WriteString("K3SP_LIMIT=" + strconv.Itoa(limitSeconds) + "\n")
 	if tool != "" {
 		b.WriteString("K3SP_TOOL=" + shellescape.Quote(tool) + "\n")
@@ -61,6 +69,11 @@ func parseProbeLine(s string) (probeLine, bool) {
 	if len(f) == 0 {
 		return probeLine{}, false
 	}
+	// Every field is a copy (token): a kept probeLine must not hold the whole line, since a
+	// run keeps one per path (33,497 at 500 nodes; docs/preflight.md "Cost at scale").
+	for i := range f {
+		f[i] = token(f[i])
+	}
 	l := probeLine{kind: f[0]}
 	atoi := func(i int) int {
 		if i < len(f) {
@@ -79,7 +92,7 @@ func parseProbeLine(s string) (probeLine, bool) {
 	case "ready", "probed":
 		return l, true
 	case "error":
-		l.detail = strings.TrimSpace(strings.TrimPrefix(s, "error"))
+		l.detail = strings.Clone(strings.TrimSpace(strings.TrimPrefix(s, "error")))
 		return l, true
 	case "listen":
 		if len(f) < 4 {
@@ -125,6 +138,17 @@ func parseProbeLine(s string) (probeLine, bool) {
 		return l, true
 	}
 	return l, false
+}
+
+// token returns the protocol's own words as constants and any other field as a copy.
+func token(s string) string {
+	for _, w := range [...]string{"ready", "probed", "error", "listen", "tcp", "udp", "mtu", "got",
+		"ok", "any", "busy", "other", "fail", "timeout", "sent", "emsgsize", "-"} {
+		if s == w {
+			return w
+		}
+	}
+	return strings.Clone(s)
 }
 
 // errText turns the probe's errno name into words for messages.

@@ -57,6 +57,9 @@ sub addr {
 	return $res[0];
 }
 
+# The receive buffer of a datagram listener (bytes).
+my $rcvbuf = 4 << 20;
+
 # listen_one binds HOST:PORT, or the wildcard address of HOST's family when HOST is not an
 # address of this host.
 sub listen_one {
@@ -68,6 +71,10 @@ sub listen_one {
 		my $s;
 		socket($s, $ai->{family}, $type, 0) or return "error " . errname($! + 0);
 		setsockopt($s, SOL_SOCKET, SO_REUSEADDR, 1) if $proto eq 'tcp';
+		# A node's datagram listener gets every other node's datagrams at once (a server, from
+		# hundreds of agents): a large receive buffer keeps the kernel from dropping the burst.
+		# SO_RCVBUFFORCE (33) lets root exceed net.core.rmem_max; SO_RCVBUF (8) is the fallback.
+		setsockopt($s, SOL_SOCKET, 33, $rcvbuf) or setsockopt($s, SOL_SOCKET, 8, $rcvbuf) if $proto eq 'udp';
 		if (!bind($s, $ai->{addr})) {
 			my $e = $! + 0;
 			close $s;

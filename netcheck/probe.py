@@ -33,6 +33,10 @@ def family(host):
     return socket.AF_INET6 if ":" in host else socket.AF_INET
 
 
+# The receive buffer of a datagram listener (bytes).
+RCVBUF = 4 << 20
+
+
 def listen_one(proto, host, port):
     typ = socket.SOCK_STREAM if proto == "tcp" else socket.SOCK_DGRAM
     anyaddr = "::" if ":" in host else "0.0.0.0"
@@ -40,6 +44,14 @@ def listen_one(proto, host, port):
         s = socket.socket(family(h), typ)
         if proto == "tcp":
             s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        else:
+            # A node's datagram listener gets every other node's datagrams at once (a server,
+            # from hundreds of agents): a large receive buffer keeps the kernel from dropping
+            # the burst. SO_RCVBUFFORCE (33) lets root exceed net.core.rmem_max.
+            try:
+                s.setsockopt(socket.SOL_SOCKET, 33, RCVBUF)
+            except OSError:
+                s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, RCVBUF)
         try:
             s.bind((h, int(port)))
             if proto == "tcp":

@@ -4,7 +4,6 @@
 package remote
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"fmt"
@@ -46,26 +45,14 @@ func checked(host string, cmd Cmd, res *Result, err error) (*Result, error) {
 	return res, nil
 }
 
-// streamLines is Stream over run: onLine gets each line of standard output as it arrives; a
-// non-zero exit is a *CommandError with stderr's last lines.
+// streamLines is Stream over run: onLine gets each line of standard output as it arrives
+// (lineWriter), never after streamLines returns; a non-zero exit is a *CommandError with
+// stderr's last lines.
 func streamLines(ctx context.Context, run runFunc, host string, cmd Cmd, onLine func(string)) error {
-	pr, pw := io.Pipe()
 	var errb bytes.Buffer
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		sc := bufio.NewScanner(pr)
-		// Small to start (it grows to the longest line): a stream per host may be open at
-		// once on hundreds of hosts (docs/preflight.md "Measured at scale").
-		sc.Buffer(make([]byte, 0, 4<<10), 16<<20)
-		for sc.Scan() {
-			onLine(sc.Text())
-		}
-		_, _ = io.Copy(io.Discard, pr)
-	}()
-	code, err := run(ctx, cmd, true, pw, &errb)
-	_ = pw.Close()
-	<-done
+	lw := &lineWriter{onLine: onLine}
+	code, err := run(ctx, cmd, true, lw, &errb)
+	lw.end()
 	if err != nil {
 		return err
 	}
