@@ -261,9 +261,9 @@ func (r *scaleRig) probeFloor(n int, cm string) (time.Duration, int, error) {
 	}
 	if f := rep.Failed(); len(f) > 0 {
 		// The rig's paths are all open. At 500 endpoints every node's datagrams to the
-		// one server arrive at once and some overflow its socket (k3strap's runs, whose
-		// probes start less together, lose none): the floor then waits at most the round's
-		// receipt grace (half a second) longer, which the ratio carries. A TCP connect
+		// one server arrive at once and some are lost (k3strap's own check loses some at
+		// times too, and such a run is not counted): the floor then waits at most the
+		// round's receipt grace (half a second) longer, which the ratio carries. A TCP connect
 		// that timed out would cost the whole connect timeout: such a run is not counted.
 		for _, r := range f {
 			if r.Port.Proto != "udp" {

@@ -649,10 +649,22 @@ cg_enter() {   # move the calling (sub)shell into host $1's cgroups
     echo "$BASHPID" > "$p/cgroup.procs"
   done
 }
+cg_thaw() {   # thaw the k3st-h* cgroups matching $1: a frozen task (runc freezes a container while it
+  # creates or pauses it; a host torn down then leaves it so) takes SIGKILL only once thawed
+  local f
+  for f in $(find /sys/fs/cgroup/freezer /sys/fs/cgroup/unified -maxdepth 12 -path "*/$1/*" \( -name freezer.state -o -name cgroup.freeze \) 2>/dev/null) \
+    $(find /sys/fs/cgroup/freezer /sys/fs/cgroup/unified -maxdepth 5 -path "*/$1" \( -name freezer.state -o -name cgroup.freeze \) 2>/dev/null); do
+    case $f in
+    *freezer.state) grep -q FROZEN "$f" 2>/dev/null && echo THAWED > "$f" 2>/dev/null ;;
+    *) [ "$(cat "$f" 2>/dev/null)" = 1 ] && echo 0 > "$f" 2>/dev/null ;;
+    esac
+  done; true
+}
 cg_kill() {   # SIGKILL every process in host cgroup $1 (systemd hierarchy) until it is empty
   local n=$1 root k pids
   root=$(cg_path systemd)/$n
   [ -d "$root" ] || return 0
+  cg_thaw "$n"
   for k in $(seq 1 100); do
     pids=$(find "$root" -name cgroup.procs -exec cat {} + 2>/dev/null)
     pids=$(for q in $pids; do alive "$q" && echo "$q"; done)
@@ -665,6 +677,7 @@ cg_kill() {   # SIGKILL every process in host cgroup $1 (systemd hierarchy) unti
 }
 cg_remove_all() {   # remove every k3st-h* cgroup tree: ours, and any an earlier run made from another cgroup
   local c p pids
+  cg_thaw "$P-h*"
   for c in $CG_CTRLS; do
     [ -d "/sys/fs/cgroup/$c" ] || continue
     for p in $(find "/sys/fs/cgroup/$c" -maxdepth 5 -type d -name "$P-h*" 2>/dev/null); do

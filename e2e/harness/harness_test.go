@@ -12,6 +12,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -470,6 +471,7 @@ func TestDownLeavesNothing(t *testing.T) {
 	if traces := machineTraces(t, h); len(traces) == 0 {
 		t.Fatal("no traces found while hosts are up: the check itself is broken")
 	}
+	frozen := freezeInHost(t, h, 1)
 	for round := 1; round <= 2; round++ {
 		if err := h.Down(ctx); err != nil {
 			t.Fatalf("Down #%d: %v", round, err)
@@ -481,6 +483,37 @@ func TestDownLeavesNothing(t *testing.T) {
 	if h.Hosts() != nil || h.Bastion() != nil {
 		t.Error("Hosts/Bastion still set after Down")
 	}
+	if frozen != nil {
+		_ = frozen.Wait() // reaped; Down killed it
+	}
+}
+
+// freezeInHost starts a process in a frozen cgroup below host i's freezer cgroup, as runc
+// leaves a container it was creating when the host is torn down: a frozen task takes SIGKILL
+// only once thawed, so Down must thaw it. nil when this machine has no cgroup v1 freezer.
+func freezeInHost(t *testing.T, h *harness.Harness, i int) *exec.Cmd {
+	t.Helper()
+	out, err := exec.Command("find", "/sys/fs/cgroup/freezer", "-maxdepth", "5", "-type", "d", "-name", fmt.Sprintf("%s-h%d", h.Prefix(), i)).Output()
+	host := strings.TrimSpace(strings.SplitN(string(out), "\n", 2)[0])
+	if err != nil || host == "" {
+		t.Logf("no cgroup v1 freezer for host %d here: the frozen-task case is not tried", i)
+		return nil
+	}
+	dir := filepath.Join(host, "k3strap-test-frozen")
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command("sleep", "600")
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "cgroup.procs"), []byte(strconv.Itoa(cmd.Process.Pid)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "freezer.state"), []byte("FROZEN"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return cmd
 }
 
 // machineTraces lists what the harness left on the machine: netns, links, mounts, nft tables,
