@@ -50,11 +50,12 @@ type ScriptInput struct {
 	SudoPasswordOnStdin bool
 }
 
-// Script returns the complete facts script for in: shell-quoted assignments of the inputs and
-// the host paths (k3s.ShellVars), then the embedded gather.sh as a function whose output goes
-// through `gzip -c` when the host has gzip. The caller runs it as `sh -c <shell-quoted script>` over one SSH
-// channel (stdin carries the sudo password when in.SudoPasswordOnStdin) and passes stdout to
-// Parse.
+// Script returns the complete facts script for in, without its comment lines
+// (withoutComments): shell-quoted assignments of the inputs and the host paths
+// (k3s.ShellVars), then the embedded gather.sh as a function whose output goes through
+// `gzip -c` when the host has gzip. The caller runs it as `sh -c <shell-quoted script>` over
+// one SSH channel (stdin carries the sudo password when in.SudoPasswordOnStdin) and passes
+// stdout to Parse.
 func Script(in ScriptInput) string { return withoutComments(script(in)) }
 
 // withoutComments returns script without the lines that are only a comment (blanks, then
