@@ -652,8 +652,7 @@ cg_enter() {   # move the calling (sub)shell into host $1's cgroups
 cg_thaw() {   # thaw the k3st-h* cgroups matching $1: a frozen task (runc freezes a container while it
   # creates or pauses it; a host torn down then leaves it so) takes SIGKILL only once thawed
   local f
-  for f in $(find /sys/fs/cgroup/freezer /sys/fs/cgroup/unified -maxdepth 12 -path "*/$1/*" \( -name freezer.state -o -name cgroup.freeze \) 2>/dev/null) \
-    $(find /sys/fs/cgroup/freezer /sys/fs/cgroup/unified -maxdepth 5 -path "*/$1" \( -name freezer.state -o -name cgroup.freeze \) 2>/dev/null); do
+  for f in $(find /sys/fs/cgroup/freezer /sys/fs/cgroup/unified -maxdepth 12 -path "*/$1/*" \( -name freezer.state -o -name cgroup.freeze \) 2>/dev/null); do
     case $f in
     *freezer.state) grep -q FROZEN "$f" 2>/dev/null && echo THAWED > "$f" 2>/dev/null ;;
     *) [ "$(cat "$f" 2>/dev/null)" = 1 ] && echo 0 > "$f" 2>/dev/null ;;
