@@ -132,7 +132,7 @@ bench:
 
 # The shell scripts k3strap runs on hosts (embedded in the binary). k3s-install.sh keeps the
 # official install script's variables and idioms (SC2034, SC2015) so that the two stay comparable.
-REMOTE_SCRIPTS := $(wildcard facts/*.sh installer/*/*.sh netcheck/*.sh)
+REMOTE_SCRIPTS := $(wildcard facts/*.sh installer/*/*.sh netcheck/*.sh firstboot/files/*.sh)
 
 vet:
 	shellcheck $(REMOTE_SCRIPTS)

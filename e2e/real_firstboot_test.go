@@ -5,7 +5,11 @@ package e2e
 
 import (
 	"context"
+	"crypto/ed25519"
+	"crypto/rand"
 	"encoding/json"
+	"fmt"
+	"net"
 	"os"
 	"path/filepath"
 	"slices"
@@ -13,10 +17,12 @@ import (
 	"testing"
 	"time"
 
+	"golang.org/x/crypto/ssh"
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/k3strap/k3strap/events"
 	"github.com/k3strap/k3strap/firstboot"
+	"github.com/k3strap/k3strap/pull"
 )
 
 // realFirstBootSite is the site of zero-touch first boot: 1 server + 2 agents, the K3s release
@@ -119,6 +125,100 @@ func (c *testCluster) firstBoot(i int, dir string) {
 	}
 }
 
+// writePullSeedConfig writes into dir a pull configuration for the Git repository at url and
+// the allowed_signers file it pins (a fresh key), and returns the configuration's path.
+func writePullSeedConfig(t *testing.T, dir, url string) string {
+	t.Helper()
+	pub, _, err := ed25519.GenerateKey(rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sp, err := ssh.NewPublicKey(pub)
+	if err != nil {
+		t.Fatal(err)
+	}
+	signers := filepath.Join(dir, "allowed_signers")
+	if err := os.WriteFile(signers, append([]byte(`admin@example.com namespaces="git" `), ssh.MarshalAuthorizedKey(sp)...), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cfg := filepath.Join(dir, "pull.yaml")
+	body := fmt.Sprintf(`# pull mode for every box of the site (TestRealFirstBoot)
+source:
+  git:
+    url: %s
+    ref: main
+    path: sites/store7/cluster.yaml
+verify:
+  allowedSigners: %s
+interval: 1h
+retryFor: 10s
+`, url, signers)
+	if err := os.WriteFile(cfg, []byte(body), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return cfg
+}
+
+// checkSeededPull checks pull mode on box i, seeded with writePullSeedConfig's configuration
+// and converged by its first boot: install.sh (run by cloud-init) put the configuration (host
+// set to the box) and the pinned signers into /etc/k3strap and enabled the pull timer; a pull
+// run while the first-boot unit converges the box is skipped (it would fail on the cluster
+// lock) and writes no status; a run after it reaches for the source and says it is
+// unreachable, the box unchanged.
+func checkSeededPull(t *testing.T, c *testCluster, i int) {
+	t.Helper()
+	box := c.hosts[i]
+	if out, _ := c.execErr(i, 20*time.Second, "systemctl", "is-enabled", pull.TimerName); out != "enabled" {
+		t.Errorf("%s: %s is %q, want enabled by the seed's install.sh", box.Name, pull.TimerName, out)
+	}
+	cfg := c.exec(i, "cat", pull.ConfigPath)
+	if !strings.Contains(cfg, "host: "+box.Name+"\n") || !strings.Contains(cfg, "allowedSigners: /etc/k3strap/allowed_signers") {
+		t.Errorf("%s: %s as installed:\n%s", box.Name, pull.ConfigPath, cfg)
+	}
+	if out := c.exec(i, "cat", "/etc/k3strap/allowed_signers"); !strings.HasPrefix(out, "admin@example.com ") {
+		t.Errorf("%s: the pinned signers as installed: %q", box.Name, out)
+	}
+	status := func() string {
+		out, _ := c.execErr(i, 20*time.Second, "cat", filepath.Join(pull.DefaultStateDir, pull.StatusName))
+		return out
+	}
+	journal := func() string {
+		out, _ := c.execErr(i, 30*time.Second, "journalctl", "-u", pull.ServiceName, "--no-pager", "-n", "100", "-o", "cat")
+		return out
+	}
+	// A pull run while the first-boot unit converges is skipped.
+	before := status()
+	began := time.Now()
+	c.exec(i, "systemctl", "start", "--no-block", firstboot.UnitName)
+	deadline := time.Now().Add(time.Minute)
+	for {
+		if out, _ := c.execErr(i, 20*time.Second, "systemctl", "is-active", firstboot.UnitName); out == "active" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: %s did not start", box.Name, firstboot.UnitName)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	_, _ = c.execErr(i, 2*time.Minute, "systemctl", "start", pull.ServiceName)
+	if j := journal(); !strings.Contains(j, "is converging this box: this run is skipped") {
+		t.Errorf("%s: a pull run during the first-boot run was not skipped:\n%s", box.Name, j)
+	}
+	if after := status(); after != before {
+		t.Errorf("%s: a skipped pull run wrote a status:\n%s", box.Name, after)
+	}
+	if st, _ := c.waitBox(i, began, 6*time.Minute); st.State != firstboot.StateConverged || st.Changed {
+		t.Errorf("%s: first-boot run again: %+v, want converged, nothing changed", box.Name, st)
+	}
+	// After it, a run reaches for the source.
+	_, _ = c.execErr(i, 2*time.Minute, "systemctl", "start", pull.ServiceName)
+	var st pull.Status
+	if err := json.Unmarshal([]byte(status()), &st); err != nil || st.Host != box.Name || st.SourceReachable || st.Result.State != pull.ResultUnreachable {
+		t.Errorf("%s: pull status %+v (%v), want this host, source unreachable\njournal:\n%s", box.Name, st, err, journal())
+	}
+	t.Logf("%s: pull mode from the seed: timer enabled, a run during first boot skipped, then %q", box.Name, st.Result.State)
+}
+
 // TestRealFirstBoot (real K3s): zero-touch first boot and local mode, on three fresh hosts with
 // Debian's cloud-init and no SSH session from anywhere (the test reads the boxes through the
 // harness, as a technician at the console would).
@@ -127,6 +227,9 @@ func (c *testCluster) firstBoot(i int, dir string) {
 //   - the agent h3 boots first: it waits for the API (status "waiting", each attempt in the
 //     journal), then the server h1 and the agent h2 boot; every box converges by itself, every
 //     node is Ready with its declared labels and taint;
+//   - every seed carries a pull configuration: cloud-init's install.sh installed it and enabled
+//     the pull timer; a pull run while the first-boot unit converges is skipped, one after it
+//     reports the (unreachable) source (checkSeededPull);
 //   - every box rebooted: each runs again and changes nothing (status converged, changed
 //     false), the nodes stay Ready;
 //   - local mode: `k3strap apply --local` run inside h1 (no SSH; the host picked by its host
@@ -152,7 +255,12 @@ func TestRealFirstBoot(t *testing.T) {
 	if r := c.k3strap(time.Minute, "firstboot", "seed", "-f", site, "-O", seeds, "--host", "h9", "-o", "plain"); r.code != 2 || !strings.Contains(r.stderr, `no host "h9"`) {
 		t.Errorf("seed for an unknown host: exit %d, stderr %q; want 2 naming h9", r.code, r.stderr)
 	}
-	r := c.k3strap(2*time.Minute, "firstboot", "seed", "-f", site, "-O", seeds, "-o", "plain")
+	// Every seed carries a pull configuration (docs/edge-pull.md): a Git source on the harness
+	// gateway where nothing listens (the fetch is refused at once), the pinned signers written
+	// on this machine.
+	gw := c.h.PublicNet() + ".1"
+	pullCfg := writePullSeedConfig(t, c.dir, fmt.Sprintf("git://%s/site.git", net.JoinHostPort(gw, fmt.Sprint(freePort(t, gw)))))
+	r := c.k3strap(2*time.Minute, "firstboot", "seed", "-f", site, "-O", seeds, "--pull-config", pullCfg, "-o", "plain")
 	if r.code != 0 {
 		r.dump(t)
 		t.Fatalf("firstboot seed exited %d", r.code)
@@ -210,6 +318,7 @@ func TestRealFirstBoot(t *testing.T) {
 		}
 	}
 	checkNodes("after first boot")
+	checkSeededPull(t, c, 0)
 
 	// Reboot every box: each converges again and changes nothing.
 	rebooted := time.Now()

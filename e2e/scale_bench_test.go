@@ -15,6 +15,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -362,10 +363,14 @@ func (r *scaleRig) inventory(b *testing.B, n int) string {
 type scaleRun struct {
 	dur      time.Duration
 	maxRSSKB int64
-	events   int
-	bytes    int
-	code     int
-	stdout   string
+	// anon is the largest anonymous memory seen (heap, stacks, the runtime's own), file the
+	// file-backed pages (the binary's code and read-only data) resident at that moment; both
+	// sampled from /proc every 20 ms, in KiB.
+	anon, file int64
+	events     int
+	bytes      int
+	code       int
+	stdout     string
 }
 
 func (r *scaleRig) k3strap(b *testing.B, args ...string) scaleRun {
@@ -377,8 +382,20 @@ func (r *scaleRig) k3strap(b *testing.B, args ...string) scaleRun {
 	var out, errb bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errb
 	start := time.Now()
-	err := cmd.Run()
-	res := scaleRun{dur: time.Since(start), stdout: out.String(), bytes: out.Len()}
+	err := cmd.Start()
+	var anon, file int64
+	if err == nil {
+		done := make(chan struct{})
+		sampled := make(chan struct{})
+		go func() {
+			defer close(sampled)
+			anon, file = sampleMemory(cmd.Process.Pid, done)
+		}()
+		err = cmd.Wait()
+		close(done)
+		<-sampled
+	}
+	res := scaleRun{dur: time.Since(start), stdout: out.String(), bytes: out.Len(), anon: anon, file: file}
 	if ee, ok := err.(*exec.ExitError); ok {
 		res.code = ee.ExitCode()
 	} else if err != nil {
@@ -395,6 +412,41 @@ func (r *scaleRig) k3strap(b *testing.B, args ...string) scaleRun {
 		b.Fatalf("no summary event")
 	}
 	return res
+}
+
+// sampleMemory reads /proc/PID/status every 20 ms until done is closed and returns the largest
+// RssAnon seen and the RssFile beside it (KiB). `ip netns exec` execs the command in place,
+// so pid is k3strap's own once the exec happened (before it, ip's pages are sampled: far below).
+func sampleMemory(pid int, done <-chan struct{}) (anon, file int64) {
+	tick := time.NewTicker(20 * time.Millisecond)
+	defer tick.Stop()
+	p := fmt.Sprintf("/proc/%d/status", pid)
+	for {
+		if b, err := os.ReadFile(p); err == nil {
+			var a, f int64
+			for _, l := range strings.Split(string(b), "\n") {
+				k, v, ok := strings.Cut(l, ":")
+				if !ok {
+					continue
+				}
+				n, _ := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 10, 64)
+				switch k {
+				case "RssAnon":
+					a = n
+				case "RssFile":
+					f = n
+				}
+			}
+			if a > anon {
+				anon, file = a, f
+			}
+		}
+		select {
+		case <-done:
+			return anon, file
+		case <-tick.C:
+		}
+	}
 }
 
 // pathsOutcome is "" when the paths step of a run's JSON events tested every path and all were
@@ -468,7 +520,7 @@ func BenchmarkScale(b *testing.B) {
 			b.Run(fmt.Sprintf("hosts=%d/%s", n, mode.name), func(b *testing.B) {
 				conc := 0 // k3strap's default
 				var floorSum, ourSum, factsSum, probeSum time.Duration
-				var rss int64
+				var rss, anon int64
 				ratioMin, ratioMax := 0.0, 0.0
 				probes, iter, counted, discarded, floorLostPaths := 0, 0, 0, 0, 0
 				var last scaleRun
@@ -481,6 +533,9 @@ func BenchmarkScale(b *testing.B) {
 					}
 					last = r.k3strap(b, args...)
 					rss = max(rss, last.maxRSSKB)
+					anon = max(anon, last.anon)
+					b.Logf("k3strap %.2fs, peak RSS %.1f MB, largest anonymous %.1f MB (file-backed beside it %.1f MB)",
+						last.dur.Seconds(), float64(last.maxRSSKB)/1024, float64(last.anon)/1024, float64(last.file)/1024)
 					// The comparison holds only when k3strap and the floor each tested every
 					// path: on a machine so loaded that the probes do not all start within the
 					// step's ready wait, the run is not counted (and said so).
@@ -535,8 +590,8 @@ func BenchmarkScale(b *testing.B) {
 						ratioMin = ratio
 					}
 					ratioMax = max(ratioMax, ratio)
-					b.Logf("run: k3strap %.2fs (paths %.2fs), facts floor %.2fs, probe floor %.2fs, %.2f×, peak RSS %.1f MB",
-						last.dur.Seconds(), phaseTime(last.stdout, events.PhasePaths).Seconds(), f.Seconds(), pf.Seconds(), ratio, float64(last.maxRSSKB)/1024)
+					b.Logf("run: k3strap %.2fs (paths %.2fs), facts floor %.2fs, probe floor %.2fs, %.2f×",
+						last.dur.Seconds(), phaseTime(last.stdout, events.PhasePaths).Seconds(), f.Seconds(), pf.Seconds(), ratio)
 				}
 				if counted == 0 {
 					b.Fatal("no run counted")
@@ -552,6 +607,7 @@ func BenchmarkScale(b *testing.B) {
 				b.ReportMetric(ourSum.Seconds()*1000/nb, "k3strap-ms")
 				b.ReportMetric(ourSum.Seconds()/floorSum.Seconds(), "x-floor")
 				b.ReportMetric(float64(rss)/1024, "peak-RSS-MB")
+				b.ReportMetric(float64(anon)/1024, "peak-anon-MB")
 				b.ReportMetric(float64(last.events), "events")
 				b.ReportMetric(float64(last.bytes)/1024, "output-KB")
 				b.ReportMetric(paths.Seconds()*1000/nb, "paths-ms")

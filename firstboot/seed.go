@@ -72,6 +72,12 @@ type SeedOptions struct {
 	BundleOnMedia string
 	// Now is the seed's creation time (recorded: a box whose clock is before it is refused).
 	Now time.Time
+	// PullConfig, when set, is a pull configuration (docs/edge-pull.md) on this machine: each
+	// seed carries it with host set to its box, and the files it names (pinned signers,
+	// minisign key, management credential), which install.sh puts beside pull.ConfigPath
+	// before it runs `k3strap pull install` — the box pulls its desired state from its first
+	// boot on.
+	PullConfig string
 }
 
 // Info is seed.json: what the box checks before it runs.
@@ -111,7 +117,8 @@ func seedErr(format string, args ...any) error { return SeedError{fmt.Errorf(for
 // The token is spec.k3s.token, else $K3STRAP_K3S_TOKEN's value (token, from the caller), else
 // the one an earlier Write left in Out/.token, else a new one (crypto/rand, kept in Out/.token
 // 0600 so that seeds written later join the same cluster). Errors: a host not in the inventory,
-// an inventory with spec.k3s.airgap files but no bundle (SeedError); I/O errors as they are.
+// an inventory with spec.k3s.airgap files but no bundle, a pull configuration a seed cannot
+// carry (SeedError); an invalid pull configuration (*pull.ConfigError); I/O errors as they are.
 func Write(c *inventory.Cluster, raw []byte, token string, opts SeedOptions) ([]Seed, error) {
 	if len(opts.Hosts) == 0 {
 		for _, h := range c.Spec.Hosts {
@@ -147,6 +154,13 @@ func Write(c *inventory.Cluster, raw []byte, token string, opts SeedOptions) ([]
 	if opts.Now.IsZero() {
 		opts.Now = time.Now()
 	}
+	var ps *pullSeed
+	if opts.PullConfig != "" {
+		var err error
+		if ps, err = readPullSeed(opts.PullConfig); err != nil {
+			return nil, err
+		}
+	}
 	if err := os.MkdirAll(opts.Out, 0o700); err != nil {
 		return nil, err
 	}
@@ -164,7 +178,7 @@ func Write(c *inventory.Cluster, raw []byte, token string, opts SeedOptions) ([]
 	}
 	var seeds []Seed
 	for _, h := range hosts {
-		s, err := writeHost(c, raw, h, tok, bundleSum, bundleBox, opts)
+		s, err := writeHost(c, raw, h, tok, bundleSum, bundleBox, ps, opts)
 		if err != nil {
 			return seeds, fmt.Errorf("host %s: %w", h.Name, err)
 		}
@@ -196,7 +210,7 @@ func seedToken(out, inInventory, fromEnv string) (string, error) {
 	return tok, nil
 }
 
-func writeHost(c *inventory.Cluster, raw []byte, h *inventory.Host, token, bundleSum, bundleBox string, opts SeedOptions) (Seed, error) {
+func writeHost(c *inventory.Cluster, raw []byte, h *inventory.Host, token, bundleSum, bundleBox string, ps *pullSeed, opts SeedOptions) (Seed, error) {
 	dir := filepath.Join(opts.Out, h.Name)
 	pay := filepath.Join(dir, PayloadDir)
 	if err := os.MkdirAll(pay, 0o700); err != nil {
@@ -208,16 +222,32 @@ func writeHost(c *inventory.Cluster, raw []byte, h *inventory.Host, token, bundl
 	}
 	info := Info{Cluster: c.Metadata.Name, Host: h.Name, Created: opts.Now.UTC().Truncate(time.Second), BundleSHA256: bundleSum, BundlePath: bundleBox}
 	infoJSON, _ := json.MarshalIndent(info, "", "  ")
-	files := []struct {
+	type payloadFile struct {
 		name string
 		data []byte
 		mode os.FileMode
-	}{
+	}
+	files := []payloadFile{
 		{InventoryName, inv, 0o600},
 		{TokenName, []byte(token + "\n"), 0o600},
 		{SeedInfoName, append(infoJSON, '\n'), 0o644},
 		{UnitName, unitFile, 0o644},
 		{"install.sh", installScript, 0o755},
+	}
+	// A seed written again without the pull configuration (or without one of its files) must
+	// not leave the earlier one for install.sh to install.
+	for _, n := range pullPayloadNames() {
+		_ = os.Remove(filepath.Join(pay, n))
+	}
+	if ps != nil {
+		cfg, err := ps.forHost(h.Name)
+		if err != nil {
+			return Seed{}, fmt.Errorf("%s: %w", opts.PullConfig, err)
+		}
+		files = append(files, payloadFile{PullConfigName, cfg, 0o644})
+		for _, f := range ps.files {
+			files = append(files, payloadFile{f.name, f.data, f.mode})
+		}
 	}
 	digest := sha256.New()
 	for _, f := range files {

@@ -22,9 +22,12 @@ const (
 	UnitDir     = "/etc/systemd/system"
 )
 
-// Units returns the service (its comment names stateDir's status file) and timer and timer that run `BINARY pull run --config CONFIG` every
-// interval (and a minute after boot). The service is oneshot (the run bounds its own waits:
-// RetryFor, the converge's timeouts); its lines go to the journal.
+// Units returns the service (its comment names stateDir's status file) and the timer that runs
+// it — `BINARY pull run --config CONFIG` — every interval (and a minute after boot). The service
+// is oneshot (the run bounds its own waits: RetryFor, the converge's timeouts); its lines go to
+// the journal. A run is skipped (systemd's ExecCondition, not a failure) while the first-boot
+// unit of a seeded box is still converging it: both would take the cluster lock, and the one
+// that came second would fail (docs/edge-pull.md "Running").
 func Units(binary, config, stateDir string, interval time.Duration) (service, timer []byte) {
 	service = fmt.Appendf(nil, `# Written by `+"`k3strap pull install`"+` (docs/edge-pull.md): fetch this box's desired state,
 # verify it, converge when it changed. Status: %s; journal: journalctl -u %s.
@@ -37,6 +40,7 @@ After=network-online.target time-sync.target k3strap-firstboot.service
 [Service]
 Type=oneshot
 Environment=K3STRAP_CACHE_DIR=/var/lib/k3strap/cache
+ExecCondition=/bin/sh -c 'case $$(systemctl is-active k3strap-firstboot.service) in active|activating|reloading) echo "k3strap-firstboot.service is converging this box: this run is skipped"; exit 1;; esac'
 ExecStart=%s pull run --config %s
 StandardOutput=journal
 StandardError=journal

@@ -23,6 +23,7 @@ import (
 	"github.com/k3strap/k3strap/installer"
 	"github.com/k3strap/k3strap/inventory"
 	"github.com/k3strap/k3strap/k3s"
+	"github.com/k3strap/k3strap/pull"
 )
 
 // firstbootCmd groups zero-touch first boot (docs/edge-first-boot.md): `seed` on the
@@ -39,10 +40,10 @@ func (a *app) firstbootCmd() *cobra.Command {
 // firstbootSeedCmd writes, per host, a cloud-init NoCloud seed and the payload beside it.
 // Exit 2 for a host not in the inventory, an invalid inventory or bundle (checksums).
 func (a *app) firstbootSeedCmd() *cobra.Command {
-	var out, binary, media string
+	var out, binary, media, pullConfig string
 	var hosts []string
 	cmd := &cobra.Command{
-		Use:   "seed -f FILE -O DIR [--host NAME]...",
+		Use:   "seed -f FILE -O DIR [--host NAME]... [--pull-config FILE]",
 		Short: "Write per host a cloud-init NoCloud seed (user-data, meta-data) and the k3strap payload (unit, inventory, token 0600, bundle)",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -58,10 +59,11 @@ func (a *app) firstbootSeedCmd() *cobra.Command {
 				return err
 			}
 			seeds, err := firstboot.Write(c, in.data, os.Getenv(envPrefixToken), firstboot.SeedOptions{
-				Out: out, Hosts: hosts, Binary: binary, BundleOnMedia: media,
+				Out: out, Hosts: hosts, Binary: binary, BundleOnMedia: media, PullConfig: pullConfig,
 			})
 			var se firstboot.SeedError
-			if errors.As(err, &se) {
+			var ce *pull.ConfigError
+			if errors.As(err, &se) || errors.As(err, &ce) {
 				return usageError{err}
 			}
 			if err != nil {
@@ -71,6 +73,9 @@ func (a *app) firstbootSeedCmd() *cobra.Command {
 				fmt.Fprintf(a.stdout, "%s: %s (instance-id %s)\n", s.Host, s.Dir, s.InstanceID)
 			}
 			fmt.Fprintf(a.stdout, "Put each host's directory on its box: as the NoCloud seed (/var/lib/cloud/seed/nocloud/, or a volume labelled cidata), or without cloud-init run `sh %s/install.sh` from it. The token is in %s/token (0600): keep the seeds as secret as the token.\n", firstboot.PayloadDir, firstboot.PayloadDir)
+			if pullConfig != "" {
+				fmt.Fprintf(a.stdout, "Each seed carries %s and the files it names: its box installs them in %s and enables %s (docs/edge-pull.md).\n", pullConfig, filepath.Dir(pull.ConfigPath), pull.TimerName)
+			}
 			return nil
 		},
 	}
@@ -78,6 +83,7 @@ func (a *app) firstbootSeedCmd() *cobra.Command {
 	cmd.Flags().StringSliceVar(&hosts, "host", nil, "write seeds for these hosts only (repeatable; default: every host)")
 	cmd.Flags().StringVar(&binary, "binary", "", "the k3strap binary for the boxes (their architecture; default: this one)")
 	cmd.Flags().StringVar(&media, "bundle-on-media", "", "the airgap bundle's absolute path on the box (removable media) instead of a copy in every seed")
+	cmd.Flags().StringVar(&pullConfig, "pull-config", "", "a pull configuration (docs/edge-pull.md) whose files are on this machine: every seed carries it, and the box pulls its desired state from Git or HTTPS from its first boot on")
 	return cmd
 }
 

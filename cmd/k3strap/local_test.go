@@ -75,3 +75,24 @@ func TestFirstbootRunRefusals(t *testing.T) {
 		t.Error(err)
 	}
 }
+
+// firstboot seed --pull-config refuses a pull configuration `pull run` would refuse (exit 2,
+// naming the file and line) and one a seed cannot carry, writing nothing.
+func TestFirstbootSeedPullRefusals(t *testing.T) {
+	dir := t.TempDir()
+	inv := writeFile(t, dir, "c.yaml", minimalDoc, 0o644)
+	for _, tc := range []struct{ body, want string }{
+		{"source:\n  git: {url: git://192.0.2.9/s.git, ref: main, path: c.yaml}\n", "pull.yaml:2: the source has no verification"},
+		{"host: cp1\nsource:\n  https: {url: https://192.0.2.9/c.yaml, sha256: " + strings.Repeat("ab", 32) + "}\n", "drop host:"},
+	} {
+		cfg := writeFile(t, dir, "pull.yaml", tc.body, 0o644)
+		out := filepath.Join(dir, "seeds")
+		code, _, stderr := runCLI("firstboot", "seed", "-f", inv, "-O", out, "--pull-config", cfg, "--binary", inv, "-o", "plain")
+		if code != exitInvalid || !strings.Contains(stderr, tc.want) {
+			t.Errorf("exit %d, stderr %q; want %d containing %q", code, stderr, exitInvalid, tc.want)
+		}
+		if _, err := os.Stat(out); !os.IsNotExist(err) {
+			t.Errorf("seeds written for a refused pull configuration: %v", err)
+		}
+	}
+}
