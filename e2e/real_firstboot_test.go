@@ -5,8 +5,6 @@ package e2e
 
 import (
 	"context"
-	"crypto/ed25519"
-	"crypto/rand"
 	"encoding/json"
 	"fmt"
 	"net"
@@ -17,11 +15,11 @@ import (
 	"testing"
 	"time"
 
-	"golang.org/x/crypto/ssh"
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/k3strap/k3strap/events"
 	"github.com/k3strap/k3strap/firstboot"
+	"github.com/k3strap/k3strap/internal/sshtest"
 	"github.com/k3strap/k3strap/pull"
 )
 
@@ -129,16 +127,8 @@ func (c *testCluster) firstBoot(i int, dir string) {
 // the allowed_signers file it pins (a fresh key), and returns the configuration's path.
 func writePullSeedConfig(t *testing.T, dir, url string) string {
 	t.Helper()
-	pub, _, err := ed25519.GenerateKey(rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	sp, err := ssh.NewPublicKey(pub)
-	if err != nil {
-		t.Fatal(err)
-	}
 	signers := filepath.Join(dir, "allowed_signers")
-	if err := os.WriteFile(signers, append([]byte(`admin@example.com namespaces="git" `), ssh.MarshalAuthorizedKey(sp)...), 0o644); err != nil {
+	if err := os.WriteFile(signers, []byte(sshtest.AllowedSigner(t, `admin@example.com namespaces="git"`)), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	cfg := filepath.Join(dir, "pull.yaml")

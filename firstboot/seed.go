@@ -327,16 +327,22 @@ func hostInventory(raw []byte, host, bundleBox string) ([]byte, error) {
 	if !found {
 		return nil, fmt.Errorf("host %s not found in spec.hosts", host)
 	}
-	var buf bytes.Buffer
-	enc := yaml.NewEncoder(&buf)
+	return encodeWritten(&doc, host, "the site inventory, this host local (docs/edge-first-boot.md)")
+}
+
+// encodeWritten encodes doc (2-space indents, comments kept) under a first line saying that the
+// seed wrote it for host and what it is.
+func encodeWritten(doc *yaml.Node, host, what string) ([]byte, error) {
+	buf := bytes.NewBufferString("# Written by `k3strap firstboot seed` for host " + host + ": " + what + ".\n")
+	enc := yaml.NewEncoder(buf)
 	enc.SetIndent(2)
-	if err := enc.Encode(&doc); err != nil {
+	if err := enc.Encode(doc); err != nil {
 		return nil, err
 	}
 	if err := enc.Close(); err != nil {
 		return nil, err
 	}
-	return append([]byte("# Written by `k3strap firstboot seed` for host "+host+": the site inventory, this host local (docs/edge-first-boot.md).\n"), buf.Bytes()...), nil
+	return buf.Bytes(), nil
 }
 
 func mapGet(m *yaml.Node, key string) *yaml.Node {

@@ -4,7 +4,6 @@
 package firstboot
 
 import (
-	"bytes"
 	"errors"
 	"fmt"
 	"os"
@@ -120,16 +119,7 @@ func (s *pullSeed) forHost(host string) ([]byte, error) {
 		{Kind: yaml.ScalarNode, Tag: "!!str", Value: "host"},
 		{Kind: yaml.ScalarNode, Tag: "!!str", Value: host},
 	}, root.Content...)
-	var buf bytes.Buffer
-	enc := yaml.NewEncoder(&buf)
-	enc.SetIndent(2)
-	if err := enc.Encode(&doc); err != nil {
-		return nil, err
-	}
-	if err := enc.Close(); err != nil {
-		return nil, err
-	}
-	return append([]byte("# Written by `k3strap firstboot seed` for host "+host+": pull mode from the first boot (docs/edge-pull.md).\n"), buf.Bytes()...), nil
+	return encodeWritten(&doc, host, "pull mode from the first boot (docs/edge-pull.md)")
 }
 
 // pathNode returns the value at the dotted key below m (nil when absent).

@@ -4,8 +4,6 @@
 package firstboot
 
 import (
-	"crypto/ed25519"
-	"crypto/rand"
 	"errors"
 	"os"
 	"path/filepath"
@@ -13,8 +11,8 @@ import (
 	"testing"
 
 	"go.yaml.in/yaml/v3"
-	"golang.org/x/crypto/ssh"
 
+	"github.com/k3strap/k3strap/internal/sshtest"
 	"github.com/k3strap/k3strap/pull"
 )
 
@@ -24,19 +22,11 @@ import (
 func pullFiles(t *testing.T, body string) (cfg, signers, kubeconfig string) {
 	t.Helper()
 	d := t.TempDir()
-	pub, _, err := ed25519.GenerateKey(rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	sp, err := ssh.NewPublicKey(pub)
-	if err != nil {
-		t.Fatal(err)
-	}
 	signers = filepath.Join(d, "signers")
 	kubeconfig = filepath.Join(d, "mgmt.kubeconfig")
 	cfg = filepath.Join(d, "pull.yaml")
 	for p, data := range map[string]string{
-		signers:    `admin@example.com namespaces="git" ` + string(ssh.MarshalAuthorizedKey(sp)),
+		signers:    sshtest.AllowedSigner(t, `admin@example.com namespaces="git"`),
 		kubeconfig: "apiVersion: v1\nkind: Config\n# the site's credential\n",
 		cfg:        strings.NewReplacer("SIGNERS", signers, "KUBECONFIG", kubeconfig).Replace(body),
 	} {

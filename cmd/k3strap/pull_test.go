@@ -4,8 +4,6 @@
 package main
 
 import (
-	"crypto/ed25519"
-	"crypto/rand"
 	"encoding/json"
 	"os"
 	"path/filepath"
@@ -13,10 +11,9 @@ import (
 	"testing"
 	"time"
 
-	"golang.org/x/crypto/ssh"
-
 	"github.com/k3strap/k3strap/fleet"
 	"github.com/k3strap/k3strap/fleet/sitestatus"
+	"github.com/k3strap/k3strap/internal/sshtest"
 	"github.com/k3strap/k3strap/pull"
 )
 
@@ -25,15 +22,7 @@ import (
 func pullSetup(t *testing.T, url, extra string) (string, string) {
 	t.Helper()
 	dir := t.TempDir()
-	pub, _, err := ed25519.GenerateKey(rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	sk, err := ssh.NewPublicKey(pub)
-	if err != nil {
-		t.Fatal(err)
-	}
-	signers := writeFile(t, dir, "allowed_signers", "ops@example.com "+string(ssh.MarshalAuthorizedKey(sk)), 0o644)
+	signers := writeFile(t, dir, "allowed_signers", sshtest.AllowedSigner(t, "ops@example.com"), 0o644)
 	state := filepath.Join(dir, "state")
 	cfg := writeFile(t, dir, "pull.yaml", "host: s1\nsource:\n  git:\n    url: "+url+"\n    ref: main\n    path: site/cluster.yaml\nverify:\n  allowedSigners: "+signers+"\nstateDir: "+state+"\n"+extra, 0o600)
 	return cfg, state

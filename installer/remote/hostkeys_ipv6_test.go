@@ -4,8 +4,6 @@
 package remote
 
 import (
-	"crypto/ed25519"
-	"crypto/rand"
 	"errors"
 	"net"
 	"os"
@@ -14,23 +12,15 @@ import (
 	"testing"
 
 	"golang.org/x/crypto/ssh"
+
+	"github.com/k3strap/k3strap/internal/sshtest"
 )
 
 // TestKnownHostsIPv6 records IPv6 hosts as OpenSSH does (bare "fd00::1" on port 22,
 // "[fd00::1]:2222" on another; knownhosts.Normalize), verifies them on the next connect and
 // refuses another key for the same address.
 func TestKnownHostsIPv6(t *testing.T) {
-	newKey := func() ssh.PublicKey {
-		pub, _, err := ed25519.GenerateKey(rand.Reader)
-		if err != nil {
-			t.Fatal(err)
-		}
-		k, err := ssh.NewPublicKey(pub)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return k
-	}
+	newKey := func() ssh.PublicKey { return sshtest.PublicKey(t) }
 	path := filepath.Join(t.TempDir(), "known_hosts")
 	kh := &KnownHosts{Path: path}
 	cb := kh.Callback()

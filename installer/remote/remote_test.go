@@ -4,8 +4,6 @@
 package remote
 
 import (
-	"crypto/ed25519"
-	"crypto/rand"
 	"errors"
 	"net"
 	"os"
@@ -14,20 +12,11 @@ import (
 	"testing"
 
 	"golang.org/x/crypto/ssh"
+
+	"github.com/k3strap/k3strap/internal/sshtest"
 )
 
-func newKey(t *testing.T) ssh.PublicKey {
-	t.Helper()
-	pub, _, err := ed25519.GenerateKey(rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	k, err := ssh.NewPublicKey(pub)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return k
-}
+func newKey(t *testing.T) ssh.PublicKey { return sshtest.PublicKey(t) }
 
 func TestKnownHostsTrustOnFirstUseThenMismatch(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "sub", "known_hosts")
