@@ -19,6 +19,7 @@ import (
 
 	"github.com/k3strap/k3strap/events"
 	"github.com/k3strap/k3strap/firstboot"
+	"github.com/k3strap/k3strap/installer/drift"
 	"github.com/k3strap/k3strap/internal/sshtest"
 	"github.com/k3strap/k3strap/pull"
 )
@@ -216,7 +217,8 @@ func checkSeededPull(t *testing.T, c *testCluster, i int) {
 //     airgap bundle; a seed for a host not in the inventory is refused (exit 2, naming it);
 //   - the agent h3 boots first: it waits for the API (status "waiting", each attempt in the
 //     journal), then the server h1 and the agent h2 boot; every box converges by itself, every
-//     node is Ready with its declared labels and taint;
+//     node is Ready with its declared labels and taint, and records them (the agents as
+//     their nodes);
 //   - every seed carries a pull configuration: cloud-init's install.sh installed it and enabled
 //     the pull timer; a pull run while the first-boot unit converges is skipped, one after it
 //     reports the (unreachable) source (checkSeededPull);
@@ -304,6 +306,15 @@ func TestRealFirstBoot(t *testing.T) {
 			})
 			if want := i == 1; tainted != want || (want && n.Labels["tier"] != "edge") {
 				t.Errorf("%s: node %s taint dedicated=edge:NoSchedule %v (want %v), labels %v", when, h.Name, tainted, want, n.Labels)
+			}
+			// The record of what the inventory declared (docs/failure-modes.md F5): written by
+			// the first server's apply for itself, by each agent's join-self as the node.
+			wantTaints, wantLabels := "", "site"
+			if i == 1 {
+				wantTaints, wantLabels = "dedicated=edge:NoSchedule", "site,tier"
+			}
+			if a := n.Annotations; a[drift.AnnotationTaints] != wantTaints || a[drift.AnnotationLabels] != wantLabels {
+				t.Errorf("%s: node %s records taints %q and labels %q, want %q and %q", when, h.Name, a[drift.AnnotationTaints], a[drift.AnnotationLabels], wantTaints, wantLabels)
 			}
 		}
 	}

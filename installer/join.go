@@ -117,14 +117,21 @@ func (s *session) recordDeclared(ctx context.Context, first, hs *hostState, view
 	if err != nil || n == nil {
 		return
 	}
-	var wrote bool
-	err = first.withAPI(ctx, func(a *kube.API) (err error) {
-		_, wrote, err = drift.ReconcileFrom(ctx, a, s.desired(hs), drift.RepairCNILabel, n, nil)
-		return err
-	})
+	_ = first.withAPI(ctx, func(a *kube.API) error { return s.recordDeclaredOn(ctx, a, hs, n) })
+}
+
+// recordDeclaredOn writes, through api, the annotations that record what the inventory
+// declared for hs's node n (read just before; it carries its declared taints and labels) and
+// the CNI label: drift.RepairCNILabel, which never changes a taint — so a node may write them
+// on its own Node (NodeRestriction refuses a kubelet's change of its taints, not of its
+// annotations or of labels outside kubernetes.io). The error is the API's; the caller may
+// ignore it (the reconcile step of a later run writes the record too).
+func (s *session) recordDeclaredOn(ctx context.Context, api drift.API, hs *hostState, n *corev1.Node) error {
+	_, wrote, err := drift.ReconcileFrom(ctx, api, s.desired(hs), drift.RepairCNILabel, n, nil)
 	if err == nil && wrote {
 		s.in.emitter(s.current).Debug(hs.host.Name, "recorded the declared taints and labels in "+drift.AnnotationTaints+" / "+drift.AnnotationLabels)
 	}
+	return err
 }
 
 // drain cordons and drains hs's node through the first server before an upgrade (unless
