@@ -40,7 +40,6 @@ func pullBoxDir() string { return filepath.Dir(pull.ConfigPath) }
 // pullSeedFile is a file the pull configuration names, carried in the payload under name and
 // installed as pullBoxDir()/name with mode.
 type pullSeedFile struct {
-	key  string // the configuration's key (dotted), for messages
 	name string
 	data []byte
 	mode os.FileMode
@@ -95,7 +94,7 @@ func readPullSeed(path string) (*pullSeed, error) {
 		if err != nil {
 			return nil, seedErr("%s: %s: %v — fix: give the file's path on this machine; the seed carries it to the box", path, f.key, errors.Unwrap(err))
 		}
-		s.files = append(s.files, pullSeedFile{key: f.key, name: f.name, data: data, mode: f.mode})
+		s.files = append(s.files, pullSeedFile{name: f.name, data: data, mode: f.mode})
 		mapSet(parentNode(root, f.key), lastKey(f.key), filepath.Join(pullBoxDir(), f.name))
 	}
 	return s, nil
