@@ -25,9 +25,9 @@ import (
 // inventory (the seed's token file) — upload, install, enable, start, exactly as a join over
 // SSH — and its node awaited through the node's own identity (the kubelet's kubeconfig: the
 // node authorizer lets a node read its Node) until Ready with its declared labels and taints,
-// within --timeout; a node this run created then records, as itself, the taints and labels
-// the inventory declared (drift.AnnotationTaints, drift.AnnotationLabels). A box already joined
-// and unchanged changes nothing.
+// within --timeout; a node that matches its inventory then records, as itself, the taints and
+// labels the inventory declared (drift.AnnotationTaints, drift.AnnotationLabels) unless the
+// record is current. A box already joined and unchanged changes nothing.
 //
 // Reads: the local host's plan and facts, s.join.apiDate, spec.k3s.token. Writes: s.join.token, the host's result, its node's record annotations.
 type joinSelfStep struct{}
@@ -142,15 +142,15 @@ func (s *session) waitOwnNode(ctx context.Context, hs *hostState, res convergeRe
 		if err == nil {
 			if why = bringup.NodeLacks(n, hs.host, s.in.cluster.HostTaints(hs.host), wantEtcd, "", hs.fresh, since); why == "" {
 				em.Step(hs.host.Name, "node", events.StatusOK, "node Ready")
-				if hs.fresh {
-					// The record of what the inventory declared (docs/failure-modes.md F5),
-					// written as the node itself: no one else here can.
-					rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-					if err := s.recordDeclaredOn(rctx, k, hs, n); err != nil && ctx.Err() == nil {
-						em.Warn(hs.host.Name, "the node could not record its declared taints and labels ("+drift.AnnotationTaints+", "+drift.AnnotationLabels+"): "+err.Error()+"; a later `k3strap apply` from a workstation records them")
-					}
-					cancel()
+				// The record of what the inventory declared (docs/failure-modes.md F5), written
+				// as the node itself — no one else here can — when the node matches its
+				// inventory and the record is not current (a new node, or one a k3strap
+				// without this joined); nothing is written otherwise.
+				rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+				if err := s.recordDeclaredOn(rctx, k, hs, n); err != nil && ctx.Err() == nil {
+					em.Warn(hs.host.Name, "the node could not record its declared taints and labels ("+drift.AnnotationTaints+", "+drift.AnnotationLabels+"): "+err.Error()+"; a later `k3strap apply` from a workstation records them")
 				}
+				cancel()
 				return nil
 			}
 		} else if apierrors.IsNotFound(err) {
