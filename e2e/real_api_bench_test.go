@@ -86,18 +86,12 @@ func startExecSampler(hostIndex int) *execSampler {
 				}
 			}
 			for pid := range watch {
-				st, err := os.ReadFile("/proc/" + pid + "/status")
+				st, err := procStatusKiB(pid)
 				if err != nil {
 					delete(watch, pid)
 					continue
 				}
-				for _, l := range strings.Split(string(st), "\n") {
-					if v, ok := strings.CutPrefix(l, "VmHWM:"); ok {
-						var kib int64
-						fmt.Sscan(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")), &kib)
-						s.maxHWMKiB = max(s.maxHWMKiB, kib)
-					}
-				}
+				s.maxHWMKiB = max(s.maxHWMKiB, st["VmHWM"])
 			}
 			select {
 			case <-s.stop:

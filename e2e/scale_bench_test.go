@@ -420,26 +420,9 @@ func (r *scaleRig) k3strap(b *testing.B, args ...string) scaleRun {
 func sampleMemory(pid int, done <-chan struct{}) (anon, file int64) {
 	tick := time.NewTicker(20 * time.Millisecond)
 	defer tick.Stop()
-	p := fmt.Sprintf("/proc/%d/status", pid)
 	for {
-		if b, err := os.ReadFile(p); err == nil {
-			var a, f int64
-			for _, l := range strings.Split(string(b), "\n") {
-				k, v, ok := strings.Cut(l, ":")
-				if !ok {
-					continue
-				}
-				n, _ := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 10, 64)
-				switch k {
-				case "RssAnon":
-					a = n
-				case "RssFile":
-					f = n
-				}
-			}
-			if a > anon {
-				anon, file = a, f
-			}
+		if m, err := procStatusKiB(strconv.Itoa(pid)); err == nil && m["RssAnon"] > anon {
+			anon, file = m["RssAnon"], m["RssFile"]
 		}
 		select {
 		case <-done:
