@@ -362,6 +362,40 @@ func TestSudoPasswordUser(t *testing.T) {
 	}
 }
 
+// TestSudoPasswordNotNeeded: a sudo password given for hosts whose sudo needs none (the
+// `deploy` user's NOPASSWD rule) is never sent. Such a sudo -S reads nothing, so a password line
+// sent ahead of a command's input reached the command: the path probe read it as its program
+// (NodePaths failed, exit 3), and a file written through sudo would have started with it.
+func TestSudoPasswordNotNeeded(t *testing.T) {
+	c := newCluster(t, 2)
+	const pw = "e2e-unneeded-sudo-pw"
+	t.Setenv("E2E_SUDO_PASSWORD", pw)
+	c.writeInventory(clusterInv, clusterExtra(1, 1, map[string]any{"user": "deploy", "sudoPasswordEnv": "E2E_SUDO_PASSWORD"}))
+	r := c.k3strap(3*time.Minute, "apply", "--kubeconfig-out", c.dir+"/k")
+	defer r.dump(t)
+	if r.code != 0 {
+		t.Fatalf("apply as deploy with a password it does not need exited %d", r.code)
+	}
+	paths := false
+	for _, e := range r.events {
+		if e.Phase == events.PhasePaths && e.Type == events.PhaseFinished {
+			paths = e.Status == events.StatusOK
+		}
+	}
+	if !paths {
+		t.Error("the path check between the two hosts did not pass")
+	}
+	if strings.Contains(r.stdout+r.stderr, pw) {
+		t.Error("the sudo password appears in k3strap's output")
+	}
+	for i := range 2 {
+		files := c.exec(i, "sh", "-c", "grep -rl -F -- "+pw+" /etc/rancher /var/lib/rancher/k3s/server/token /etc/systemd/system 2>/dev/null; true")
+		if strings.TrimSpace(files) != "" {
+			t.Errorf("host %d: the sudo password was written into %s", i, strings.TrimSpace(files))
+		}
+	}
+}
+
 // TestJumpHostOnly: hosts reachable only through one bastion host; once through the
 // inventory's ssh.bastion, once through ProxyJump in an ssh_config file.
 func TestJumpHostOnly(t *testing.T) {

@@ -131,6 +131,9 @@ type Client struct {
 	raw    *activityConn
 	conn   *ssh.Client
 	isRoot bool
+	// noSudoPassword: the host's sudo needs no password, so the one given is never sent
+	// (CheckSudo).
+	noSudoPassword atomic.Bool
 
 	sftpMu sync.Mutex
 	sftpSt *sftpStart
@@ -279,7 +282,11 @@ func (c *Client) Address() string { return c.cfg.addr() }
 func (c *Client) IsRoot() bool { return c.isRoot }
 
 // HasSudoPassword reports whether sudo gets a password on stdin.
-func (c *Client) HasSudoPassword() bool { return !c.isRoot && c.cfg.SudoPassword != "" }
+func (c *Client) HasSudoPassword() bool {
+	return !c.isRoot && c.cfg.SudoPassword != "" && !c.noSudoPassword.Load()
+}
+
+func (c *Client) skipSudoPassword() { c.noSudoPassword.Store(true) }
 
 // Stats returns what the client has done so far.
 func (c *Client) Stats() Stats {
@@ -419,7 +426,7 @@ func (c *Client) become() become {
 	switch {
 	case c.isRoot:
 		return becomeNone
-	case c.cfg.SudoPassword != "":
+	case c.HasSudoPassword():
 		return becomeSudoPass
 	default:
 		return becomeSudoN

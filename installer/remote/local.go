@@ -48,6 +48,8 @@ type Local struct {
 	cfg    LocalConfig
 	user   string
 	isRoot bool
+	// noSudoPassword: sudo needs no password here, so the one given is never sent (CheckSudo).
+	noSudoPassword atomic.Bool
 
 	commands, transfers, uploaded atomic.Int64
 
@@ -85,7 +87,11 @@ func (l *Local) Address() string { return net.JoinHostPort(l.cfg.Address, "0") }
 func (l *Local) IsRoot() bool { return l.isRoot }
 
 // HasSudoPassword reports whether sudo gets a password.
-func (l *Local) HasSudoPassword() bool { return !l.isRoot && l.cfg.SudoPassword != "" }
+func (l *Local) HasSudoPassword() bool {
+	return !l.isRoot && l.cfg.SudoPassword != "" && !l.noSudoPassword.Load()
+}
+
+func (l *Local) skipSudoPassword() { l.noSudoPassword.Store(true) }
 
 // Stats reports the commands run and the files written (BytesUploaded: bytes written).
 func (l *Local) Stats() Stats {
@@ -117,7 +123,7 @@ func (l *Local) become() become {
 	switch {
 	case l.isRoot:
 		return becomeNone
-	case l.cfg.SudoPassword != "":
+	case l.HasSudoPassword():
 		return becomeSudoPass
 	default:
 		return becomeSudoN

@@ -87,16 +87,43 @@ func (e *SudoError) Unwrap() error {
 	return nil
 }
 
+// passwordSkipper is a host that can set its sudo password aside when its sudo needs none
+// (Client, Local): CheckSudo tells it.
+type passwordSkipper interface{ skipSudoPassword() }
+
 // CheckSudo runs `true` as root on h through sudo (`sudo -n`, or `sudo -S` with the password
 // on stdin when h has one) within timeout, so that a sudo that refuses, asks for a password or
 // hangs is found when the host is connected, not later. A root login returns nil at once and
-// runs nothing. Errors: *SudoError (SudoTimeout when sudo did not finish within timeout;
-// timeout ≤ 0 gives it no time), cancellation of ctx, or a transport error.
+// runs nothing. When h has a sudo password but its sudo needs none (`sudo -n true` succeeds:
+// a NOPASSWD rule), h sets the password aside and never sends it (HasSudoPassword is then
+// false). Errors: *SudoError (SudoTimeout when sudo did not finish within timeout; timeout ≤ 0
+// gives it no time), cancellation of ctx, or a transport error.
 func CheckSudo(ctx context.Context, h Host, timeout time.Duration) error {
 	if h.IsRoot() {
 		return nil
 	}
 	timeoutErr := &SudoError{Host: h.Host(), User: h.User(), Reason: SudoTimeout, Timeout: max(timeout, 0)}
+	if timeout <= 0 {
+		return timeoutErr
+	}
+	start := time.Now()
+	if h.HasSudoPassword() {
+		if ps, ok := h.(passwordSkipper); ok {
+			// A password given for a host whose sudo needs none (a NOPASSWD rule): sudo -S
+			// would not read the line sent ahead of a command's input, and the command would
+			// get it — written into the file an upload writes, read as the path probe's
+			// program. Asked once here; the password then goes nowhere on this host.
+			res, err := h.Run(ctx, Command("sudo", "-n", "true").WithTimeout(timeout))
+			if err == nil && res.ExitCode == 0 {
+				ps.skipSudoPassword()
+				return nil
+			}
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
+		}
+	}
+	timeout -= time.Since(start)
 	if timeout <= 0 {
 		return timeoutErr
 	}

@@ -27,18 +27,18 @@ func TestDialChecksSudo(t *testing.T) {
 	const pw = "s3cret-pw"
 	var sudoCalls atomic.Int32
 	// The host's sudo: each case sets its own (they run one after the other).
-	type sudoFunc func(cmd string, stdin io.Reader, stderr io.Writer, done <-chan struct{}) int
+	type sudoFunc func(cmd string, stdin io.Reader, stdout, stderr io.Writer, done <-chan struct{}) int
 	var sudo atomic.Pointer[sudoFunc]
-	srv := sshtest.New(t, func(cmd string, stdin io.Reader, _, stderr io.Writer, done <-chan struct{}) int {
+	srv := sshtest.New(t, func(cmd string, stdin io.Reader, stdout, stderr io.Writer, done <-chan struct{}) int {
 		if !strings.HasPrefix(cmd, "sudo ") {
 			return 0
 		}
 		sudoCalls.Add(1)
-		return (*sudo.Load())(cmd, stdin, stderr, done)
+		return (*sudo.Load())(cmd, stdin, stdout, stderr, done)
 	})
 	set := func(b sudoFunc) { sudo.Store(&b) }
-	hang := func(_ string, _ io.Reader, _ io.Writer, done <-chan struct{}) int { <-done; return 0 }
-	wantsPassword := func(cmd string, stdin io.Reader, stderr io.Writer, _ <-chan struct{}) int {
+	hang := func(_ string, _ io.Reader, _, _ io.Writer, done <-chan struct{}) int { <-done; return 0 }
+	wantsPassword := func(cmd string, stdin io.Reader, _, stderr io.Writer, _ <-chan struct{}) int {
 		if strings.Contains(cmd, "sudo -n ") {
 			fmt.Fprintln(stderr, "sudo: a password is required")
 			return 1
@@ -51,11 +51,11 @@ func TestDialChecksSudo(t *testing.T) {
 		fmt.Fprintln(stderr, "sudo: 1 incorrect password attempt")
 		return 1
 	}
-	notInstalled := func(_ string, _ io.Reader, stderr io.Writer, _ <-chan struct{}) int {
+	notInstalled := func(_ string, _ io.Reader, _, stderr io.Writer, _ <-chan struct{}) int {
 		fmt.Fprintln(stderr, "sh: 1: sudo: not found")
 		return 127
 	}
-	denied := func(_ string, _ io.Reader, stderr io.Writer, _ <-chan struct{}) int {
+	denied := func(_ string, _ io.Reader, _, stderr io.Writer, _ <-chan struct{}) int {
 		fmt.Fprintln(stderr, "ops is not in the sudoers file.")
 		return 1
 	}
@@ -133,7 +133,46 @@ func TestDialChecksSudo(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		if !c.HasSudoPassword() {
+			t.Error("a sudo that asks for the password: the client set it aside")
+		}
 		_ = c.Close()
+	})
+	// A password given for a host whose sudo needs none (NOPASSWD): such a sudo -S reads
+	// nothing, so a password line sent ahead of a command's input would reach the command (as
+	// the real sudo does). The client finds out at the connect and never sends it.
+	t.Run("password given, none needed", func(t *testing.T) {
+		set(func(cmd string, stdin io.Reader, stdout, _ io.Writer, _ <-chan struct{}) int {
+			if strings.Contains(cmd, "sudo -S") {
+				// What NOPASSWD sudo -S does: runs the command on the input as it is.
+				b, _ := io.ReadAll(stdin)
+				stdout.Write(b)
+				return 0
+			}
+			if strings.HasPrefix(cmd, "sudo -n -- cat") {
+				b, _ := io.ReadAll(stdin)
+				stdout.Write(b)
+			}
+			return 0
+		})
+		c, err, _ := dial(context.Background(), "ops", pw, 5*time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		if c.HasSudoPassword() {
+			t.Error("sudo needs no password, but the client keeps sending it")
+		}
+		res, err := c.Run(context.Background(), Command("cat").AsRoot().WithStdin(strings.NewReader("data\n")))
+		if err != nil {
+			t.Fatal(err)
+		}
+		switch got := string(res.Stdout); {
+		case strings.Contains(got, pw):
+			t.Error("the password reached the command's input")
+		case got != "data\n":
+			t.Errorf("the command's input was %q, want %q", got, "data\n")
+		}
 	})
 	t.Run("wrong password", func(t *testing.T) {
 		set(wantsPassword)
