@@ -232,3 +232,43 @@ func TestSessionUploadCutResumes(t *testing.T) {
 		t.Errorf("partial files left on cp1:\n%s", left)
 	}
 }
+
+// TestPathCheckOverDropbear: the path check between two Dropbear hosts. Dropbear ends the
+// connection on an exec command line over 9,000 bytes; the probe's launcher is short and its
+// program travels on the command's input, so the probe runs as sent (no staged script), on both
+// hosts at once, and every path tests open.
+func TestPathCheckOverDropbear(t *testing.T) {
+	if _, err := os.Stat(dropbearPath); err != nil {
+		t.Skipf("Dropbear is not installed on this machine (%v): run `harness.sh deps` (Debian package dropbear-bin)", err)
+	}
+	c := newCluster(t, 2)
+	startDropbear(t, c, 0)
+	startDropbear(t, c, 1)
+	c.writeInventory(clusterInv, clusterExtra(1, 1, nil))
+	r := c.k3strap(2*time.Minute, "preflight", "--verbose")
+	defer r.dump(t)
+	finished := ""
+	for _, e := range r.ofType(events.PhaseFinished) {
+		if e.Phase == events.PhasePaths {
+			finished = string(e.Status) + ": " + e.Message
+		}
+	}
+	if !strings.HasPrefix(finished, string(events.StatusOK)+": ") || !strings.Contains(finished, "paths ok") {
+		t.Fatalf("path check over Dropbear: %q, want every path ok", finished)
+	}
+	probes := 0
+	for _, e := range r.ofType(events.Debug) {
+		switch {
+		case strings.Contains(e.Message, "stage path check script"):
+			t.Errorf("the probe was staged in a file (%s): its command line is too long for Dropbear", e.Message)
+		case strings.Contains(e.Message, "<path check script>"):
+			probes++
+		}
+	}
+	if probes != 2 {
+		t.Errorf("--verbose showed %d path check commands, want one per host", probes)
+	}
+	if r.code != 0 {
+		t.Errorf("preflight exited %d", r.code)
+	}
+}

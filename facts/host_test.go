@@ -26,8 +26,8 @@ func TestHostFactsGatheredOnce(t *testing.T) {
 		t.Skip("the scripts target Linux hosts")
 	}
 	sh := shell{argv: []string{"/bin/sh"}}
-	// The facts script goes without comment lines (withoutComments), host.sh's included.
-	if q := "K3STRAP_HOST_SH=" + shellescape.Quote(HostScript()); !strings.Contains(Script(ScriptInput{}), withoutComments(q)) || !strings.Contains(DoctorNodeScript, q) {
+	// The facts script goes without comment lines (WithoutComments), host.sh's included.
+	if q := "K3STRAP_HOST_SH=" + shellescape.Quote(HostScript()); !strings.Contains(Script(ScriptInput{}), WithoutComments(q)) || !strings.Contains(DoctorNodeScript, q) {
 		t.Fatal("host.sh is not in both scripts")
 	}
 	sent := time.Now()

@@ -51,19 +51,20 @@ type ScriptInput struct {
 }
 
 // Script returns the complete facts script for in, without its comment lines
-// (withoutComments): shell-quoted assignments of the inputs and the host paths
+// (WithoutComments): shell-quoted assignments of the inputs and the host paths
 // (k3s.ShellVars), then the embedded gather.sh as a function whose output goes through
 // `gzip -c` when the host has gzip. The caller runs it as `sh -c <shell-quoted script>` over
 // one SSH channel (stdin carries the sudo password when in.SudoPasswordOnStdin) and passes
 // stdout to Parse.
-func Script(in ScriptInput) string { return withoutComments(script(in)) }
+func Script(in ScriptInput) string { return WithoutComments(script(in)) }
 
-// withoutComments returns script without the lines that are only a comment (blanks, then
-// '#'): a third of the facts script's bytes. The script travels on each host's command line,
+// WithoutComments returns script without the lines that are only a comment (blanks, then
+// '#'): a third of the facts script's bytes, and most of the path probe's launcher
+// (netcheck.ProbeScript). A script travels on each host's command line,
 // and the SSH library keeps a buffer the size of the largest packet it sent for as long as the
 // connection lives (docs/preflight.md "Cost at scale"). The scripts hold no data line that
 // starts with '#' (TestScriptWithoutComments).
-func withoutComments(script string) string {
+func WithoutComments(script string) string {
 	var b strings.Builder
 	b.Grow(len(script))
 	for line := range strings.Lines(script) {

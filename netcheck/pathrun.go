@@ -144,7 +144,8 @@ func newPathRun(ctx context.Context, cancel context.CancelFunc, c *Cluster, host
 // listeners to bind: one per target host, proto and port.
 func (r *pathRun) startProbes() {
 	nonce := randHex(6)
-	scripts := map[string]string{} // by interpreter: each built once
+	type probeProgram struct{ script, program string }
+	scripts := map[string]probeProgram{} // by interpreter: each built once, shared by every host
 	listens := make([]map[listenKey]netip.Addr, len(r.runs))
 	for n := range r.rep.Results {
 		p := &r.rep.Results[n].Probe
@@ -164,12 +165,12 @@ func (r *pathRun) startProbes() {
 		if tool == "" {
 			tool = probeTool(hr.h.Tool)
 		}
-		script, ok := scripts[tool]
+		pp, ok := scripts[tool]
 		if !ok {
-			script = ProbeScript(int(r.opt.Limit/time.Second), tool)
-			scripts[tool] = script
+			pp.script, pp.program = ProbeScript(int(r.opt.Limit/time.Second), tool)
+			scripts[tool] = pp
 		}
-		r.start(i, hr, script)
+		r.start(i, hr, pp.script, pp.program)
 		var b strings.Builder
 		fmt.Fprintf(&b, "id %s h%d\n", nonce, i)
 		keys := make([]listenKey, 0, len(listens[i]))
@@ -191,13 +192,13 @@ func (r *pathRun) startProbes() {
 }
 
 // start runs host i's probe in a goroutine that sends every line it prints, then its end, as
-// events; its input is what hr.in carries (probeInput).
-func (r *pathRun) start(i int, hr *hostRun, script string) {
+// events; its input is program (ProbeScript), then what hr.in carries (probeInput).
+func (r *pathRun) start(i int, hr *hostRun, script, program string) {
 	ctx := r.ctx
 	r.wg.Add(1)
 	go func() {
 		defer r.wg.Done()
-		err := hr.h.Run(ctx, script, &probeInput{ctx: ctx, in: hr.in}, func(s string) {
+		err := hr.h.Run(ctx, script, &probeInput{ctx: ctx, in: hr.in, rest: program}, func(s string) {
 			l, ok := parseProbeLine(s)
 			if !ok {
 				return
@@ -224,16 +225,26 @@ func probeTool(found string) string {
 	return found
 }
 
-// probeInput is a probe's standard input: the strings sent on in, in order, then EOF when in
-// is closed (hostRun.close) or the run's context ends. Read straight from the channel, it
-// needs no pipe and no goroutine of its own per host.
+// probeInput is a probe's standard input: rest (at first the probe program, ProbeScript),
+// then the strings sent on in, in order, then EOF when in is closed (hostRun.close) or the
+// run's context ends. Read straight from the channel, it needs no pipe and no goroutine of its
+// own per host. A read returns at most probeInputChunk bytes.
 type probeInput struct {
 	ctx  context.Context
 	in   <-chan string
 	rest string
 }
 
+// probeInputChunk bounds one read of a probe's input (bytes), and so the SSH packet that
+// carries it: the SSH library keeps a buffer the size of the largest packet a connection
+// sent, for the connection's life, and the facts script's 12 KB command line already set
+// that size; the probe program must not raise it.
+const probeInputChunk = 4096
+
 func (p *probeInput) Read(b []byte) (int, error) {
+	if len(b) > probeInputChunk {
+		b = b[:probeInputChunk]
+	}
 	for p.rest == "" {
 		select {
 		case s, ok := <-p.in:

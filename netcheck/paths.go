@@ -223,7 +223,7 @@ type ProbeHost struct {
 	Skip string
 	// Tool is the interpreter the host's facts found first, as they report it
 	// (facts.Network.ProbeTools: /usr/bin/perl, /usr/bin/python3,
-	// /usr/libexec/platform-python): the probe then carries only that program (ProbeScript).
+	// /usr/libexec/platform-python): the probe is then sent only that program (ProbeScript).
 	// "" carries both and lets the host pick; PathOptions.Tool overrides it.
 	Tool string
 }

@@ -6,6 +6,7 @@ package netcheck
 import (
 	"bufio"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -38,6 +39,23 @@ func localRun(ctx context.Context, script string, stdin io.Reader, onLine func(s
 		onLine(sc.Text())
 	}
 	return cmd.Wait()
+}
+
+// probeCmd starts the probe for tool with a limit of limit seconds, its program already
+// written to its input as RunPaths writes it (ProbeScript), and returns its input and output.
+func probeCmd(t *testing.T, limit int, tool string) (*exec.Cmd, io.WriteCloser, io.Reader) {
+	t.Helper()
+	script, program := ProbeScript(limit, tool)
+	cmd := exec.Command("sh", "-c", script)
+	in, _ := cmd.StdinPipe()
+	out, _ := cmd.StdoutPipe()
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := io.WriteString(in, program); err != nil {
+		t.Fatal(err)
+	}
+	return cmd, in, out
 }
 
 // testPorts are K3s's kinds of ports on numbers nothing else on this machine uses.
@@ -185,12 +203,7 @@ func TestProbeEndsWithoutInput(t *testing.T) {
 	for _, tool := range []string{"perl", "python3"} {
 		t.Run(tool, func(t *testing.T) {
 			needTool(t, tool)
-			cmd := exec.Command("sh", "-c", ProbeScript(1, tool))
-			in, _ := cmd.StdinPipe()
-			out, _ := cmd.StdoutPipe()
-			if err := cmd.Start(); err != nil {
-				t.Fatal(err)
-			}
+			cmd, in, out := probeCmd(t, 1, tool)
 			io.WriteString(in, "id n1 h0\nlisten tcp 127.0.0.61 46999\nbind\n")
 			sc := bufio.NewScanner(out)
 			var lines []string
@@ -210,11 +223,10 @@ func TestProbeEndsWithoutInput(t *testing.T) {
 				t.Errorf("ended %s after its input closed", d)
 			}
 			// never told anything: the alarm ends it after 1 s
-			cmd = exec.Command("sh", "-c", ProbeScript(1, tool))
-			keep, _ := cmd.StdinPipe()
-			defer keep.Close()
 			start = time.Now()
-			if err := cmd.Run(); err == nil {
+			cmd, keep, _ := probeCmd(t, 1, tool)
+			defer keep.Close()
+			if err := cmd.Wait(); err == nil {
 				t.Error("the alarm should end it with a signal")
 			}
 			if d := time.Since(start); d < 900*time.Millisecond || d > 3*time.Second {
@@ -279,8 +291,9 @@ func TestPlanProbesLargeCluster(t *testing.T) {
 	}
 }
 
-// TestRunPathsHostTools: a host whose facts named its interpreter gets only that program
-// (half the command line), one without gets both, and the three still test every path.
+// TestRunPathsHostTools: a host whose facts named its interpreter is sent only that program,
+// one without gets both, and the three still test every path; the programs travel on the
+// probe's input, never on its command line.
 func TestRunPathsHostTools(t *testing.T) {
 	needTool(t, "perl")
 	needTool(t, "python3")
@@ -307,14 +320,15 @@ func TestRunPathsHostTools(t *testing.T) {
 			t.Errorf("%s → %s %d: %s %s", r.From, r.To, r.Port.Port, r.Status, r.Detail)
 		}
 	}
+	pl, py := "K3SP_PL_LEN="+strconv.Itoa(len(probePl))+"\n", "K3SP_PY_LEN="+strconv.Itoa(len(probePy))+"\n"
 	for name, want := range map[string][2]bool{"cp1": {true, false}, "a1": {false, true}, "a2": {true, true}} {
 		s := scripts[name]
-		if got := [2]bool{strings.Contains(s, "K3SP_PL="), strings.Contains(s, "K3SP_PY=")}; got != want {
-			t.Errorf("%s's script carries perl, python: %v, want %v", name, got, want)
+		if got := [2]bool{strings.Contains(s, pl), strings.Contains(s, py)}; got != want {
+			t.Errorf("%s is sent perl, python: %v, want %v (launcher:\n%s)", name, got, want, s)
 		}
-	}
-	if len(scripts["cp1"])*3 > len(scripts["a2"])*2 {
-		t.Errorf("perl only: %d bytes, both: %d", len(scripts["cp1"]), len(scripts["a2"]))
+		if len(s) > 1536 || strings.Contains(s, "use strict") || strings.Contains(s, "import errno") {
+			t.Errorf("%s's command line is %d bytes or carries a program", name, len(s))
+		}
 	}
 }
 
@@ -336,12 +350,7 @@ func TestProbeReceiveBuffer(t *testing.T) {
 		t.Run(tool, func(t *testing.T) {
 			needTool(t, tool)
 			port := 46990 + i
-			cmd := exec.Command("sh", "-c", ProbeScript(5, tool))
-			in, _ := cmd.StdinPipe()
-			out, _ := cmd.StdoutPipe()
-			if err := cmd.Start(); err != nil {
-				t.Fatal(err)
-			}
+			cmd, in, out := probeCmd(t, 5, tool)
 			defer func() { in.Close(); cmd.Wait() }()
 			fmt.Fprintf(in, "id n1 h0\nlisten udp 127.0.0.61 %d\nbind\n", port)
 			sc := bufio.NewScanner(out)
@@ -358,6 +367,24 @@ func TestProbeReceiveBuffer(t *testing.T) {
 			// The kernel doubles what was asked for (socket(7)).
 			if rb, _ := strconv.Atoi(m[1]); rb < 2*want {
 				t.Errorf("receive buffer %d bytes, want at least %d (asked %d)", rb, 2*want, want)
+			}
+		})
+	}
+}
+
+// TestProbeShortProgram: a probe whose input ends before its whole program arrived (the
+// connection dropped while it was sent) says so and exits 3 instead of running half a program.
+func TestProbeShortProgram(t *testing.T) {
+	for _, tool := range []string{"perl", "python3"} {
+		t.Run(tool, func(t *testing.T) {
+			needTool(t, tool)
+			script, program := ProbeScript(5, tool)
+			cmd := exec.Command("sh", "-c", script)
+			cmd.Stdin = strings.NewReader(program[:len(program)/2])
+			out, err := cmd.Output()
+			var ee *exec.ExitError
+			if !errors.As(err, &ee) || ee.ExitCode() != 3 || !strings.HasPrefix(string(out), "error short-program:") {
+				t.Errorf("half a program: %v, %q; want exit 3 and an error line", err, out)
 			}
 		})
 	}

@@ -10,6 +10,8 @@ import (
 	"strings"
 
 	"al.essio.dev/pkg/shellescape"
+
+	"github.com/k3strap/k3strap/facts"
 )
 
 // The path probe: probe.sh starts probe.pl (Perl) or probe.py (Python 3) on a host; both speak
@@ -24,27 +26,34 @@ var probePl string
 //go:embed probe.py
 var probePy string
 
-// ProbeScript returns the shell script a host runs for the path check: the programs, the
-// hard time limit in seconds (the program ends itself then, whatever happens to the SSH
-// connection), an interpreter to force, and probe.sh. With tool "" it carries both programs
-// and probe.sh picks perl, then python3; with "perl" only probe.pl, with any other tool
-// (python3, /usr/libexec/platform-python) only probe.py — half the command line, which every
-// host's SSH connection otherwise keeps a buffer of for the rest of the run (docs/preflight.md
-// "Cost at scale").
-func ProbeScript(limitSeconds int, tool string) string {
+// ProbeScript returns what a host runs for the path check: script, the launcher k3strap runs
+// as root with `sh -c` (under 1.5 KB: the hard time limit in seconds, after which the program
+// ends itself whatever happens to the SSH connection; an interpreter to force; the programs'
+// lengths; probe.sh without its comments), and program, the bytes its standard input must
+// start with, before the protocol's lines: probe.pl and probe.py for tool "" (probe.sh picks
+// perl, then python3), only probe.pl for tool "perl", only probe.py for any other tool
+// (python3, /usr/libexec/platform-python). The programs travel on standard input, not on the
+// command line: one copy for all hosts instead of a 12 KB command line per host, which the
+// SSH library also keeps a buffer of for the connection's life, and no 12 KB line in the
+// host's process list or sudo's log (docs/preflight.md "Cost at scale").
+func ProbeScript(limitSeconds int, tool string) (script, program string) {
+	pl, py := probePl, probePy
+	switch tool {
+	case "":
+	case "perl":
+		py = ""
+	default:
+		pl = ""
+	}
 	var b strings.Builder
-	if tool == "" || tool == "perl" {
-		b.WriteString("K3SP_PL=" + shellescape.Quote(probePl) + "\n")
-	}
-	if tool != "perl" {
-		b.WriteString("K3SP_PY=" + shellescape.Quote(probePy) + "\n")
-	}
+	b.WriteString("K3SP_PL_LEN=" + strconv.Itoa(len(pl)) + "\n")
+	b.WriteString("K3SP_PY_LEN=" + strconv.Itoa(len(py)) + "\n")
 	b.WriteString("K3SP_LIMIT=" + strconv.Itoa(limitSeconds) + "\n")
 	if tool != "" {
 		b.WriteString("K3SP_TOOL=" + shellescape.Quote(tool) + "\n")
 	}
-	b.WriteString(probeSh)
-	return b.String()
+	b.WriteString(facts.WithoutComments(probeSh))
+	return b.String(), pl + py
 }
 
 // probeLine is one line a probe printed, parsed.

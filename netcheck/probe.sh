@@ -5,17 +5,49 @@
 # hosts have neither by default: the probe then says so and exits 3, and preflight names the
 # host and what to install.
 #
-# Inputs (set by ProbeScript above this text): K3SP_PL and K3SP_PY, the two programs;
-# K3SP_LIMIT, the seconds after which the program ends itself whatever happens (an alarm, so
-# it also ends when the SSH connection dropped without closing its input); K3SP_TOOL, to force
-# one interpreter (tests).
+# The programs are not on the command line: standard input starts with K3SP_PL_LEN bytes of
+# probe.pl, then K3SP_PY_LEN bytes of probe.py (either may be 0), and the protocol's lines
+# follow. The interpreter reads exactly those bytes itself (sysread, os.read: nothing of the
+# protocol is buffered away), keeps its own program and runs it.
+#
+# Inputs (set by ProbeScript above this text): K3SP_PL_LEN and K3SP_PY_LEN; K3SP_LIMIT, the
+# seconds after which the program ends itself whatever happens (an alarm, so it also ends when
+# the SSH connection dropped without closing its input); K3SP_TOOL, to force one interpreter.
 K3SP_LIMIT=${K3SP_LIMIT:-20}
-export K3SP_LIMIT
+export K3SP_LIMIT K3SP_PL_LEN K3SP_PY_LEN
 for t in ${K3SP_TOOL:-perl python3 /usr/libexec/platform-python}; do
 	command -v "$t" >/dev/null 2>&1 || continue
 	case $t in
-	perl) exec perl -e "$K3SP_PL" ;;
-	*) exec "$t" -c "$K3SP_PY" ;;
+	perl)
+		exec perl -e '
+my ($k3sp_pl, $k3sp_py) = ($ENV{K3SP_PL_LEN} || 0, $ENV{K3SP_PY_LEN} || 0);
+my $k3sp_src = "";
+while (length($k3sp_src) < $k3sp_pl + $k3sp_py) {
+	my $r = sysread(STDIN, $k3sp_src, $k3sp_pl + $k3sp_py - length($k3sp_src), length($k3sp_src));
+	if (!$r) { print "error short-program: the probe program did not arrive whole\n"; exit 3; }
+}
+if (!$k3sp_pl) { print "error no-program: no perl program was sent\n"; exit 3; }
+eval substr($k3sp_src, 0, $k3sp_pl);
+die $@ if $@;
+'
+		;;
+	*)
+		exec "$t" -c '
+import os, sys
+pl, py = int(os.environ.get("K3SP_PL_LEN") or 0), int(os.environ.get("K3SP_PY_LEN") or 0)
+src = b""
+while len(src) < pl + py:
+    chunk = os.read(0, pl + py - len(src))
+    if not chunk:
+        print("error short-program: the probe program did not arrive whole", flush=True)
+        sys.exit(3)
+    src += chunk
+if not py:
+    print("error no-program: no python program was sent", flush=True)
+    sys.exit(3)
+exec(compile(src[pl:], "probe.py", "exec"), {"__name__": "__main__"})
+'
+		;;
 	esac
 done
 echo "error no-interpreter: neither perl nor python3 is installed"
