@@ -30,7 +30,13 @@ func TestF1(t *testing.T) {
 		"/etc/k3ssim/sim.yaml":         "timeScale: 0.05\n",
 	})
 	s := startSim(t, "server", root, "vm", nil, nil)
+	// Recorded until the network policy controller waits for the taint and subnet.env, the last
+	// milestone, exists: the first is a timer of the simulator, the milestones come from API
+	// round trips, which a loaded machine stretches past it.
 	rec, stopRec := record(t, s, func() bool {
+		if _, err := os.Stat(s.root.Path(paths.SubnetEnv)); err != nil {
+			return false
+		}
 		for _, l := range s.logs.snapshot() {
 			if strings.Contains(l.text, "waiting for removal of node.cloudprovider.kubernetes.io/uninitialized taint") {
 				return true
