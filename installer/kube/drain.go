@@ -15,7 +15,6 @@ import (
 	policyv1 "k8s.io/api/policy/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/types"
 )
 
@@ -118,26 +117,23 @@ func (a *API) setUnschedulable(ctx context.Context, node string, on bool) error 
 	return a.wrap(verb+node, err)
 }
 
-// podsToEvict lists node's pods and keeps those a drain evicts (evictable), asking whether the
-// DaemonSet of a DaemonSet's pod still exists.
+// podsToEvict lists node's pods (ListPods) and keeps those a drain evicts (evictable), asking
+// whether the DaemonSet of a DaemonSet's pod still exists (GetDaemonSet).
 func (a *API) podsToEvict(ctx context.Context, node string) ([]corev1.Pod, error) {
-	cctx, cancel := call(ctx)
-	defer cancel()
-	list, err := a.Typed.CoreV1().Pods(metav1.NamespaceAll).List(cctx, metav1.ListOptions{
-		FieldSelector: fields.OneTermEqualSelector("spec.nodeName", node).String()})
+	list, err := a.ListPods(ctx, metav1.NamespaceAll, node)
 	if err != nil {
-		return nil, a.wrap("list the pods of "+node, err)
+		return nil, err
 	}
 	var pods []corev1.Pod
-	for _, p := range list.Items {
+	for _, p := range list {
 		evict, ds := evictable(p)
 		if ds != "" {
-			_, err := a.Typed.AppsV1().DaemonSets(p.Namespace).Get(cctx, ds, metav1.GetOptions{})
+			_, err := a.GetDaemonSet(ctx, p.Namespace, ds)
 			switch {
 			case apierrors.IsNotFound(err):
 				evict = true // its DaemonSet is gone: nothing would bring it back (--force)
 			case err != nil:
-				return nil, a.wrap("get daemonset "+p.Namespace+"/"+ds, err)
+				return nil, err
 			}
 		}
 		if evict {
