@@ -4,6 +4,8 @@
 package transcript
 
 import (
+	"bytes"
+	"compress/gzip"
 	"context"
 	"encoding/json"
 	"errors"
@@ -135,6 +137,29 @@ func maskSums(s string) string {
 	})
 }
 
+// maxExpanded bounds a recorded gzip stream once expanded, in bytes.
+const maxExpanded = 64 << 20
+
+// expanded returns out expanded when it is a gzip stream (gzip's magic bytes first: the facts
+// document comes back compressed where the host has gzip, and facts.Parse reads either), else
+// out itself. A transcript holds text: masking needs the text, and JSON keeps only UTF-8 (a
+// recording of the compressed bytes held U+FFFD where they were not). A stream that does not
+// expand is kept as it came.
+func expanded(out []byte) []byte {
+	if len(out) < 2 || out[0] != 0x1f || out[1] != 0x8b {
+		return out
+	}
+	zr, err := gzip.NewReader(bytes.NewReader(out))
+	if err != nil {
+		return out
+	}
+	b, err := io.ReadAll(io.LimitReader(zr, maxExpanded))
+	if err != nil {
+		return out
+	}
+	return b
+}
+
 // errText is err's text, masked; "" for nil.
 func errText(err error) string {
 	if err == nil {
@@ -159,7 +184,7 @@ func cmdEntry(op Op, cmd remote.Cmd) Entry {
 // Check turns it into a *remote.CommandError again).
 func (r *Recorder) result(e Entry, res *remote.Result, err error) {
 	if res != nil {
-		e.Stdout, e.Stderr, e.Exit = maskSums(k3s.Mask(string(res.Stdout))), k3s.Mask(string(res.Stderr)), res.ExitCode
+		e.Stdout, e.Stderr, e.Exit = maskSums(k3s.Mask(string(expanded(res.Stdout)))), k3s.Mask(string(res.Stderr)), res.ExitCode
 	}
 	var ce *remote.CommandError
 	if !errors.As(err, &ce) {

@@ -5,6 +5,7 @@ package transcript
 
 import (
 	"bytes"
+	"compress/gzip"
 	"context"
 	"errors"
 	"os"
@@ -55,6 +56,48 @@ func TestRecorderMasksSecrets(t *testing.T) {
 	}
 	if len(es) != 4 || es[0].Op != OpHello || !es[1].Secret || es[3].StdinBytes != len(token) {
 		t.Errorf("entries %+v", es)
+	}
+}
+
+// TestRecorderExpandsGzip: a gzip-compressed stdout (the facts document where the host has
+// gzip) is recorded expanded, so it is text the masking sees and JSON keeps byte for byte;
+// the caller still gets the host's bytes.
+func TestRecorderExpandsGzip(t *testing.T) {
+	sum := strings.Repeat("ab", 32)
+	doc := "@k3strap-facts 1\nsha " + sum + " " + k3s.PathTokenFile + "\nname ünïcode\n@@ end\n"
+	var gz bytes.Buffer
+	zw := gzip.NewWriter(&gz)
+	if _, err := zw.Write([]byte(doc)); err != nil {
+		t.Fatal(err)
+	}
+	if err := zw.Close(); err != nil {
+		t.Fatal(err)
+	}
+	inner := host(
+		Entry{Op: OpRun, Cmd: "sh -c <gather facts script>", Label: "gather facts", Stdout: gz.String()},
+		Entry{Op: OpRun, Cmd: "sh -c <not gzip>", Label: "not gzip", Stdout: "\x1f\x8b but not gzip"},
+	)
+	var buf bytes.Buffer
+	r := NewRecorder(inner, &buf)
+	ctx := context.Background()
+	res, err := r.Run(ctx, remote.Script("gather facts", "true"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(res.Stdout, gz.Bytes()) {
+		t.Error("the caller got the recording's text, not the host's bytes")
+	}
+	if _, err := r.Run(ctx, remote.Script("not gzip", "true")); err != nil {
+		t.Fatal(err)
+	}
+	es, err := Read(&buf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := strings.Replace(doc, sum, ZeroSum, 1)
+	// Not gzip after its magic: kept as it came, as far as JSON holds it.
+	if len(es) != 3 || es[1].Stdout != want || es[2].Stdout != "\x1f\ufffd but not gzip" {
+		t.Errorf("recorded %q and %q, want %q and the stream as it came", es[1].Stdout, es[2].Stdout, want)
 	}
 }
 
