@@ -163,8 +163,9 @@ func (s *session) uncordon(ctx context.Context, first, hs *hostState) error {
 }
 
 // waitNode polls the node through the first server and feeds each look to the node judge
-// (bringup.NodeWait) until it is done: Ready, carrying its declared labels and taints, running
-// version (when not ""), and — for servers of an HA cluster — an etcd member. It ends early,
+// (bringup.NodeWait) until it is done: Ready, carrying its declared labels and taints and —
+// a new node of a cluster whose embedded flannel runs — flannel's lease, running version (when
+// not ""), and — for servers of an HA cluster — an etcd member. It ends early,
 // saying so, when hs's own connection is found dead (the host lost power or its network: its
 // node will not come), and at the deadline (bringup.Deadline: --timeout from the wait's
 // start). While it waits, the nodes awaited are said at most every heartbeatEvery
@@ -179,9 +180,10 @@ func (s *session) waitNode(ctx context.Context, hs *hostState, kc *nodeView, ver
 	_, excluded := s.cniExcluded()[hs.host.Name]
 	nw := &bringup.NodeWait{
 		Host: hs.host, Taints: s.in.cluster.HostTaints(hs.host), Service: hs.plan.Service, Version: version, Declared: hs.fresh, Excluded: excluded,
-		WantEtcd: hs.host.EtcdMember() && len(s.in.cluster.Servers()) > 1,
-		Since:    bringup.Since(res.started, hs.facts.ClockSkew),
-		Deadline: s.waitDeadline(),
+		WantFlannel: hs.fresh && s.in.cluster.EmbeddedFlannel(),
+		WantEtcd:    hs.host.EtcdMember() && len(s.in.cluster.Servers()) > 1,
+		Since:       bringup.Since(res.started, hs.facts.ClockSkew),
+		Deadline:    s.waitDeadline(),
 	}
 	wctx, stop := whileReachable(ctx, hs)
 	defer stop()

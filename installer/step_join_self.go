@@ -114,7 +114,8 @@ const ownNodeInterval = 2 * time.Second
 
 // waitOwnNode waits, within --timeout, until hs's node is Ready (with a heartbeat since a
 // restart this run made) and, for a node this run created, carries its declared labels and
-// taints; every 30 s it says what the node still lacks.
+// taints and flannel's lease (bringup.NodeWait.Lacks); every 30 s it says what the node still
+// lacks.
 func (s *session) waitOwnNode(ctx context.Context, hs *hostState, res convergeResult) error {
 	var since time.Time
 	if !res.started.IsZero() {
@@ -126,7 +127,11 @@ func (s *session) waitOwnNode(ctx context.Context, hs *hostState, res convergeRe
 	em := s.in.emitter(s.current)
 	start := time.Now()
 	deadline := start.Add(s.in.opts.Timeout)
-	wantEtcd := hs.host.EtcdMember() && len(s.in.cluster.Servers()) > 1
+	want := &bringup.NodeWait{
+		Host: hs.host, Taints: s.in.cluster.HostTaints(hs.host), Declared: hs.fresh, Since: since,
+		WantEtcd:    hs.host.EtcdMember() && len(s.in.cluster.Servers()) > 1,
+		WantFlannel: hs.fresh && s.in.cluster.EmbeddedFlannel(),
+	}
 	why, lastBeat := "not registered yet", start
 	for {
 		var n *corev1.Node
@@ -140,7 +145,7 @@ func (s *session) waitOwnNode(ctx context.Context, hs *hostState, res convergeRe
 			cancel()
 		}
 		if err == nil {
-			if why = bringup.NodeLacks(n, hs.host, s.in.cluster.HostTaints(hs.host), wantEtcd, "", hs.fresh, since); why == "" {
+			if why = want.Lacks(n); why == "" {
 				em.Step(hs.host.Name, "node", events.StatusOK, "node Ready")
 				// The record of what the inventory declared (docs/failure-modes.md F5), written
 				// as the node itself — no one else here can — when the node matches its

@@ -262,6 +262,14 @@ func (c K3sConfig) EffectiveFlannelBackend() string {
 	return c.FlannelBackend
 }
 
+// EmbeddedFlannel reports whether K3s's embedded flannel configures the nodes' pod network:
+// the first server's effective flannel-backend (a server flag the agents receive from their
+// server) is not none. false without a server.
+func (c *Cluster) EmbeddedFlannel() bool {
+	first := c.FirstServer()
+	return first != nil && c.HostConfig(first).EffectiveFlannelBackend() != "none"
+}
+
 // KubeletCloudProviderExternal reports whether h's kubelet will run with cloud-provider=external:
 // K3s sets it itself while its embedded cloud controller runs (a server setting that agents
 // receive from their server); otherwise only a kubelet-arg does. An explicit kubelet-arg

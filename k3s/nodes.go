@@ -20,6 +20,16 @@ const (
 	LabelRancherControlPlane = "node-role.kubernetes.io/controlplane"
 )
 
+// AnnotationFlannelKubeSubnetManager is the annotation K3s's embedded flannel sets to "true"
+// on its node, in the one patch that registers the node's lease (with backend-type,
+// backend-data and public-ip or public-ipv6; flannel-io/flannel pkg/subnet/kube
+// kubeSubnetManager.AcquireLease), right before it sets up the VXLAN device and writes the
+// node's subnet.env. The kubelet reports Ready before that: K3s writes the CNI config before
+// flannel starts, and an agent runs flannel only after the kubelet (k3s-io/k3s
+// pkg/agent/run.go); a pod sandbox on the node fails until subnet.env exists
+// (docs/k3s.md "Join gates").
+const AnnotationFlannelKubeSubnetManager = "flannel.alpha.coreos.com/kube-subnet-manager"
+
 // Taint keys on K3s nodes (docs/k3s.md, docs/failure-modes.md).
 const (
 	// TaintControlPlane and TaintMaster are the control-plane taint keys; the legacy master key

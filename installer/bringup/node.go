@@ -15,7 +15,8 @@ import (
 
 // NodeWait judges the wait for one joining (or restarted) node, seen through the first
 // server's API: done once the node is Ready by a kubelet of this start, carries its declared
-// labels and taints (a node this run created), runs the wanted version and — a server of an HA
+// labels and taints (a node this run created), has its flannel lease (a node this run created
+// on a cluster whose embedded flannel runs), runs the wanted version and — a server of an HA
 // cluster — is an etcd member. Make it with a Deadline; its zero Why is "not registered yet".
 type NodeWait struct {
 	// Host is the node's host in the inventory; Service its K3s unit (for the fix).
@@ -30,6 +31,12 @@ type NodeWait struct {
 	// reconcile step's (node-taint alone never changes a registered node,
 	// docs/failure-modes.md F5).
 	Declared bool
+	// WantFlannel requires flannel's lease on the node (k3s.AnnotationFlannelKubeSubnetManager):
+	// Ready comes before the node's flannel has written its subnet.env, so a node this run
+	// created on a cluster whose embedded flannel runs (inventory.Cluster.EmbeddedFlannel) is
+	// not done at Ready alone (docs/k3s.md "Join gates"). A node that existed keeps its
+	// annotation across restarts, so the requirement is only made of new nodes.
+	WantFlannel bool
 	// Since is the earliest Ready heartbeat that counts (Since of the unit's (re)start; zero:
 	// no restart, any Ready counts).
 	Since time.Time
@@ -71,7 +78,7 @@ func (nw *NodeWait) Observe(n *corev1.Node, listed bool, lost error, now time.Ti
 		if nw.Excluded {
 			return NodeVerdict{Kind: Up, Message: "node registered (excluded from the CNI: Ready not required)"}
 		}
-		why := NodeLacks(n, nw.Host, nw.Taints, nw.WantEtcd, nw.Version, nw.Declared, nw.Since)
+		why := nw.Lacks(n)
 		if why == "" {
 			msg := "node Ready"
 			if nw.Version != "" {
@@ -90,16 +97,16 @@ func (nw *NodeWait) Observe(n *corev1.Node, listed bool, lost error, now time.Ti
 	return NodeVerdict{Kind: Waiting, Why: nw.Why()}
 }
 
-// NodeLacks says what node n still lacks, "" when it is done: Ready by a kubelet whose
-// heartbeat is fresh since since (Fresh; zero accepts any), the kubelet version when version
-// is not "", h's declared labels and taints (inventory.Cluster.HostTaints) when declared, the etcd member label when
-// wantEtcd.
-func NodeLacks(n *corev1.Node, h *inventory.Host, taints []inventory.Taint, wantEtcd bool, version string, declared bool, since time.Time) string {
+// Lacks says what node n still lacks, "" when it is done: Ready by a kubelet whose heartbeat
+// is fresh since Since (Fresh; zero accepts any), the kubelet Version when not "", the
+// declared labels and Taints (inventory.Cluster.HostTaints) when Declared, flannel's lease
+// when WantFlannel, the etcd member label when WantEtcd.
+func (nw *NodeWait) Lacks(n *corev1.Node) string {
 	ready, stale := false, false
 	for _, c := range n.Status.Conditions {
 		if c.Type == corev1.NodeReady && c.Status == corev1.ConditionTrue {
 			ready = true
-			stale = !Fresh(c.LastHeartbeatTime.Time, since)
+			stale = !Fresh(c.LastHeartbeatTime.Time, nw.Since)
 		}
 	}
 	if !ready {
@@ -108,16 +115,16 @@ func NodeLacks(n *corev1.Node, h *inventory.Host, taints []inventory.Taint, want
 	if stale {
 		return "Ready only from before the restart (no heartbeat since)"
 	}
-	if version != "" && n.Status.NodeInfo.KubeletVersion != version {
-		return fmt.Sprintf("still on %s, not %s", n.Status.NodeInfo.KubeletVersion, version)
+	if nw.Version != "" && n.Status.NodeInfo.KubeletVersion != nw.Version {
+		return fmt.Sprintf("still on %s, not %s", n.Status.NodeInfo.KubeletVersion, nw.Version)
 	}
-	if declared {
-		for k, v := range h.Labels {
+	if nw.Declared {
+		for k, v := range nw.Host.Labels {
 			if n.Labels[k] != v {
 				return fmt.Sprintf("label %s=%s missing", k, v)
 			}
 		}
-		for _, t := range taints {
+		for _, t := range nw.Taints {
 			found := false
 			for _, nt := range n.Spec.Taints {
 				if nt.Key == t.Key && nt.Value == t.Value && nt.Effect == t.Effect {
@@ -129,7 +136,10 @@ func NodeLacks(n *corev1.Node, h *inventory.Host, taints []inventory.Taint, want
 			}
 		}
 	}
-	if wantEtcd && n.Labels[k3s.LabelEtcd] != "true" {
+	if nw.WantFlannel && n.Annotations[k3s.AnnotationFlannelKubeSubnetManager] != "true" {
+		return "flannel has not registered the node yet (no " + k3s.AnnotationFlannelKubeSubnetManager + " annotation: its pod network is not up)"
+	}
+	if nw.WantEtcd && n.Labels[k3s.LabelEtcd] != "true" {
 		return "not an etcd member yet"
 	}
 	return ""

@@ -55,14 +55,36 @@ func TestNodeLacks(t *testing.T) {
 		{"not an etcd member", real, agent, true, "", false, time.Time{}, "not an etcd member yet"},
 	}
 	for _, tt := range tests {
-		if got := NodeLacks(tt.n, tt.h, tt.h.Taints, tt.etcd, tt.version, tt.declared, tt.since); got != tt.want {
+		nw := &NodeWait{Host: tt.h, Taints: tt.h.Taints, WantEtcd: tt.etcd, Version: tt.version, Declared: tt.declared, Since: tt.since}
+		if got := nw.Lacks(tt.n); got != tt.want {
 			t.Errorf("%s: %q, want %q", tt.name, got, tt.want)
 		}
 	}
 	etcd := real.DeepCopy()
 	etcd.Labels[k3s.LabelEtcd] = "true"
-	if got := NodeLacks(etcd, agent, agent.Taints, true, "", false, time.Time{}); got != "" {
+	if got := (&NodeWait{Host: agent, Taints: agent.Taints, WantEtcd: true}).Lacks(etcd); got != "" {
 		t.Errorf("etcd member: %q", got)
+	}
+
+	// Flannel's lease: the real node carries it; the same node before flannel registered it
+	// (Ready already, the annotations not yet) lacks it.
+	leased := &NodeWait{Host: agent, Taints: agent.Taints, Declared: true, WantFlannel: true}
+	if got := leased.Lacks(real); got != "" {
+		t.Errorf("flannel's lease on the real node: %q", got)
+	}
+	unleased := real.DeepCopy()
+	for k := range unleased.Annotations {
+		if strings.HasPrefix(k, "flannel.alpha.coreos.com/") {
+			delete(unleased.Annotations, k)
+		}
+	}
+	want := "flannel has not registered the node yet (no flannel.alpha.coreos.com/kube-subnet-manager annotation: its pod network is not up)"
+	if got := leased.Lacks(unleased); got != want {
+		t.Errorf("before flannel's lease: %q, want %q", got, want)
+	}
+	leased.WantFlannel = false
+	if got := leased.Lacks(unleased); got != "" {
+		t.Errorf("flannel's lease not wanted: %q", got)
 	}
 }
 
