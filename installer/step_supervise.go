@@ -196,7 +196,7 @@ func (sup *supervisor) config(res convergeResult) bringup.Config {
 		Host: sup.hs.host.Name, Service: sup.hs.plan.Service, Started: res.started, ClockSkew: sup.hs.facts.ClockSkew,
 		Timeout: opts.Timeout, StallGrace: opts.StallGrace, PollInterval: opts.PollInterval, EarlyAgents: sup.earlyAgents,
 	}
-	if sup.hs.plan.Config.EffectiveFlannelBackend() == "none" {
+	if !sup.s.in.cluster.EmbeddedFlannel() {
 		cfg.SubnetEnvSkipped = bringup.SubnetEnvSkipReason(sup.s.in.cluster.Spec.CNI.Type)
 	}
 	return cfg
