@@ -344,7 +344,7 @@ func (r *pathRun) awaitReady() {
 // full-size don't-fragment datagrams on the overlay port — and waits for the answers.
 func (r *pathRun) roundOne() {
 	overlayPort, _ := r.c.Overlay()
-	bySource := map[int][]string{}
+	bySource := map[int]*strings.Builder{}
 	for n := range r.rep.Results {
 		p := &r.rep.Results[n].Probe
 		si, ok := r.idx[p.From]
@@ -353,11 +353,11 @@ func (r *pathRun) roundOne() {
 			continue
 		}
 		id := "p" + strconv.Itoa(n)
-		var line string
+		b := sourceLines(bySource, si)
 		switch p.Port.Proto {
 		case "tcp":
 			r.track(id, "tcp")
-			line = fmt.Sprintf("tcp %s %s %d %d\n", id, p.Addr, p.Port.Port, r.opt.ConnectTimeout.Milliseconds())
+			fmt.Fprintf(b, "tcp %s %s %d %d\n", id, p.Addr, p.Port.Port, r.opt.ConnectTimeout.Milliseconds())
 		case "udp":
 			if ls, ok := r.lstate[fmt.Sprintf("%s udp %d", p.To, p.Port.Port)]; !ok || (ls.State != "ok" && ls.State != "any") {
 				continue
@@ -370,7 +370,7 @@ func (r *pathRun) roundOne() {
 					src = a.String()
 				}
 			}
-			line = fmt.Sprintf("udp %s %s %s %d %d %d\n", id, src, p.Addr, p.Port.Port, udpCount, 64)
+			fmt.Fprintf(b, "udp %s %s %s %d %d %d\n", id, src, p.Addr, p.Port.Port, udpCount, 64)
 			if !r.opt.SkipMTU && p.Port.Port == overlayPort && p.MTU {
 				m := &MTUResult{From: p.From, To: p.To, Addr: p.Addr, Port: p.Port.Port, IfaceMTU: ifaceMTU(r.c.Node(p.From), p.Addr)}
 				mid := id + "m"
@@ -379,24 +379,37 @@ func (r *pathRun) roundOne() {
 				r.mtus = append(r.mtus, m)
 				m.Tried = m.IfaceMTU
 				m.src = src
-				line += fmt.Sprintf("mtu %s %s %s %d %d %d\n", mid, src, p.Addr, p.Port.Port, m.IfaceMTU-udpHeader(p.Addr), mtuCopies)
+				fmt.Fprintf(b, "mtu %s %s %s %d %d %d\n", mid, src, p.Addr, p.Port.Port, m.IfaceMTU-udpHeader(p.Addr), mtuCopies)
 			}
 		}
-		bySource[si] = append(bySource[si], line)
 	}
 	r.send(bySource)
 	r.rep.Rounds = 1
 	r.roundWait()
 }
 
+// sourceLines is the builder of source host si's probe lines in lines, created on first use:
+// each host's lines are written straight into one text, not kept as a string per path first
+// (tens of thousands at 500 nodes: docs/preflight.md "Cost at scale").
+func sourceLines(lines map[int]*strings.Builder, si int) *strings.Builder {
+	b := lines[si]
+	if b == nil {
+		b = &strings.Builder{}
+		lines[si] = b
+	}
+	return b
+}
+
 // send gives each source host its probe lines and tells it to go.
-func (r *pathRun) send(lines map[int][]string) {
-	for si, ls := range lines {
-		if len(ls) == 0 {
+func (r *pathRun) send(lines map[int]*strings.Builder) {
+	for si, b := range lines {
+		if b.Len() == 0 {
 			continue
 		}
+		b.WriteString("go\n")
 		r.runs[si].probing = true
-		r.runs[si].in <- strings.Join(ls, "") + "go\n"
+		r.runs[si].in <- b.String()
+		delete(lines, si)
 	}
 }
 
@@ -430,7 +443,7 @@ func (r *pathRun) roundWait() {
 // arrive but small ones did, for at most two paths per host (a link's MTU shows on any of
 // them).
 func (r *pathRun) mtuLadder() {
-	ladder := map[int][]string{}
+	ladder := map[int]*strings.Builder{}
 	perHost := map[string]int{}
 	for mid, m := range r.mtuOf {
 		uid := strings.TrimSuffix(mid, "m")
@@ -454,7 +467,7 @@ func (r *pathRun) mtuLadder() {
 			lid := fmt.Sprintf("%sl%d", mid, k)
 			r.track(lid, "mtu")
 			r.mtuOf[lid] = m
-			ladder[si] = append(ladder[si], fmt.Sprintf("mtu %s %s %s %d %d %d\n", lid, m.src, m.Addr, m.Port, size-udpHeader(m.Addr), mtuCopies))
+			fmt.Fprintf(sourceLines(ladder, si), "mtu %s %s %s %d %d %d\n", lid, m.src, m.Addr, m.Port, size-udpHeader(m.Addr), mtuCopies)
 		}
 	}
 	if len(ladder) == 0 {
