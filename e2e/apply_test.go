@@ -248,7 +248,8 @@ func TestHostKeyMismatchRefused(t *testing.T) {
 }
 
 // TestNonRootSudoUser: a non-root user with passwordless sudo installs the same way (files
-// staged and moved into place with sudo); a user whose sudo wants a password gets a clear
+// staged and moved into place with sudo), and no k3strap script shows in sudo's log (each
+// travels on standard input: docs/ssh.md); a user whose sudo wants a password gets a clear
 // Sudo finding.
 func TestNonRootSudoUser(t *testing.T) {
 	c := newCluster(t, 1)
@@ -277,6 +278,29 @@ func TestNonRootSudoUser(t *testing.T) {
 	if got := c.exec(0, "stat", "-c", "%U %a", "/etc/rancher/k3s/config.yaml"); got != "root 600" {
 		t.Errorf("config.yaml owner/mode %q", got)
 	}
+	// sudo's log holds every command deploy ran as root. Every k3strap script starts with the
+	// paths prelude (k3s.ShellVars: K3S_BIN=...); none is longer than the launcher of a script
+	// sent on standard input, so none reaches the log: the facts script's network part (~6 KB)
+	// did, as an argument of sudo, and so did any script over 512 bytes run with sudo -n.
+	log := c.exec(0, "sh", "-c", "journalctl -q -o cat SYSLOG_IDENTIFIER=sudo | grep -F 'USER=root'")
+	t.Logf("sudo logged %d commands of deploy's, the longest %d bytes", strings.Count(log, "COMMAND="), longestLine(log))
+	if strings.Count(log, "COMMAND=") < 5 {
+		t.Fatalf("sudo's log has %d commands of deploy's: %.300q", strings.Count(log, "COMMAND="), log)
+	}
+	for _, l := range strings.Split(log, "\n") {
+		if strings.Contains(l, "K3S_BIN=") || strings.Contains(l, "command continued") {
+			t.Errorf("a script reached sudo's log as a command line: %.200q", l)
+		}
+	}
+}
+
+// longestLine is the length of text's longest line (bytes).
+func longestLine(text string) int {
+	n := 0
+	for _, l := range strings.Split(text, "\n") {
+		n = max(n, len(l))
+	}
+	return n
 }
 
 // TestAirgapReleaseRefused: an airgap binary of another release than spec.k3s.version is

@@ -118,6 +118,20 @@ priv() {
 	esac
 }
 
+# privfeed DATA CMD...: CMD as root (as priv) with the line DATA on its standard input, behind
+# the password line where sudo reads one. A script run as root goes this way, not as an
+# argument: an argument shows in the process list and in sudo's log (docs/ssh.md).
+privfeed() {
+	k3strap_feed=$1
+	shift
+	case $sudo_mode in
+	root) printf '%s\n' "$k3strap_feed" | "$@" ;;
+	nopasswd) printf '%s\n' "$k3strap_feed" | sudo -n "$@" ;;
+	password) printf '%s\n%s\n' "$k3strap_pw" "$k3strap_feed" | sudo -S -p '' "$@" ;;
+	*) return 126 ;;
+	esac
+}
+
 # --- kernel
 gz=
 if have zcat; then
@@ -306,7 +320,8 @@ fi
 # --- network (network.sh, in $K3STRAP_NETWORK_SH): as root when possible, since the rulesets
 # need it; without root the rest is still gathered.
 if [ "$sudo_mode" = root ] || [ "$sudo_mode" = nopasswd ] || [ "$sudo_mode" = password ]; then
-	priv sh -c "$K3STRAP_NETWORK_SH" k3strap-network "${K3STRAP_RESOLV_CONF:-}"
+	# shellcheck disable=SC2016 # expanded by the privileged shell
+	privfeed "$K3STRAP_NETWORK_SH" sh -c 'eval "$(cat)"' k3strap-network "${K3STRAP_RESOLV_CONF:-}"
 else
 	sh -c "$K3STRAP_NETWORK_SH" k3strap-network "${K3STRAP_RESOLV_CONF:-}"
 fi

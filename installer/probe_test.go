@@ -4,6 +4,7 @@
 package installer
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
 	"io"
@@ -18,6 +19,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/k3strap/k3strap/installer/remote"
 	"github.com/k3strap/k3strap/internal/sshtest"
 	"github.com/k3strap/k3strap/k3s"
 )
@@ -58,16 +60,32 @@ func TestProbeNapsAsTheJudgeSays(t *testing.T) {
 	var mu sync.Mutex
 	var stdin strings.Builder
 	srv := sshtest.New(t, func(cmd string, in io.Reader, stdout, stderr io.Writer, done <-chan struct{}) int {
-		if !strings.Contains(cmd, "@readyz") {
+		// The probe's script arrives on standard input ahead of the naps (remote.Cmd: a long
+		// script travels there, up to remote.ScriptEnd); the stub runs it with the rest.
+		br := bufio.NewReader(in)
+		var script strings.Builder
+		for {
+			l, err := br.ReadString('\n')
+			if l == remote.ScriptEnd+"\n" {
+				break
+			}
+			script.WriteString(l)
+			if err != nil {
+				return 0 // not a script sent on standard input: not the probe
+			}
+		}
+		if !strings.Contains(script.String(), "@readyz") {
 			return 0
 		}
-		c := exec.Command("sh", "-c", strings.ReplaceAll(cmd, k3s.PathBinary, filepath.Join(dir, "k3s")))
+		// The command as sent, its script with the stub k3s, the naps recorded as they pass.
+		c := exec.Command("sh", "-c", cmd)
 		c.Env = append(os.Environ(), "PATH="+dir+":"+os.Getenv("PATH"))
-		c.Stdin = io.TeeReader(in, writerFunc(func(p []byte) (int, error) {
-			mu.Lock()
-			defer mu.Unlock()
-			return stdin.Write(p)
-		}))
+		c.Stdin = io.MultiReader(strings.NewReader(strings.ReplaceAll(script.String(), k3s.PathBinary, filepath.Join(dir, "k3s"))+remote.ScriptEnd+"\n"),
+			io.TeeReader(br, writerFunc(func(p []byte) (int, error) {
+				mu.Lock()
+				defer mu.Unlock()
+				return stdin.Write(p)
+			})))
 		c.Stdout, c.Stderr = stdout, stderr
 		c.WaitDelay = time.Second
 		if err := c.Start(); err != nil {

@@ -433,19 +433,6 @@ func (c *Client) become() become {
 	}
 }
 
-func (c *Client) stdin(cmd Cmd) io.Reader {
-	var in io.Reader = cmd.Stdin
-	if (cmd.Sudo || cmd.PasswordStdin) && c.become() == becomeSudoPass {
-		pw := strings.NewReader(c.cfg.SudoPassword.Reveal() + "\n")
-		if in == nil {
-			in = pw
-		} else {
-			in = io.MultiReader(pw, in)
-		}
-	}
-	return in
-}
-
 // Run runs cmd and waits for it, at most cmd.Timeout (DefaultCommandTimeout when unset). A
 // non-zero exit is not an error here: look at Result.ExitCode, or use Check. Errors are
 // transport failures, cancellation (the remote process gets SIGTERM and the channel is
@@ -475,10 +462,6 @@ func (c *Client) Stream(ctx context.Context, cmd Cmd, onLine func(string)) error
 const cancelGrace = 2 * time.Second
 
 func (c *Client) run(parent context.Context, cmd Cmd, stream bool, stdout, stderr io.Writer) (int, error) {
-	cmd, ferr := c.fitCommand(parent, cmd)
-	if ferr != nil {
-		return 0, ferr
-	}
 	ctx := parent
 	timeout := commandTimeout(parent, cmd, stream)
 	if timeout > 0 {
@@ -528,7 +511,7 @@ func (c *Client) run(parent context.Context, cmd Cmd, stream bool, stdout, stder
 		}
 		sess.Stdout, sess.Stderr = smallCopy(stdout), smallCopy(stderr)
 		var stdinPipe io.WriteCloser
-		in := c.stdin(cmd)
+		line, in := cmd.sent(c.become(), c.cfg.SudoPassword.Reveal)
 		if in != nil {
 			if stdinPipe, err = sess.StdinPipe(); err != nil {
 				_ = sess.Close()
@@ -536,7 +519,7 @@ func (c *Client) run(parent context.Context, cmd Cmd, stream bool, stdout, stder
 				return
 			}
 		}
-		if err := sess.Start(cmd.line(c.become())); err != nil {
+		if err := sess.Start(line); err != nil {
 			_ = sess.Close()
 			st <- started{err: err, open: true}
 			return

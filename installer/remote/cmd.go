@@ -62,6 +62,77 @@ func (c Cmd) WithEnv(pairs ...string) Cmd {
 	return c
 }
 
+// scriptStdinMin is the length (bytes) from which a Script travels on the command's standard
+// input instead of its command line, which then carries only scriptLauncher (about 420 bytes:
+// a shorter script goes as it is). A long line shows in the host's process list, and in sudo's
+// log on every run, split into "(command continued)" entries past sudo's syslog limit of 960
+// bytes (MAXSYSLOGLEN in sudo's logging.c; newlines and tabs are logged as #012 and #011); the
+// SSH library keeps a buffer the size of the largest packet a connection sent for the
+// connection's life (the facts script's 12 KB line cost 16 KiB per host: docs/preflight.md
+// "Cost at scale"); and Dropbear ends the connection on a command line over its MAX_CMD_LEN of
+// 9,000 bytes (dropbear.go). docs/ssh.md "What a host sees of k3strap's commands".
+const scriptStdinMin = 512
+
+// ScriptEnd is the line that follows a script sent on standard input: scriptLauncher runs
+// nothing unless it arrived, so a script cut short by a dropped connection never runs in part.
+// Exported for test servers that run what they are sent: the script is the input up to it.
+const ScriptEnd = "#k3strap-script-end"
+
+// scriptLauncher is the Script of a command whose script travels on standard input: it reads
+// lines up to ScriptEnd with the shell's own read (which takes a pipe a byte at a time, so the
+// command's own input after it stays unread: BusyBox head -c reads ahead), then evaluates them
+// in the same shell, with the same $0 and arguments. It exits 3 with a message on standard
+// error when the script did not arrive whole.
+const scriptLauncher = `k3strap_src= k3strap_whole=
+while IFS= read -r k3strap_line; do
+	if [ "$k3strap_line" = '` + ScriptEnd + `' ]; then k3strap_whole=1; break; fi
+	k3strap_src="$k3strap_src$k3strap_line
+"
+done
+if [ -z "$k3strap_whole" ]; then echo 'k3strap: the script did not arrive whole on standard input' >&2; exit 3; fi
+unset k3strap_line k3strap_whole
+eval "$k3strap_src"`
+
+// sent returns what a transport sends for cmd under privilege escalation b: the command line
+// and the standard input (nil: none). password is the sudo password; its line is sent only
+// under becomeSudoPass, for a command that runs as root (sudo -S reads it first) or reads it
+// itself (PasswordStdin: after the script, which reads it). A Script of scriptStdinMin bytes or
+// more goes ahead of the command's own input, read by scriptLauncher.
+func (c Cmd) sent(b become, password func() string) (line string, stdin io.Reader) {
+	var pw io.Reader
+	if (c.Sudo || c.PasswordStdin) && b == becomeSudoPass {
+		pw = strings.NewReader(password() + "\n")
+	}
+	var parts []io.Reader
+	add := func(r io.Reader) {
+		if r != nil {
+			parts = append(parts, r)
+		}
+	}
+	if len(c.Script) < scriptStdinMin {
+		add(pw)
+		add(c.Stdin)
+	} else {
+		script := strings.NewReader(strings.TrimSuffix(c.Script, "\n") + "\n" + ScriptEnd + "\n")
+		if c.Sudo {
+			add(pw) // sudo reads it before the launcher runs
+			add(script)
+		} else {
+			add(script)
+			add(pw)
+		}
+		add(c.Stdin)
+		c.Script = scriptLauncher
+	}
+	switch len(parts) {
+	case 0:
+		return c.line(b), nil
+	case 1:
+		return c.line(b), parts[0]
+	}
+	return c.line(b), io.MultiReader(parts...)
+}
+
 // become is the privilege-escalation prefix.
 type become int
 

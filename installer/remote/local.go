@@ -15,7 +15,6 @@ import (
 	"os/exec"
 	"os/user"
 	"path/filepath"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -130,18 +129,6 @@ func (l *Local) become() become {
 	}
 }
 
-func (l *Local) stdin(cmd Cmd) io.Reader {
-	in := cmd.Stdin
-	if (cmd.Sudo || cmd.PasswordStdin) && l.become() == becomeSudoPass {
-		pw := strings.NewReader(l.cfg.SudoPassword.Reveal() + "\n")
-		if in == nil {
-			return pw
-		}
-		return io.MultiReader(pw, in)
-	}
-	return in
-}
-
 // Run runs cmd through /bin/sh and waits for it, at most cmd.Timeout (DefaultCommandTimeout
 // when unset); errors as Client.Run: cancellation, *DeadlineError, ErrSudoPassword, and a
 // command that could not be started.
@@ -173,9 +160,10 @@ func (l *Local) run(parent context.Context, cmd Cmd, stream bool, stdout, stderr
 	if l.cfg.Debug != nil {
 		l.cfg.Debug(cmd.String())
 	}
-	c := exec.CommandContext(ctx, "/bin/sh", "-c", cmd.line(l.become()))
+	line, in := cmd.sent(l.become(), l.cfg.SudoPassword.Reveal)
+	c := exec.CommandContext(ctx, "/bin/sh", "-c", line)
 	c.Stdout, c.Stderr = stdout, stderr
-	if in := l.stdin(cmd); in != nil {
+	if in != nil {
 		// Through a pipe that Wait closes once the process exited, never as c.Stdin: exec's own
 		// copy of a reader that is not a file is waited for after the exit, and a reader that
 		// blocks until its writer is done (the supervisor's naps for the probe) then never lets

@@ -98,13 +98,13 @@ func TestPasswordGoesOnStdinOnly(t *testing.T) {
 	if strings.Contains(cmd.line(c.become()), "hunter2") {
 		t.Fatal("password on the command line")
 	}
-	in := c.stdin(cmd)
+	_, in := cmd.sent(c.become(), c.cfg.SudoPassword.Reveal)
 	buf := make([]byte, 64)
 	n, _ := in.Read(buf)
 	if string(buf[:n]) != "hunter2\n" {
 		t.Fatalf("stdin = %q", buf[:n])
 	}
-	if c.stdin(Command("true")) != nil {
+	if _, in := Command("true").sent(c.become(), c.cfg.SudoPassword.Reveal); in != nil {
 		t.Fatal("password sent to a command that does not need root")
 	}
 }
