@@ -78,11 +78,11 @@ const scriptStdinMin = 512
 // Exported for test servers that run what they are sent: the script is the input up to it.
 const ScriptEnd = "#k3strap-script-end"
 
-// scriptLauncher is the Script of a command whose script travels on standard input: it reads
-// lines up to ScriptEnd with the shell's own read (which takes a pipe a byte at a time, so the
-// command's own input after it stays unread: BusyBox head -c reads ahead), then evaluates them
-// in the same shell, with the same $0 and arguments. It exits 3 with a message on standard
-// error when the script did not arrive whole.
+// scriptLauncher is the Script of a command whose script travels on standard input with the
+// command's own input behind it: it reads lines up to ScriptEnd with the shell's own read (which
+// takes a pipe a byte at a time, so the input after it stays unread: BusyBox head -c reads
+// ahead), then evaluates them in the same shell, with the same $0 and arguments. It exits 3
+// with a message on standard error when the script did not arrive whole.
 const scriptLauncher = `k3strap_src= k3strap_whole=
 while IFS= read -r k3strap_line; do
 	if [ "$k3strap_line" = '` + ScriptEnd + `' ]; then k3strap_whole=1; break; fi
@@ -92,6 +92,16 @@ done
 if [ -z "$k3strap_whole" ]; then echo 'k3strap: the script did not arrive whole on standard input' >&2; exit 3; fi
 unset k3strap_line k3strap_whole
 eval "$k3strap_src"`
+
+// scriptLauncherWhole is scriptLauncher for a script that is the whole input: it reads it with
+// one cat (a byte-at-a-time read costs 6 ms per 15 KB under dash and 24 ms under bash) and runs
+// it only when it ends with ScriptEnd (a comment line to the shell).
+const scriptLauncherWhole = `k3strap_src=$(cat)
+case $k3strap_src in
+*'
+` + ScriptEnd + `') eval "$k3strap_src" ;;
+*) echo 'k3strap: the script did not arrive whole on standard input' >&2; exit 3 ;;
+esac`
 
 // sent returns what a transport sends for cmd under privilege escalation b: the command line
 // and the standard input (nil: none). password is the sudo password; its line is sent only
@@ -121,8 +131,11 @@ func (c Cmd) sent(b become, password func() string) (line string, stdin io.Reade
 			add(script)
 			add(pw)
 		}
-		add(c.Stdin)
 		c.Script = scriptLauncher
+		if parts[len(parts)-1] == script && c.Stdin == nil {
+			c.Script = scriptLauncherWhole // nothing follows the script
+		}
+		add(c.Stdin)
 	}
 	switch len(parts) {
 	case 0:

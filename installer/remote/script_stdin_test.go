@@ -53,36 +53,47 @@ func TestScriptOnStdin(t *testing.T) {
 		shells = append(shells, []string{p})
 	}
 	for _, sh := range shells {
-		t.Run(filepath.Base(strings.Join(sh, " ")), func(t *testing.T) {
-			dir := t.TempDir()
-			done := filepath.Join(dir, "done")
-			cmd := Script("long", longScript(), done, "two words", "it's").WithStdin(strings.NewReader("the command's own input\nline two\n"))
-			line, in := cmd.sent(becomeNone, nil)
-			if strings.Contains(line, "padding") || len(line) > len(scriptLauncher)+len(done)+100 {
-				t.Fatalf("the script is on the command line (%d bytes)", len(line))
+		for _, input := range []string{"the command's own input\nline two\n", ""} {
+			name := filepath.Base(strings.Join(sh, " ")) + "/with input"
+			if input == "" {
+				name = filepath.Base(strings.Join(sh, " ")) + "/script alone"
 			}
-			out, errs, code := runSent(t, sh, line, in)
-			want := "k3strap|two words|it's|a  b\\c\nthe command's own input\nline two\n"
-			if code != 0 || out != want {
-				t.Fatalf("exit %d, stdout %q (stderr %q), want %q", code, out, errs, want)
-			}
-			if _, err := os.Stat(done); err != nil {
-				t.Fatalf("the script did not run to its end: %v", err)
-			}
+			t.Run(name, func(t *testing.T) {
+				dir := t.TempDir()
+				done := filepath.Join(dir, "done")
+				cmd := Script("long", longScript(), done, "two words", "it's")
+				launcher := scriptLauncherWhole
+				if input != "" {
+					cmd = cmd.WithStdin(strings.NewReader(input))
+					launcher = scriptLauncher
+				}
+				line, in := cmd.sent(becomeNone, nil)
+				if strings.Contains(line, "padding") || !strings.Contains(line, launcher[:20]) || len(line) > len(launcher)+len(done)+100 {
+					t.Fatalf("the command line is not the launcher (%d bytes): %.80q", len(line), line)
+				}
+				out, errs, code := runSent(t, sh, line, in)
+				want := "k3strap|two words|it's|a  b\\c\n" + input
+				if code != 0 || out != want {
+					t.Fatalf("exit %d, stdout %q (stderr %q), want %q", code, out, errs, want)
+				}
+				if _, err := os.Stat(done); err != nil {
+					t.Fatalf("the script did not run to its end: %v", err)
+				}
 
-			// Cut short (the connection dropped while the script was sent): nothing runs.
-			os.Remove(done)
-			_, in = cmd.sent(becomeNone, nil)
-			whole, _ := io.ReadAll(in)
-			cut := whole[:len(whole)/2]
-			out, errs, code = runSent(t, sh, line, bytes.NewReader(cut))
-			if code != 3 || !strings.Contains(errs, "did not arrive whole") || out != "" {
-				t.Fatalf("cut script: exit %d, stdout %q, stderr %q; want exit 3 and the message", code, out, errs)
-			}
-			if _, err := os.Stat(done); err == nil {
-				t.Fatal("a script cut short ran")
-			}
-		})
+				// Cut short (the connection dropped while the script was sent): nothing runs.
+				os.Remove(done)
+				_, in = cmd.sent(becomeNone, nil)
+				whole, _ := io.ReadAll(in)
+				cut := whole[:len(whole)/2]
+				out, errs, code = runSent(t, sh, line, bytes.NewReader(cut))
+				if code != 3 || !strings.Contains(errs, "did not arrive whole") || out != "" {
+					t.Fatalf("cut script: exit %d, stdout %q, stderr %q; want exit 3 and the message", code, out, errs)
+				}
+				if _, err := os.Stat(done); err == nil {
+					t.Fatal("a script cut short ran")
+				}
+			})
+		}
 	}
 }
 
@@ -102,15 +113,26 @@ func TestScriptOnStdinOrder(t *testing.T) {
 	if got := read(in); got != "hunter2\n"+strings.TrimSuffix(long, "\n")+end+"data" {
 		t.Errorf("as root: input starts %.40q", got)
 	}
+	if !strings.Contains(line, "k3strap_line") {
+		t.Errorf("as root with input: not the line-reading launcher: %.80q", line)
+	}
 	if !strings.HasPrefix(line, "sudo -S") || strings.Contains(line, "hunter2") {
 		t.Errorf("as root: line %.60q", line)
 	}
 
 	c := Script("long", long)
 	c.PasswordStdin = true
-	_, in = c.sent(becomeSudoPass, pw)
+	line, in = c.sent(becomeSudoPass, pw)
+	if !strings.Contains(line, "k3strap_line") {
+		t.Errorf("password behind the script: not the line-reading launcher: %.80q", line)
+	}
 	if got := read(in); got != strings.TrimSuffix(long, "\n")+end+"hunter2\n" {
 		t.Errorf("password read by the script: input %.40q…%q", got, got[max(0, len(got)-30):])
+	}
+
+	line, in = Script("long", long).AsRoot().sent(becomeSudoPass, pw)
+	if got := read(in); got != "hunter2\n"+strings.TrimSuffix(long, "\n")+end || !strings.Contains(line, "$(cat)") {
+		t.Errorf("as root, the script last: line %.80q, input %.40q", line, got)
 	}
 
 	_, in = Script("long", long).AsRoot().sent(becomeSudoN, pw)
