@@ -545,6 +545,8 @@ func BenchmarkScale(b *testing.B) {
 					}
 					var pf time.Duration
 					if phaseTime(last.stdout, events.PhasePaths) > 0 {
+						masters, _ := filepath.Glob(cm + "*")
+						b.Logf("facts floor %.2fs; %d of %d control masters open for the probe floor", f.Seconds(), len(masters), n)
 						pf, probes, err = r.probeFloor(n, cm)
 					}
 					r.closeMasters(n, cm)
