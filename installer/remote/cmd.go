@@ -63,14 +63,15 @@ func (c Cmd) WithEnv(pairs ...string) Cmd {
 }
 
 // scriptStdinMin is the length (bytes) from which a Script travels on the command's standard
-// input instead of its command line, which then carries only scriptLauncher (about 420 bytes:
-// a shorter script goes as it is). A long line shows in the host's process list, and in sudo's
-// log on every run, split into "(command continued)" entries past sudo's syslog limit of 960
-// bytes (MAXSYSLOGLEN in sudo's logging.c; newlines and tabs are logged as #012 and #011); the
-// SSH library keeps a buffer the size of the largest packet a connection sent for the
-// connection's life (the facts script's 12 KB line cost 16 KiB per host: docs/preflight.md
-// "Cost at scale"); and Dropbear ends the connection on a command line over its MAX_CMD_LEN of
-// 9,000 bytes (dropbear.go). docs/ssh.md "What a host sees of k3strap's commands".
+// input instead of its command line, which then carries only a launcher (scriptLauncher, 359
+// bytes, or scriptLauncherWhole, 176; a shorter script goes as it is). A long line shows in
+// the host's process list, and in sudo's log on every run, split into "(command continued)"
+// entries past sudo's syslog limit of 960 bytes (MAXSYSLOGLEN in sudo's logging.c; newlines and
+// tabs are logged as #012 and #011); the SSH library keeps a buffer the size of the largest
+// packet a connection sent for the connection's life (the facts script's 12 KB line cost 16 KiB
+// per host: docs/preflight.md "Cost at scale"); and Dropbear ends the connection on a command
+// line over its MAX_CMD_LEN of 9,000 bytes (dropbear.go). docs/ssh.md "What a host sees of
+// k3strap's commands".
 const scriptStdinMin = 512
 
 // ScriptEnd is the line that follows a script sent on standard input: scriptLauncher runs
@@ -107,7 +108,8 @@ esac`
 // and the standard input (nil: none). password is the sudo password; its line is sent only
 // under becomeSudoPass, for a command that runs as root (sudo -S reads it first) or reads it
 // itself (PasswordStdin: after the script, which reads it). A Script of scriptStdinMin bytes or
-// more goes ahead of the command's own input, read by scriptLauncher.
+// more goes ahead of the command's own input, read by scriptLauncher, or by scriptLauncherWhole
+// when nothing follows it.
 func (c Cmd) sent(b become, password func() string) (line string, stdin io.Reader) {
 	var pw io.Reader
 	if (c.Sudo || c.PasswordStdin) && b == becomeSudoPass {
