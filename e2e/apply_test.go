@@ -283,24 +283,17 @@ func TestNonRootSudoUser(t *testing.T) {
 	// sent on standard input, so none reaches the log: the facts script's network part (~6 KB)
 	// did, as an argument of sudo, and so did any script over 512 bytes run with sudo -n.
 	log := c.exec(0, "sh", "-c", "journalctl -q -o cat SYSLOG_IDENTIFIER=sudo | grep -F 'USER=root'")
-	t.Logf("sudo logged %d commands of deploy's, the longest %d bytes", strings.Count(log, "COMMAND="), longestLine(log))
-	if strings.Count(log, "COMMAND=") < 5 {
-		t.Fatalf("sudo's log has %d commands of deploy's: %.300q", strings.Count(log, "COMMAND="), log)
+	commands, longest := strings.Count(log, "COMMAND="), 0
+	if commands < 5 {
+		t.Fatalf("sudo's log has %d commands of deploy's: %.300q", commands, log)
 	}
 	for _, l := range strings.Split(log, "\n") {
+		longest = max(longest, len(l))
 		if strings.Contains(l, "K3S_BIN=") || strings.Contains(l, "command continued") {
 			t.Errorf("a script reached sudo's log as a command line: %.200q", l)
 		}
 	}
-}
-
-// longestLine is the length of text's longest line (bytes).
-func longestLine(text string) int {
-	n := 0
-	for _, l := range strings.Split(text, "\n") {
-		n = max(n, len(l))
-	}
-	return n
+	t.Logf("sudo logged %d commands of deploy's, the longest %d bytes", commands, longest)
 }
 
 // TestAirgapReleaseRefused: an airgap binary of another release than spec.k3s.version is

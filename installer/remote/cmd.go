@@ -115,37 +115,36 @@ func (c Cmd) sent(b become, password func() string) (line string, stdin io.Reade
 	if (c.Sudo || c.PasswordStdin) && b == becomeSudoPass {
 		pw = strings.NewReader(password() + "\n")
 	}
+	if len(c.Script) < scriptStdinMin {
+		return c.line(b), inputOf(pw, c.Stdin)
+	}
+	script := strings.NewReader(strings.TrimSuffix(c.Script, "\n") + "\n" + ScriptEnd + "\n")
+	before, after := pw, io.Reader(nil) // sudo -S reads the password before the launcher runs
+	if !c.Sudo {
+		before, after = nil, pw // the script reads it itself (PasswordStdin)
+	}
+	c.Script = scriptLauncherWhole
+	if after != nil || c.Stdin != nil {
+		c.Script = scriptLauncher
+	}
+	return c.line(b), inputOf(before, script, after, c.Stdin)
+}
+
+// inputOf is the readers that are not nil, one after the other (nil when none is).
+func inputOf(rs ...io.Reader) io.Reader {
 	var parts []io.Reader
-	add := func(r io.Reader) {
+	for _, r := range rs {
 		if r != nil {
 			parts = append(parts, r)
 		}
 	}
-	if len(c.Script) < scriptStdinMin {
-		add(pw)
-		add(c.Stdin)
-	} else {
-		script := strings.NewReader(strings.TrimSuffix(c.Script, "\n") + "\n" + ScriptEnd + "\n")
-		if c.Sudo {
-			add(pw) // sudo reads it before the launcher runs
-			add(script)
-		} else {
-			add(script)
-			add(pw)
-		}
-		c.Script = scriptLauncher
-		if parts[len(parts)-1] == script && c.Stdin == nil {
-			c.Script = scriptLauncherWhole // nothing follows the script
-		}
-		add(c.Stdin)
-	}
 	switch len(parts) {
 	case 0:
-		return c.line(b), nil
+		return nil
 	case 1:
-		return c.line(b), parts[0]
+		return parts[0]
 	}
-	return c.line(b), io.MultiReader(parts...)
+	return io.MultiReader(parts...)
 }
 
 // become is the privilege-escalation prefix.
