@@ -233,10 +233,9 @@ func TestSessionUploadCutResumes(t *testing.T) {
 	}
 }
 
-// TestPathCheckOverDropbear: the path check between two Dropbear hosts. Dropbear ends the
-// connection on an exec command line over 9,000 bytes; the probe's launcher is short and its
-// program travels on the command's input, so the probe runs as sent (no staged script), on both
-// hosts at once, and every path tests open.
+// TestPathCheckOverDropbear: the path check between two Dropbear hosts. Dropbear ends the connection on an exec command line over 9,000 bytes; the probe's launcher and
+// program travel on the command's input. Each host gets the sweeps' four short commands —
+// start, hand over, read, read and stop — every path tests open, and no run directory is left.
 func TestPathCheckOverDropbear(t *testing.T) {
 	if _, err := os.Stat(dropbearPath); err != nil {
 		t.Skipf("Dropbear is not installed on this machine (%v): run `harness.sh deps` (Debian package dropbear-bin)", err)
@@ -256,17 +255,19 @@ func TestPathCheckOverDropbear(t *testing.T) {
 	if !strings.HasPrefix(finished, string(events.StatusOK)+": ") || !strings.Contains(finished, "paths ok") {
 		t.Fatalf("path check over Dropbear: %q, want every path ok", finished)
 	}
-	probes := 0
+	probes := map[string]int{}
 	for _, e := range r.ofType(events.Debug) {
-		switch {
-		case strings.Contains(e.Message, "stage path check script"):
-			t.Errorf("the probe was staged in a file (%s): its command line is too long for Dropbear", e.Message)
-		case strings.Contains(e.Message, "<path check script>"):
-			probes++
+		if strings.Contains(e.Message, "<path check (") {
+			probes[e.Host]++
 		}
 	}
-	if probes != 2 {
-		t.Errorf("--verbose showed %d path check commands, want one per host", probes)
+	if probes["cp1"] != 4 || probes["a1"] != 4 {
+		t.Errorf("--verbose showed %v path check commands, want 4 per host (start, hand over, read, read and stop)", probes)
+	}
+	for i := range 2 {
+		if left := c.exec(i, "sh", "-c", "ls -d /run/k3strap-probe.* 2>/dev/null; true"); strings.TrimSpace(left) != "" {
+			t.Errorf("host %d: run directories left: %s", i, left)
+		}
 	}
 	if r.code != 0 {
 		t.Errorf("preflight exited %d", r.code)

@@ -4,7 +4,6 @@
 package e2e
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -43,9 +42,9 @@ import (
 // what apply would write), an upper bound of a no-op apply's work on the workstation side.
 // Each is reported as a ratio to the floor measured in the same run, interleaved with it: the
 // facts floor — one plain `ssh` per host running the same facts script, with k3strap's
-// concurrency — plus the probe floor — the path check's probe program started by one plain
-// `ssh` per host, all hosts at once as k3strap starts them, doing the same probes (scaleRig.
-// probeFloor). Every probe program runs on this machine's cores in both. Peak RSS is
+// concurrency — plus the probe floor — the path check's commands (start the probe program,
+// hand it its probes, read its results, stop it) each run by one plain `ssh` per host, in the
+// same sweeps as k3strap's, doing the same probes (scaleRig.probeFloor). Every probe program runs on this machine's cores in both. Peak RSS is
 // k3strap's (rusage).
 
 // scaleNS is the scale namespace of harness h: named with the instance's prefix, so that
@@ -218,10 +217,10 @@ func (r *scaleRig) floor(n, conc int, cm string) (time.Duration, error) {
 	return time.Since(start), first
 }
 
-// probeFloor runs the path check's probe program (netcheck.ProbeScript) on each of the first n
-// hosts with plain ssh over the connection the facts floor left open (cm, its control path
-// prefix; k3strap too opens a session on the connection it holds), all at once as k3strap does, over the paths k3strap tests
-// (netcheck.PlanProbes of the rig's cluster: one server, agents, flannel VXLAN; the rig's hosts
+// probeFloor runs the path check's commands (netcheck.ProbeScript and the sweeps after it) on
+// each of the first n hosts with plain ssh over the connection the facts floor left open (cm,
+// its control path prefix; k3strap too opens a session on the connection it holds), in the
+// sweeps k3strap runs them in, over the paths k3strap tests (netcheck.PlanProbes of the rig's cluster: one server, agents, flannel VXLAN; the rig's hosts
 // have no default route, so every path targets the inventory address, as in k3strap's run),
 // driven by netcheck.RunPaths with k3strap's connect timeout. It returns the wall time and the
 // number of probes; a path that is not open is an error (the floor must do the whole work).
@@ -232,24 +231,20 @@ func (r *scaleRig) probeFloor(n int, cm string) (time.Duration, int, error) {
 		name := fmt.Sprintf("n%03d", i)
 		nc.Nodes = append(nc.Nodes, netcheck.Node{Name: name, Server: i == 1, Address: netip.MustParseAddr(scaleAddr(i)), Family: 4})
 		addr := scaleAddr(i)
-		hosts = append(hosts, netcheck.ProbeHost{Name: name, Run: func(ctx context.Context, script string, stdin io.Reader, onLine func(string)) error {
+		hosts = append(hosts, netcheck.ProbeHost{Name: name, Exec: func(ctx context.Context, _, script string, stdin io.Reader, args ...string) (string, error) {
+			line := "sh -c " + shellQuote(script) + " sh"
+			for _, a := range args {
+				line += " " + shellQuote(a)
+			}
 			cmd := exec.CommandContext(ctx, "ip", "netns", "exec", r.ns, "ssh", "-i", r.key,
 				"-o", "UserKnownHostsFile="+filepath.Join(r.dir, "known_hosts"), "-o", "StrictHostKeyChecking=accept-new",
 				"-o", "BatchMode=yes", "-o", "LogLevel=ERROR", "-F", "none", "-o", "ControlMaster=no", "-o", "ControlPath="+cm+"%h",
-				"root@"+addr, "sh -c "+shellQuote(script))
-			cmd.Stdin = stdin
-			out, err := cmd.StdoutPipe()
-			if err != nil {
-				return err
+				"root@"+addr, line)
+			if stdin != nil {
+				cmd.Stdin = stdin
 			}
-			if err := cmd.Start(); err != nil {
-				return err
-			}
-			sc := bufio.NewScanner(out)
-			for sc.Scan() {
-				onLine(sc.Text())
-			}
-			return cmd.Wait()
+			out, err := cmd.Output()
+			return string(out), err
 		}})
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
@@ -596,7 +591,7 @@ func BenchmarkScale(b *testing.B) {
 				b.ReportMetric(float64(last.events), "events")
 				b.ReportMetric(float64(last.bytes)/1024, "output-KB")
 				b.ReportMetric(paths.Seconds()*1000/nb, "paths-ms")
-				b.Logf("%d hosts %s: k3strap %.2fs, floor %.2fs (facts %.2fs, %d at a time; probes %.2fs, %d paths, all hosts at once), %.2f× (runs %.2f–%.2f×), peak RSS %.1f MB, %d events (%d kB)",
+				b.Logf("%d hosts %s: k3strap %.2fs, floor %.2fs (facts %.2fs, %d at a time; probes %.2fs, %d paths, in the path check's sweeps), %.2f× (runs %.2f–%.2f×), peak RSS %.1f MB, %d events (%d kB)",
 					n, mode.name, ourSum.Seconds()/nb, floorSum.Seconds()/nb, factsSum.Seconds()/nb, conc, probeSum.Seconds()/nb, probes,
 					ourSum.Seconds()/floorSum.Seconds(), ratioMin, ratioMax, float64(rss)/1024, last.events, last.bytes/1024)
 			})

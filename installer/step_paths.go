@@ -68,10 +68,7 @@ func (pathsStep) Run(ctx context.Context, s *session) error {
 			if n.Net != nil {
 				ph.Tool = n.Net.ProbeTools[0]
 			}
-			c := hs.c()
-			ph.Run = func(ctx context.Context, script string, stdin io.Reader, onLine func(string)) error {
-				return c.Stream(ctx, remote.Script("path check", script).AsRoot().WithStdin(stdin), onLine)
-			}
+			ph.Exec = probeExec(hs.c())
 		}
 		hosts = append(hosts, ph)
 	}
@@ -88,6 +85,27 @@ func (pathsStep) Run(ctx context.Context, s *session) error {
 	}
 	em.Finished(status, msg)
 	return ctx.Err()
+}
+
+// probeExec runs the path check's commands on c as root (netcheck.ProbeHost.Exec), labelled
+// "path check (STEP)": the output of one that exits non-zero is still returned, with an error
+// naming the exit and the first line of its standard error.
+func probeExec(c remote.Host) func(ctx context.Context, step, script string, stdin io.Reader, args ...string) (string, error) {
+	return func(ctx context.Context, step, script string, stdin io.Reader, args ...string) (string, error) {
+		cmd := remote.Script("path check ("+step+")", script, args...).AsRoot()
+		if stdin != nil {
+			cmd = cmd.WithStdin(stdin)
+		}
+		res, err := c.Run(ctx, cmd)
+		if err != nil {
+			return "", err
+		}
+		if !res.OK() {
+			msg, _, _ := strings.Cut(strings.TrimSpace(string(res.Stderr)), "\n")
+			return string(res.Stdout), fmt.Errorf("exit %d %s", res.ExitCode, msg)
+		}
+		return string(res.Stdout), nil
+	}
 }
 
 type matrixLine struct {

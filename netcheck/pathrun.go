@@ -4,11 +4,15 @@
 package netcheck
 
 import (
+	"cmp"
 	"context"
+	"errors"
 	"fmt"
-	"io"
+	"maps"
 	"net/netip"
 	"path"
+	"regexp"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -16,34 +20,27 @@ import (
 	"time"
 )
 
-// The steps of RunPaths, in order: startProbes, awaitReady, roundOne, mtuLadder, stop,
-// results. A pathRun holds what they hand forward; only the goroutine running RunPaths
-// touches it (the probes' goroutines send events).
-
-// event is one line (or the end) of one host's probe.
-type event struct {
-	host int
-	line probeLine
-	done bool
-	err  error
-}
+// The steps of RunPaths, in order: startProbes, roundOne, mtuLadder, stop, results. Every step
+// that touches the hosts is a sweep: one short command per host, opt.Concurrency hosts at a
+// time, so that no SSH session is held per host while the probes run (docs/preflight.md "The
+// path check"). A pathRun holds what the steps hand forward; only the goroutine running
+// RunPaths touches it (a sweep's workers hand their output back to it).
 
 type hostRun struct {
-	h       ProbeHost
-	in      chan string
-	ready   bool
-	exited  bool
-	err     string
-	probing bool
-	closed  bool
-}
-
-// close ends the probe's input: it exits (an SSH session's end also waits for that).
-func (r *hostRun) close() {
-	if !r.closed && r.h.Skip == "" && r.h.Run != nil {
-		r.closed = true
-		close(r.in)
-	}
+	h ProbeHost
+	// dir is the probe's run directory on the host (probe.sh's "dir" line; "" before);
+	// detached says the probe runs on without a session (its "detached" line).
+	dir      string
+	detached bool
+	ready    bool
+	// exited says the probe no longer runs (it ended, failed to start or was stopped).
+	exited bool
+	err    string
+	// off is how many bytes of the probe's output were read (probe-collect.sh); goAt when it
+	// was last given probes, seq how many command files it was given.
+	off  int
+	goAt time.Time
+	seq  int
 }
 
 // listenKey is one test listener of a target host.
@@ -54,23 +51,21 @@ type listenKey struct {
 
 // pathRun is one run of the path check.
 type pathRun struct {
-	ctx    context.Context
-	cancel context.CancelFunc
-	c      *Cluster
-	opt    PathOptions
+	ctx context.Context
+	c   *Cluster
+	opt PathOptions
 	// rep is the report; its Results hold the planned probes (PlanProbes), in order, and are
 	// judged by results at the end. Probe n's ID is "p<n>".
 	rep *PathReport
 	// idx maps a host name to its index in runs.
-	idx    map[string]int
-	runs   []*hostRun
-	events chan event
-	wg     sync.WaitGroup
-	// What the probes printed, by probe ID: TCP results, datagram senders' results, the
-	// largest datagram received (one, see handle); listener states by "host proto port".
-	tcpRes  map[string]probeLine
-	sendRes map[string]probeLine
-	got     map[string][]probeLine
+	idx  map[string]int
+	runs []*hostRun
+	// What the probes printed, by probe ID: TCP results, datagram senders' results, the size
+	// of the largest datagram received (see handle); listener states by "host proto port".
+	// Each kept as small as judging allows: tens of thousands at 500 nodes.
+	tcpRes  map[string]answer
+	sendRes map[string]answer
+	got     map[string]int32
 	lstate  map[string]ListenerState
 	// kinds is every probe ID sent (tcp, udp, mtu); mtuOf the MTU result each mtu probe
 	// measures; mtus the MTU results of round one, in probe order.
@@ -79,46 +74,11 @@ type pathRun struct {
 	mtus  []*MTUResult
 	// addrs is every node's probe address, worked out once for the run (PlanProbes's too).
 	addrs *pathAddrs
-	// unanswered counts the probes in kinds without their answer yet, unreceived the datagram
-	// probes sent without an arrival yet: kept as the lines arrive (update), so judging
-	// whether a round is over costs nothing per line instead of a scan of every probe.
-	unanswered, unreceived int
+	// lastGo is when the last host of a round was given its probes.
+	lastGo time.Time
 }
 
-// pending says whether probe id still waits for its answer (answered) and whether it is a
-// datagram probe sent without an arrival yet (allReceived), as 0 or 1 each.
-func (r *pathRun) pending(id string) (unanswered, unreceived int) {
-	switch r.kinds[id] {
-	case "tcp":
-		if _, ok := r.tcpRes[id]; !ok {
-			unanswered = 1
-		}
-	case "udp", "mtu":
-		if len(r.got[id]) == 0 {
-			unanswered = 1
-			if s, ok := r.sendRes[id]; ok && s.state == "sent" {
-				unreceived = 1
-			}
-		}
-	}
-	return unanswered, unreceived
-}
-
-// update applies change, which touches only probe id's state, and keeps the counters true.
-func (r *pathRun) update(id string, change func()) {
-	a0, b0 := r.pending(id)
-	change()
-	a1, b1 := r.pending(id)
-	r.unanswered += a1 - a0
-	r.unreceived += b1 - b0
-}
-
-// track records probe id, of kind tcp, udp or mtu, as sent.
-func (r *pathRun) track(id, kind string) {
-	r.update(id, func() { r.kinds[id] = kind })
-}
-
-func newPathRun(ctx context.Context, cancel context.CancelFunc, c *Cluster, hosts []ProbeHost, opt PathOptions) *pathRun {
+func newPathRun(ctx context.Context, c *Cluster, hosts []ProbeHost, opt PathOptions) *pathRun {
 	addrs := newPathAddrs(c)
 	// The plan is kept as the report's results, judged in place at the end (results): one
 	// copy of each probe, tens of thousands at 500 nodes.
@@ -127,12 +87,12 @@ func newPathRun(ctx context.Context, cancel context.CancelFunc, c *Cluster, host
 	for i, p := range plan {
 		rep.Results[i].Probe = p
 	}
-	r := &pathRun{ctx: ctx, cancel: cancel, c: c, opt: opt, rep: rep, addrs: addrs, idx: map[string]int{}, runs: make([]*hostRun, len(hosts)), events: make(chan event, 1024),
-		tcpRes: map[string]probeLine{}, sendRes: map[string]probeLine{}, got: map[string][]probeLine{},
+	r := &pathRun{ctx: ctx, c: c, opt: opt, rep: rep, addrs: addrs, idx: map[string]int{}, runs: make([]*hostRun, len(hosts)),
+		tcpRes: map[string]answer{}, sendRes: map[string]answer{}, got: map[string]int32{},
 		lstate: map[string]ListenerState{}, kinds: map[string]string{}, mtuOf: map[string]*MTUResult{}}
 	for i, h := range hosts {
 		r.idx[h.Name] = i
-		r.runs[i] = &hostRun{h: h, in: make(chan string, 16)}
+		r.runs[i] = &hostRun{h: h}
 		if h.Skip != "" {
 			r.rep.Hosts[h.Name] = h.Skip
 		}
@@ -140,12 +100,78 @@ func newPathRun(ctx context.Context, cancel context.CancelFunc, c *Cluster, host
 	return r
 }
 
-// startProbes starts the probe on every host that is not skipped and tells it the
-// listeners to bind: one per target host, proto and port.
+// sweep runs op on the hosts hs (indices into runs), opt.Concurrency at a time, each within
+// timeout, and hands every output to done in the calling goroutine, as they finish. It
+// returns when all are done; op runs no longer than ctx.
+func (r *pathRun) sweep(ctx context.Context, hs []int, timeout time.Duration, op func(ctx context.Context, hr *hostRun) (string, error), done func(i int, out string, err error)) {
+	type res struct {
+		i   int
+		out string
+		err error
+	}
+	jobs := make(chan int)
+	results := make(chan res)
+	var wg sync.WaitGroup
+	for w := 0; w < min(r.opt.Concurrency, len(hs)); w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range jobs {
+				octx, cancel := context.WithTimeout(ctx, timeout)
+				out, err := op(octx, r.runs[i])
+				if err != nil && octx.Err() == context.DeadlineExceeded && ctx.Err() == nil {
+					err = &sweepDeadline{timeout}
+				}
+				cancel()
+				results <- res{i, out, err}
+			}
+		}()
+	}
+	go func() {
+		defer close(results)
+		for _, i := range hs {
+			jobs <- i
+		}
+		close(jobs)
+		wg.Wait()
+	}()
+	for x := range results {
+		done(x.i, x.out, x.err)
+	}
+}
+
+// sweepDeadline is a host's step of a sweep that did not finish within its time.
+type sweepDeadline struct{ timeout time.Duration }
+
+func (e *sweepDeadline) Error() string { return fmt.Sprintf("no answer within %s", e.timeout) }
+
+func isDeadline(err error) bool {
+	var d *sweepDeadline
+	return errors.As(err, &d)
+}
+
+// started is every host whose probe runs detached.
+func (r *pathRun) started() []int {
+	var hs []int
+	for i, hr := range r.runs {
+		if hr.detached && !hr.exited {
+			hs = append(hs, i)
+		}
+	}
+	return hs
+}
+
+// runDir is the shape of the run directory probe.sh makes (mktemp -d): anything else a host
+// prints in its place is not used, least of all removed.
+var runDir = regexp.MustCompile(`^/[A-Za-z0-9._/-]*/k3strap-probe\.[A-Za-z0-9]+$`)
+
+// startProbes starts the probe on every host that is not skipped: it binds the listeners the
+// others will reach the host on — one per target host, proto and port — reports them and
+// detaches. A host whose probe did not get that far within readyWait is left out, with the
+// reason.
 func (r *pathRun) startProbes() {
 	nonce := randHex(6)
-	type probeProgram struct{ script, program string }
-	scripts := map[string]probeProgram{} // by interpreter: each built once, shared by every host
+	scripts := r.buildScripts()
 	listens := make([]map[listenKey]netip.Addr, len(r.runs))
 	for n := range r.rep.Results {
 		p := &r.rep.Results[n].Probe
@@ -156,22 +182,23 @@ func (r *pathRun) startProbes() {
 			listens[i][listenKey{p.Port.Proto, p.Port.Port}] = p.Addr
 		}
 	}
+	var hs []int
 	for i, hr := range r.runs {
-		if hr.h.Skip != "" || hr.h.Run == nil {
+		if hr.h.Skip != "" || hr.h.Exec == nil {
 			hr.exited = true
 			continue
 		}
+		hs = append(hs, i)
+	}
+	r.sweep(r.ctx, hs, readyWait, func(ctx context.Context, hr *hostRun) (string, error) {
+		i := r.idx[hr.h.Name]
 		tool := r.opt.Tool
 		if tool == "" {
 			tool = probeTool(hr.h.Tool)
 		}
-		pp, ok := scripts[tool]
-		if !ok {
-			pp.script, pp.program = ProbeScript(int(r.opt.Limit/time.Second), tool)
-			scripts[tool] = pp
-		}
-		r.start(i, hr, pp.script, pp.program)
+		pp := scripts[tool]
 		var b strings.Builder
+		b.WriteString(pp[1])
 		fmt.Fprintf(&b, "id %s h%d\n", nonce, i)
 		keys := make([]listenKey, 0, len(listens[i]))
 		for k := range listens[i] {
@@ -186,33 +213,43 @@ func (r *pathRun) startProbes() {
 		for _, k := range keys {
 			fmt.Fprintf(&b, "listen %s %s %d\n", k.proto, listens[i][k], k.port)
 		}
-		b.WriteString("bind\n")
-		hr.in <- b.String()
-	}
+		b.WriteString("bind\ndetach\n")
+		return hr.h.Exec(ctx, "start", pp[0], strings.NewReader(b.String()))
+	}, func(i int, out string, err error) {
+		hr := r.runs[i]
+		r.consume(i, out) // the start's own output: the probe's output file begins after it
+		switch {
+		case hr.detached:
+		case hr.err != "":
+			r.rep.Hosts[hr.h.Name] = hr.err
+		case !hr.ready && isDeadline(err):
+			r.rep.Hosts[hr.h.Name] = fmt.Sprintf("the probe did not start within %s", readyWait)
+		case err != nil:
+			r.rep.Hosts[hr.h.Name] = "the probe ended before it was ready: " + err.Error()
+		default:
+			r.rep.Hosts[hr.h.Name] = "the probe ended before it was ready"
+		}
+		if !hr.detached {
+			hr.exited = true
+		}
+	})
 }
 
-// start runs host i's probe in a goroutine that sends every line it prints, then its end, as
-// events; its input is program (ProbeScript), then what hr.in carries (probeInput).
-func (r *pathRun) start(i int, hr *hostRun, script, program string) {
-	ctx := r.ctx
-	r.wg.Add(1)
-	go func() {
-		defer r.wg.Done()
-		err := hr.h.Run(ctx, script, &probeInput{ctx: ctx, in: hr.in, rest: program}, func(s string) {
-			l, ok := parseProbeLine(s)
-			if !ok {
-				return
-			}
-			select {
-			case r.events <- event{host: i, line: l}:
-			case <-ctx.Done():
-			}
-		})
-		select {
-		case r.events <- event{host: i, done: true, err: err}:
-		case <-ctx.Done():
+// buildScripts makes the launcher and the program (ProbeScript) for every interpreter the
+// hosts need, once: one copy shared by every host.
+func (r *pathRun) buildScripts() map[string][2]string {
+	out := map[string][2]string{}
+	for _, hr := range r.runs {
+		tool := r.opt.Tool
+		if tool == "" {
+			tool = probeTool(hr.h.Tool)
 		}
-	}()
+		if _, ok := out[tool]; !ok {
+			s, p := ProbeScript(int(r.opt.Limit/time.Second), tool)
+			out[tool] = [2]string{s, p}
+		}
+	}
+	return out
 }
 
 // probeTool is the interpreter as probe.sh names it (perl, python3, or a path it runs as
@@ -225,123 +262,58 @@ func probeTool(found string) string {
 	return found
 }
 
-// probeInput is a probe's standard input: rest (at first the probe program, ProbeScript),
-// then the strings sent on in, in order, then EOF when in is closed (hostRun.close) or the
-// run's context ends. Read straight from the channel, it needs no pipe and no goroutine of its
-// own per host. A read returns at most probeInputChunk bytes.
-type probeInput struct {
-	ctx  context.Context
-	in   <-chan string
-	rest string
-}
-
-// probeInputChunk bounds one read of a probe's input (bytes), and so the SSH packet that
-// carries it: the SSH library keeps a buffer the size of the largest packet a connection
-// sent, for the connection's life, and the facts script's 12 KB command line already set
-// that size; the probe program must not raise it.
-const probeInputChunk = 4096
-
-func (p *probeInput) Read(b []byte) (int, error) {
-	if len(b) > probeInputChunk {
-		b = b[:probeInputChunk]
-	}
-	for p.rest == "" {
-		select {
-		case s, ok := <-p.in:
-			if !ok {
-				return 0, io.EOF
+// consume handles what host i's probe printed: out up to its last newline (a line still being
+// written is read by the next collect), and returns how many bytes that is.
+func (r *pathRun) consume(i int, out string) int {
+	hr := r.runs[i]
+	end := strings.LastIndexByte(out, '\n') + 1
+	n := end
+	for len(out[:end]) > 0 {
+		line, rest, _ := strings.Cut(out[:end], "\n")
+		out, end = rest, end-len(line)-1
+		if d, ok := strings.CutPrefix(line, "dir "); ok {
+			if runDir.MatchString(d) && !strings.Contains(d, "/../") {
+				hr.dir = d
 			}
-			p.rest = s
-		case <-p.ctx.Done():
-			return 0, io.EOF
+			continue
+		}
+		if l, ok := parseProbeLine(line); ok {
+			r.handle(hr, l)
 		}
 	}
-	n := copy(b, p.rest)
-	p.rest = p.rest[n:]
-	return n, nil
+	return n
 }
 
-// handle applies one event to the state.
-func (r *pathRun) handle(e event) {
-	hr := r.runs[e.host]
-	if e.done {
-		hr.exited, hr.probing = true, false
-		if !hr.ready {
-			msg := "the probe ended before it was ready"
-			if e.err != nil {
-				msg += ": " + e.err.Error()
-			}
-			if hr.err != "" {
-				msg = hr.err
-			}
-			r.rep.Hosts[hr.h.Name] = msg
-		}
-		return
-	}
-	l := e.line
+// handle applies one line of host hr's probe to the state.
+func (r *pathRun) handle(hr *hostRun, l probeLine) {
 	switch l.kind {
 	case "error":
 		hr.err = l.detail
-		hr.close()
+	case "detached":
+		hr.detached = true
 	case "listen":
 		ls := ListenerState{Host: hr.h.Name, Proto: l.proto, Port: l.port, State: l.state, Detail: l.detail}
 		r.rep.Listeners = append(r.rep.Listeners, ls)
 		r.lstate[fmt.Sprintf("%s %s %d", hr.h.Name, l.proto, l.port)] = ls
 	case "ready":
 		hr.ready = true
-	case "probed":
-		hr.probing = false
 	case "tcp":
-		r.update(l.id, func() { r.tcpRes[l.id] = l })
+		r.tcpRes[l.id] = l.answer()
 	case "udp", "mtu":
 		if prev, ok := r.sendRes[l.id]; !ok || prev.state == "sent" {
-			r.update(l.id, func() { r.sendRes[l.id] = l })
+			r.sendRes[l.id] = l.answer()
 		}
 	case "got":
 		// One arrival per probe is kept, the largest: a datagram probe is judged on whether
 		// any arrived, an MTU probe on the largest (largestGot).
-		if prev := r.got[l.id]; len(prev) == 0 || l.bytes > prev[0].bytes {
-			r.update(l.id, func() { r.got[l.id] = []probeLine{l} })
+		if prev, ok := r.got[l.id]; !ok || int32(l.bytes) > prev {
+			r.got[l.id] = int32(l.bytes)
 		}
 	}
 }
 
-// wait handles events until done() holds, the deadline passes or the run's context ends.
-func (r *pathRun) wait(deadline time.Time, done func() bool) {
-	t := time.NewTimer(time.Until(deadline))
-	defer t.Stop()
-	for !done() {
-		select {
-		case e := <-r.events:
-			r.handle(e)
-		case <-t.C:
-			return
-		case <-r.ctx.Done():
-			return
-		}
-	}
-}
-
-// awaitReady waits up to readyWait for every probe to bind its listeners (or end); a host
-// whose probe is not ready by then is left out with the reason.
-func (r *pathRun) awaitReady() {
-	r.wait(time.Now().Add(readyWait), func() bool {
-		for _, hr := range r.runs {
-			if !hr.ready && !hr.exited {
-				return false
-			}
-		}
-		return true
-	})
-	for _, hr := range r.runs {
-		if !hr.ready && r.rep.Hosts[hr.h.Name] == "" {
-			r.rep.Hosts[hr.h.Name] = fmt.Sprintf("the probe did not start within %s", readyWait)
-		}
-	}
-}
-
-// roundOne sends every probe at once — TCP connects, UDP datagrams to listeners that bound,
-// full-size don't-fragment datagrams on the overlay port — and waits for the answers.
+// roundOne sends every probe — TCP connects, UDP datagrams to listeners that bound,
+// full-size don't-fragment datagrams on the overlay port — and collects the answers.
 func (r *pathRun) roundOne() {
 	overlayPort, _ := r.c.Overlay()
 	bySource := map[int]*strings.Builder{}
@@ -349,20 +321,20 @@ func (r *pathRun) roundOne() {
 		p := &r.rep.Results[n].Probe
 		si, ok := r.idx[p.From]
 		ti, ok2 := r.idx[p.To]
-		if !ok || !ok2 || !r.runs[si].ready || !r.runs[ti].ready {
+		if !ok || !ok2 || !r.runs[si].detached || !r.runs[ti].detached {
 			continue
 		}
 		id := "p" + strconv.Itoa(n)
 		b := sourceLines(bySource, si)
 		switch p.Port.Proto {
 		case "tcp":
-			r.track(id, "tcp")
+			r.kinds[id] = "tcp"
 			fmt.Fprintf(b, "tcp %s %s %d %d\n", id, p.Addr, p.Port.Port, r.opt.ConnectTimeout.Milliseconds())
 		case "udp":
 			if ls, ok := r.lstate[fmt.Sprintf("%s udp %d", p.To, p.Port.Port)]; !ok || (ls.State != "ok" && ls.State != "any") {
 				continue
 			}
-			r.track(id, "udp")
+			r.kinds[id] = "udp"
 			src := "-"
 			if p.Port.Overlay {
 				// The overlay's source: the address the sender's flannel uses (ProbeAddr).
@@ -374,7 +346,7 @@ func (r *pathRun) roundOne() {
 			if !r.opt.SkipMTU && p.Port.Port == overlayPort && p.MTU {
 				m := &MTUResult{From: p.From, To: p.To, Addr: p.Addr, Port: p.Port.Port, IfaceMTU: ifaceMTU(r.c.Node(p.From), p.Addr)}
 				mid := id + "m"
-				r.track(mid, "mtu")
+				r.kinds[mid] = "mtu"
 				r.mtuOf[mid] = m
 				r.mtus = append(r.mtus, m)
 				m.Tried = m.IfaceMTU
@@ -383,9 +355,8 @@ func (r *pathRun) roundOne() {
 			}
 		}
 	}
-	r.send(bySource)
 	r.rep.Rounds = 1
-	r.roundWait()
+	r.round(bySource)
 }
 
 // sourceLines is the builder of source host si's probe lines in lines, created on first use:
@@ -400,43 +371,144 @@ func sourceLines(lines map[int]*strings.Builder, si int) *strings.Builder {
 	return b
 }
 
-// send gives each source host its probe lines and tells it to go.
-func (r *pathRun) send(lines map[int]*strings.Builder) {
+// round gives each source host its probe lines and tells it to go (probe-send.sh), then
+// collects what every probe printed (probe-collect.sh), from settle after the last go: each
+// host once its connects ended and its datagram probes sent their first copy (the "sent"
+// mark), which is all when every path is open; then the hosts of the probes still without an
+// answer once more, receiptGrace after the last go, once their round is over ("idle").
+func (r *pathRun) round(lines map[int]*strings.Builder) {
+	var sources []int
+	input := make([]string, len(r.runs))
 	for si, b := range lines {
-		if b.Len() == 0 {
-			continue
+		if b.Len() > 0 && !r.runs[si].exited {
+			sources = append(sources, si)
+			b.WriteString("go\n")
+			input[si] = b.String()
 		}
-		b.WriteString("go\n")
-		r.runs[si].probing = true
-		r.runs[si].in <- b.String()
 		delete(lines, si)
+	}
+	sort.Ints(sources)
+	sendScript := probeSendScript()
+	r.sweep(r.ctx, sources, sweepTimeout, func(ctx context.Context, hr *hostRun) (string, error) {
+		hr.seq++
+		return hr.h.Exec(ctx, "hand over", sendScript, strings.NewReader(input[r.idx[hr.h.Name]]), hr.dir, fmt.Sprintf("%04d", hr.seq))
+	}, func(i int, out string, err error) {
+		hr := r.runs[i]
+		input[i] = ""
+		hr.goAt = time.Now()
+		r.lastGo = hr.goAt
+		if err != nil {
+			r.lost(hr, "its probes could not be handed to it", out, err)
+		}
+	})
+	r.sleepUntil(r.lastGo.Add(settle))
+	r.collect(r.started(), "sent", false)
+	if pending := r.unanswered(); len(pending) > 0 {
+		r.sleepUntil(r.lastGo.Add(receiptGrace))
+		r.collect(pending, "idle", false)
 	}
 }
 
-// answered: every probe has its answer — each connect its result, each datagram probe a
-// first arrival — so the copies still being sent change nothing (the usual case: every path
-// open ends the round at once, not after the last copy's 200 ms).
-func (r *pathRun) answered() bool { return r.unanswered == 0 }
-
-// allReceived: every datagram probe whose sender sent has had an arrival.
-func (r *pathRun) allReceived() bool { return r.unreceived == 0 }
-
-// roundWait waits until every probe is answered or every sender is done (at most
-// ConnectTimeout + 2 s), then up to receiptGrace for datagrams still under way.
-func (r *pathRun) roundWait() {
-	deadline := time.Now().Add(r.opt.ConnectTimeout + 2*time.Second)
-	r.wait(deadline, func() bool {
-		if r.answered() {
-			return true
+// unanswered is every host a probe without its answer yet involves: the source of a connect
+// without its result; the source and the target of a datagram probe without an arrival (the
+// source's last line says whether it could send at all).
+func (r *pathRun) unanswered() []int {
+	seen := map[int]bool{}
+	for id, k := range r.kinds {
+		n, ok := r.probeOf(id)
+		if !ok {
+			continue
 		}
-		for _, hr := range r.runs {
-			if hr.probing && !hr.exited {
-				return false
+		p := &r.rep.Results[n].Probe
+		if k == "tcp" {
+			if _, ok := r.tcpRes[id]; !ok {
+				seen[r.idx[p.From]] = true
 			}
+		} else if _, ok := r.got[id]; !ok {
+			seen[r.idx[p.From]], seen[r.idx[p.To]] = true, true
 		}
-		return true
+	}
+	hs := make([]int, 0, len(seen))
+	for i := range seen {
+		if !r.runs[i].exited {
+			hs = append(hs, i)
+		}
+	}
+	sort.Ints(hs)
+	return hs
+}
+
+// collect reads what the probes of hosts hs printed since the last collect: with mark "sent",
+// once each ended its connects and sent the first copy of every datagram, with "idle" once
+// its round is over (either at most ConnectTimeout + 2 s after its go), with "" at once; with
+// stop, it then ends them and removes their run directories.
+func (r *pathRun) collect(hs []int, mark string, stop bool) {
+	script := probeCollectScript()
+	limit := r.opt.ConnectTimeout + 2*time.Second
+	r.sweep(r.ctx, hs, limit+sweepTimeout, func(ctx context.Context, hr *hostRun) (string, error) {
+		ticks := 0
+		if mark != "" && !hr.goAt.IsZero() {
+			ticks = max(0, int(time.Until(hr.goAt.Add(limit))/(50*time.Millisecond))+1)
+		}
+		s := "0"
+		if stop {
+			s = "1"
+		}
+		step := "read"
+		if stop {
+			step = "read and stop"
+		}
+		return hr.h.Exec(ctx, step, script, nil, hr.dir, strconv.Itoa(hr.off), strconv.Itoa(ticks), s, cmp.Or(mark, "idle"))
+	}, func(i int, out string, err error) {
+		hr := r.runs[i]
+		hr.off += r.consume(i, out)
+		if err != nil {
+			r.lost(hr, "its results could not be read", out, err)
+		}
+		if stop {
+			hr.exited, hr.dir = true, ""
+		}
 	})
-	r.wait(minTime(deadline, time.Now().Add(receiptGrace)), r.allReceived)
+}
+
+// lost records that host hr's probe could not be reached for a step (why), when it was not
+// already left out: its paths are untested.
+func (r *pathRun) lost(hr *hostRun, why, out string, err error) {
+	if hr.err != "" {
+		why += ": " + hr.err
+	} else if err != nil {
+		why += ": " + err.Error()
+	}
+	if strings.Contains(out, "error gone") {
+		hr.exited = true
+	}
+	if r.rep.Hosts[hr.h.Name] == "" {
+		r.rep.Hosts[hr.h.Name] = why
+	}
+}
+
+// probeOf is the index in the plan (rep.Results) of the probe id (p<n>, p<n>m, p<n>ml<k>)
+// belongs to.
+func (r *pathRun) probeOf(id string) (int, bool) {
+	digits := strings.TrimLeft(id[min(1, len(id)):], "0123456789")
+	n, err := strconv.Atoi(id[1 : len(id)-len(digits)])
+	if err != nil || n < 0 || n >= len(r.rep.Results) {
+		return 0, false
+	}
+	return n, true
+}
+
+func (r *pathRun) sleepUntil(t time.Time) {
+	d := time.Until(t)
+	if d <= 0 {
+		return
+	}
+	tm := time.NewTimer(d)
+	defer tm.Stop()
+	select {
+	case <-tm.C:
+	case <-r.ctx.Done():
+	}
 }
 
 // mtuLadder is round two: an MTU ladder on the paths where full-size datagrams did not
@@ -445,19 +517,23 @@ func (r *pathRun) roundWait() {
 func (r *pathRun) mtuLadder() {
 	ladder := map[int]*strings.Builder{}
 	perHost := map[string]int{}
-	for mid, m := range r.mtuOf {
+	for _, mid := range slices.Sorted(maps.Keys(r.mtuOf)) {
+		m := r.mtuOf[mid]
 		uid := strings.TrimSuffix(mid, "m")
-		largest := largestGot(r.got[mid], m.Addr)
+		largest := r.largestGot(mid, m.Addr)
 		if s := r.sendRes[mid]; s.state == "emsgsize" {
-			m.LocalPMTU = s.pmtu
+			m.LocalPMTU = int(s.pmtu)
 		}
 		m.Largest = largest
-		if largest >= m.IfaceMTU || len(r.got[uid]) == 0 || perHost[m.From] >= 2 || perHost[m.To] >= 2 {
+		if _, small := r.got[uid]; largest >= m.IfaceMTU || !small || perHost[m.From] >= 2 || perHost[m.To] >= 2 {
+			continue
+		}
+		si, ti := r.idx[m.From], r.idx[m.To]
+		if r.runs[si].exited || r.runs[ti].exited {
 			continue
 		}
 		perHost[m.From]++
 		perHost[m.To]++
-		si := r.idx[m.From]
 		m.Step = ladderStep
 		top := m.IfaceMTU - ladderStep
 		if m.LocalPMTU > 0 && m.LocalPMTU < top {
@@ -465,7 +541,7 @@ func (r *pathRun) mtuLadder() {
 		}
 		for size, k := top, 0; size >= ladderFloor; size, k = size-ladderStep, k+1 {
 			lid := fmt.Sprintf("%sl%d", mid, k)
-			r.track(lid, "mtu")
+			r.kinds[lid] = "mtu"
 			r.mtuOf[lid] = m
 			fmt.Fprintf(sourceLines(ladder, si), "mtu %s %s %s %d %d %d\n", lid, m.src, m.Addr, m.Port, size-udpHeader(m.Addr), mtuCopies)
 		}
@@ -474,46 +550,47 @@ func (r *pathRun) mtuLadder() {
 		return
 	}
 	r.rep.Rounds = 2
-	r.send(ladder)
-	r.roundWait()
+	r.round(ladder)
 	for id, m := range r.mtuOf {
-		if l := largestGot(r.got[id], m.Addr); l > m.Largest {
+		if l := r.largestGot(id, m.Addr); l > m.Largest {
 			m.Largest = l
 		}
 	}
 }
 
-// stop ends every probe's input (each exits at once, or at its own limit), handles what they
-// still print, and waits at most 3 s for them before cancelling the run's context.
+// largestGot is the largest datagram of probe id that arrived, with its IP and UDP headers
+// (0 when none did).
+func (r *pathRun) largestGot(id string, a netip.Addr) int {
+	if b, ok := r.got[id]; ok {
+		return int(b) + udpHeader(a)
+	}
+	return 0
+}
+
+// stop reads what the detached probes printed last and ends them, removing their run
+// directories; a run directory whose probe never detached (it failed while starting) is
+// removed too. After the run was stopped, it only ends and removes, within stopWait.
 func (r *pathRun) stop() {
-	for _, hr := range r.runs {
-		hr.close()
-	}
-	stopped, drained := make(chan struct{}), make(chan struct{})
-	go func() {
-		defer close(drained)
-		for {
-			select {
-			case e := <-r.events:
-				r.handle(e)
-			case <-stopped:
-				return
-			}
+	var running, rest []int
+	for i, hr := range r.runs {
+		switch {
+		case hr.dir == "":
+		case hr.detached && !hr.exited && r.ctx.Err() == nil:
+			running = append(running, i)
+		default:
+			rest = append(rest, i)
 		}
-	}()
-	waitDone := make(chan struct{})
-	go func() { r.wg.Wait(); close(waitDone) }()
-	select {
-	case <-waitDone:
-	case <-time.After(3 * time.Second):
-		r.cancel()
-		<-waitDone
 	}
-	close(stopped)
-	<-drained
-	for len(r.events) > 0 {
-		r.handle(<-r.events)
+	r.collect(running, "", true)
+	if len(rest) == 0 {
+		return
 	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.ctx), stopWait)
+	defer cancel()
+	script := probeStopScript()
+	r.sweep(ctx, rest, stopWait, func(ctx context.Context, hr *hostRun) (string, error) {
+		return hr.h.Exec(ctx, "stop", script, nil, hr.dir)
+	}, func(i int, _ string, _ error) { r.runs[i].exited, r.runs[i].dir = true, "" })
 }
 
 // results judges every planned probe (judge) and keeps the MTU results that say something.
@@ -532,7 +609,15 @@ func (r *pathRun) results() {
 			if l, ok := r.lstate[fmt.Sprintf("%s %s %d", p.To, p.Port.Proto, p.Port.Port)]; ok {
 				ls = &l
 			}
-			res.Status, res.Detail, res.Millis = judge(p, r.kinds[id], r.tcpRes[id], r.sendRes[id], r.got[id], ls, r.runs[r.idx[p.To]], r.idx)
+			var tcp, sent *answer
+			if a, ok := r.tcpRes[id]; ok {
+				tcp = &a
+			}
+			if a, ok := r.sendRes[id]; ok {
+				sent = &a
+			}
+			_, arrived := r.got[id]
+			res.Status, res.Detail, res.Millis = judge(p, r.kinds[id], tcp, sent, arrived, ls, r.runs[r.idx[p.To]], r.idx)
 		}
 	}
 	// An MTU result says something only where small datagrams got through: else the path
@@ -541,7 +626,7 @@ func (r *pathRun) results() {
 		if strings.Contains(mid, "l") {
 			continue
 		}
-		if len(r.got[strings.TrimSuffix(mid, "m")]) == 0 {
+		if _, small := r.got[strings.TrimSuffix(mid, "m")]; !small {
 			m.From = ""
 		}
 	}

@@ -215,10 +215,12 @@ func (r *PathReport) Listener(host, proto string, port int) *ListenerState {
 // ProbeHost is a host taking part in the path check.
 type ProbeHost struct {
 	Name string
-	// Run runs script on the host as root, feeding it stdin and calling onLine for every
-	// line it prints, and returns when it exits (or ctx ends: the remote side is told to
-	// stop and its own time limit ends it anyway).
-	Run func(ctx context.Context, script string, stdin io.Reader, onLine func(string)) error
+	// Exec runs script on the host as root with args as $1, $2, ..., feeding it stdin (nil:
+	// none), and returns what it printed on standard output once it exited; a non-zero exit
+	// is an error, with the output still returned. ctx bounds it (RunPaths gives every call a
+	// deadline of seconds). Each call is short: RunPaths holds no session per host. step names
+	// the call for logs and recordings: "start", "hand over", "read", "read and stop", "stop".
+	Exec func(ctx context.Context, step, script string, stdin io.Reader, args ...string) (string, error)
 	// Skip says why the host cannot take part ("" when it can).
 	Skip string
 	// Tool is the interpreter the host's facts found first, as they report it
@@ -232,8 +234,12 @@ type ProbeHost struct {
 type PathOptions struct {
 	// ConnectTimeout bounds each TCP connect (default 1 s: a filtered port costs this).
 	ConnectTimeout time.Duration
-	// Limit is the remote program's own hard limit (default 20 s).
+	// Limit is the remote program's own hard limit, after which it ends and removes its
+	// output whatever happens (default 60 s plus 100 ms per host: the sweeps take longer with
+	// more hosts).
 	Limit time.Duration
+	// Concurrency is how many hosts each sweep works on at once (default 32).
+	Concurrency int
 	// Tool forces an interpreter (perl, python3); "" picks perl, then python3.
 	Tool string
 	// MTU probes the overlay's UDP port with don't-fragment datagrams (on by default when
@@ -241,20 +247,33 @@ type PathOptions struct {
 	SkipMTU bool
 }
 
-func (o *PathOptions) defaults() {
+func (o *PathOptions) defaults(hosts int) {
 	if o.ConnectTimeout <= 0 {
 		o.ConnectTimeout = time.Second
 	}
 	if o.Limit <= 0 {
-		o.Limit = 20 * time.Second
+		o.Limit = 60*time.Second + time.Duration(hosts)*100*time.Millisecond
+	}
+	if o.Concurrency <= 0 {
+		o.Concurrency = 32
 	}
 }
 
 const (
 	udpCount  = 3
 	mtuCopies = 3
-	// readyWait bounds how long the hosts may take to start and bind their listeners.
+	// readyWait bounds how long a host may take to start its probe and bind its listeners.
 	readyWait = 10 * time.Second
+	// sweepTimeout bounds a host's part of any other sweep (handing it probes, reading its
+	// results: beyond the time its probes may take, ConnectTimeout + 2 s).
+	sweepTimeout = 10 * time.Second
+	// stopWait bounds the stop sweep after the run was stopped (Ctrl-C): what is not stopped
+	// by then ends at its Limit.
+	stopWait = 3 * time.Second
+	// settle is how long after the last host was given its probes the first results are read:
+	// probe-send.sh wakes the probe up (SIGUSR1), which starts them at once, and on a link
+	// where every path is open the answers take a round trip or two.
+	settle = 30 * time.Millisecond
 	// receiptGrace is how long datagrams may take to arrive after the last sender is done
 	// (it is spent only when some have not arrived).
 	receiptGrace = 500 * time.Millisecond
@@ -265,26 +284,30 @@ const (
 )
 
 // RunPaths runs the path check: on every host of hosts a probe (ProbeScript) binds test
-// listeners for the ports the others will reach it on; once all listen, every host probes
-// its paths to the others at the same time — TCP connects (ConnectTimeout each), three UDP
-// datagrams 100 ms apart, and for the overlay port don't-fragment datagrams of the full
-// interface MTU (a second round measures the largest size that gets through on the paths
-// where full-size ones did not). It returns once every answer is in, or when the last
-// sender is done and receiptGrace has passed; then every probe is told to end (and ends
-// itself after Limit whatever happens to its connection). A port a host already holds (K3s
-// running) takes no test listener: a TCP connect there judges the path, a UDP one is left
-// to the rulesets (PathUntested).
+// listeners for the ports the others will reach it on and goes on detached from the command
+// that started it; once all listen, every host probes its paths to the others — TCP connects
+// (ConnectTimeout each), three UDP datagrams 100 ms apart, and for the overlay port
+// don't-fragment datagrams of the full interface MTU (a second round measures the largest size
+// that gets through on the paths where full-size ones did not). Every step is a sweep of one
+// short command per host, opt.Concurrency hosts at a time (start, hand over the probes, read
+// the results, stop), so no SSH session is held per host while the probes run: at 500 hosts
+// that held 500 sessions' buffers and goroutines (docs/preflight.md "Cost at scale"). The
+// results are read from settle after the last host got its probes, each host's once its
+// connects ended and every datagram probe sent its first copy (at most ConnectTimeout + 2 s
+// after it got them); if some probe has no answer then, the hosts it involves once more,
+// receiptGrace after the last host got its probes and once their round is over. Every probe is
+// stopped at the end, also when ctx ends (then within stopWait), and the ports are free when
+// RunPaths returns; one that cannot be reached ends itself after Limit. A port a host already
+// holds (K3s running) takes no test listener: a TCP connect there judges the path, a UDP one is
+// left to the rulesets (PathUntested).
 //
-// The steps (pathrun.go): start a probe per host, await its listeners, round one (every
-// probe at once), round two (the MTU ladder), stop the probes, judge the results.
+// The steps (pathrun.go): start a probe per host, round one, round two (the MTU ladder), stop
+// the probes, judge the results.
 func RunPaths(ctx context.Context, c *Cluster, hosts []ProbeHost, opt PathOptions) *PathReport {
-	opt.defaults()
+	opt.defaults(len(hosts))
 	start := time.Now()
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	r := newPathRun(ctx, cancel, c, hosts, opt)
+	r := newPathRun(ctx, c, hosts, opt)
 	r.startProbes()
-	r.awaitReady()
 	r.roundOne()
 	r.mtuLadder()
 	r.stop()
@@ -294,7 +317,9 @@ func RunPaths(ctx context.Context, c *Cluster, hosts []ProbeHost, opt PathOption
 }
 
 // judge turns what was printed about one probe into its status.
-func judge(p Probe, kind string, tcp, sent probeLine, gots []probeLine, ls *ListenerState, target *hostRun, idx map[string]int) (string, string, int) {
+// tcp and sent are the source's answers (nil: none came), arrived whether any datagram of the
+// probe reached the target.
+func judge(p Probe, kind string, tcp, sent *answer, arrived bool, ls *ListenerState, target *hostRun, idx map[string]int) (string, string, int) {
 	if ls == nil {
 		return PathUntested, fmt.Sprintf("%s reported no listener for %s/%d", p.To, p.Port.Proto, p.Port.Port), 0
 	}
@@ -304,32 +329,33 @@ func judge(p Probe, kind string, tcp, sent probeLine, gots []probeLine, ls *List
 	}
 	switch p.Port.Proto {
 	case "tcp":
-		if tcp.kind == "" {
+		if tcp == nil {
 			return PathUntested, "no answer from the probe on " + p.From, 0
 		}
+		ms := int(tcp.ms)
 		switch tcp.state {
 		case "ok":
 			want := fmt.Sprintf("h%d", idx[p.To])
 			if tcp.detail != want {
-				return PathFailed, fmt.Sprintf("%s reached another host's test listener (%s) at %s: the address leads elsewhere", p.From, tcp.detail, p.Addr), tcp.ms
+				return PathFailed, fmt.Sprintf("%s reached another host's test listener (%s) at %s: the address leads elsewhere", p.From, tcp.detail, p.Addr), ms
 			}
-			return PathOK, "", tcp.ms
+			return PathOK, "", ms
 		case "other":
 			if busy {
-				return PathOpen, fmt.Sprintf("connected to the process that holds %s/%d on %s", p.Port.Proto, p.Port.Port, p.To), tcp.ms
+				return PathOpen, fmt.Sprintf("connected to the process that holds %s/%d on %s", p.Port.Proto, p.Port.Port, p.To), ms
 			}
 			// The handshake completed (the kernel answers for the listener); only the
 			// greeting that names the host did not come: the path is open.
-			return PathOpen, fmt.Sprintf("connected to %s, whose test listener did not greet in time", p.Addr), tcp.ms
+			return PathOpen, fmt.Sprintf("connected to %s, whose test listener did not greet in time", p.Addr), ms
 		case "timeout":
-			return PathFailed, fmt.Sprintf("no answer within %d ms (packets dropped on the way or at %s)", tcp.ms, p.To), tcp.ms
+			return PathFailed, fmt.Sprintf("no answer within %d ms (packets dropped on the way or at %s)", ms, p.To), ms
 		case "fail":
 			if tcp.detail == "ECONNREFUSED" && busy {
-				return PathFailed, "connection refused", tcp.ms
+				return PathFailed, "connection refused", ms
 			}
-			return PathFailed, errText(tcp.detail), tcp.ms
+			return PathFailed, errText(tcp.detail), ms
 		}
-		return PathUntested, tcp.raw(), 0
+		return PathUntested, "tcp " + tcp.state, 0
 	case "udp":
 		if busy {
 			return PathUntested, fmt.Sprintf("%s/%d is held on %s (by K3s's flannel on a running node); datagrams cannot be checked there, the rulesets are judged instead", p.Port.Proto, p.Port.Port, p.To), 0
@@ -337,13 +363,13 @@ func judge(p Probe, kind string, tcp, sent probeLine, gots []probeLine, ls *List
 		if kind == "" {
 			return PathUntested, "not probed", 0
 		}
-		if len(gots) > 0 {
+		if arrived {
 			return PathOK, "", 0
 		}
-		if sent.state == "fail" {
+		if sent != nil && sent.state == "fail" {
 			return PathFailed, fmt.Sprintf("%s could not send: %s", p.From, errText(sent.detail)), 0
 		}
-		if sent.kind == "" {
+		if sent == nil {
 			return PathUntested, "no answer from the probe on " + p.From, 0
 		}
 		if target.exited && !target.ready {
@@ -352,18 +378,6 @@ func judge(p Probe, kind string, tcp, sent probeLine, gots []probeLine, ls *List
 		return PathFailed, fmt.Sprintf("none of the %d datagrams %s sent arrived at %s", udpCount, p.From, p.To), 0
 	}
 	return PathUntested, "unknown protocol " + p.Port.Proto, 0
-}
-
-func (l probeLine) raw() string { return l.String() }
-
-func largestGot(gs []probeLine, a netip.Addr) int {
-	best := 0
-	for _, g := range gs {
-		if n := g.bytes + udpHeader(a); n > best {
-			best = n
-		}
-	}
-	return best
 }
 
 // udpHeader is the IP and UDP header size in front of a datagram's payload.

@@ -23,27 +23,20 @@ import (
 	"github.com/k3strap/k3strap/k3s"
 )
 
-// localRun runs a probe on this machine, as RunPaths's callers run it over SSH.
-func localRun(ctx context.Context, script string, stdin io.Reader, onLine func(string)) error {
-	cmd := exec.CommandContext(ctx, "sh", "-c", script)
+// localExec runs one of the path check's commands on this machine, as RunPaths's callers run
+// them over SSH (ProbeHost.Exec).
+func localExec(ctx context.Context, _, script string, stdin io.Reader, args ...string) (string, error) {
+	cmd := exec.CommandContext(ctx, "sh", append([]string{"-c", script, "sh"}, args...)...)
 	cmd.Stdin = stdin
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		return err
-	}
-	if err := cmd.Start(); err != nil {
-		return err
-	}
-	sc := bufio.NewScanner(out)
-	for sc.Scan() {
-		onLine(sc.Text())
-	}
-	return cmd.Wait()
+	// The detached probe keeps no descriptor of the command's: Output returns when it exits.
+	out, err := cmd.Output()
+	return string(out), err
 }
 
 // probeCmd starts the probe for tool with a limit of limit seconds, its program already
-// written to its input as RunPaths writes it (ProbeScript), and returns its input and output.
-func probeCmd(t *testing.T, limit int, tool string) (*exec.Cmd, io.WriteCloser, io.Reader) {
+// written to its input as RunPaths writes it (ProbeScript), and returns its input and its
+// output after the run directory's line (the directory is removed when the test ends).
+func probeCmd(t *testing.T, limit int, tool string) (*exec.Cmd, io.WriteCloser, *bufio.Scanner) {
 	t.Helper()
 	script, program := ProbeScript(limit, tool)
 	cmd := exec.Command("sh", "-c", script)
@@ -55,7 +48,13 @@ func probeCmd(t *testing.T, limit int, tool string) (*exec.Cmd, io.WriteCloser, 
 	if _, err := io.WriteString(in, program); err != nil {
 		t.Fatal(err)
 	}
-	return cmd, in, out
+	sc := bufio.NewScanner(out)
+	if !sc.Scan() || !strings.HasPrefix(sc.Text(), "dir ") {
+		t.Fatalf("first line %q, want the run directory", sc.Text())
+	}
+	dir := strings.TrimPrefix(sc.Text(), "dir ")
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	return cmd, in, sc
 }
 
 // testPorts are K3s's kinds of ports on numbers nothing else on this machine uses.
@@ -77,7 +76,7 @@ func loopCluster() *Cluster {
 func hostsOf(c *Cluster) []ProbeHost {
 	var hs []ProbeHost
 	for _, n := range c.Nodes {
-		hs = append(hs, ProbeHost{Name: n.Name, Run: localRun})
+		hs = append(hs, ProbeHost{Name: n.Name, Exec: localExec})
 	}
 	return hs
 }
@@ -182,8 +181,8 @@ func TestRunPathsHeldPorts(t *testing.T) {
 func TestRunPathsNoInterpreter(t *testing.T) {
 	c := loopCluster()
 	hs := hostsOf(c)
-	hs[2].Run = func(ctx context.Context, script string, stdin io.Reader, onLine func(string)) error {
-		return localRun(ctx, strings.Replace(script, "K3SP_LIMIT=", "K3SP_TOOL=no-such-interpreter\nK3SP_LIMIT=", 1), stdin, onLine)
+	hs[2].Exec = func(ctx context.Context, step, script string, stdin io.Reader, args ...string) (string, error) {
+		return localExec(ctx, step, strings.Replace(script, "K3SP_LIMIT=", "K3SP_TOOL=no-such-interpreter\nK3SP_LIMIT=", 1), stdin, args...)
 	}
 	rep := RunPaths(context.Background(), c, hs, PathOptions{})
 	if why := rep.Hosts["a2"]; !strings.Contains(why, "neither perl nor python3") {
@@ -203,9 +202,8 @@ func TestProbeEndsWithoutInput(t *testing.T) {
 	for _, tool := range []string{"perl", "python3"} {
 		t.Run(tool, func(t *testing.T) {
 			needTool(t, tool)
-			cmd, in, out := probeCmd(t, 1, tool)
+			cmd, in, sc := probeCmd(t, 1, tool)
 			io.WriteString(in, "id n1 h0\nlisten tcp 127.0.0.61 46999\nbind\n")
-			sc := bufio.NewScanner(out)
 			var lines []string
 			for sc.Scan() {
 				lines = append(lines, sc.Text())
@@ -307,11 +305,13 @@ func TestRunPathsHostTools(t *testing.T) {
 	for i, tool := range []string{perl, python, ""} {
 		name := hs[i].Name
 		hs[i].Tool = tool
-		hs[i].Run = func(ctx context.Context, script string, stdin io.Reader, onLine func(string)) error {
-			mu.Lock()
-			scripts[name] = script
-			mu.Unlock()
-			return localRun(ctx, script, stdin, onLine)
+		hs[i].Exec = func(ctx context.Context, step, script string, stdin io.Reader, args ...string) (string, error) {
+			if step == "start" {
+				mu.Lock()
+				scripts[name] = script
+				mu.Unlock()
+			}
+			return localExec(ctx, step, script, stdin, args...)
 		}
 	}
 	rep := RunPaths(context.Background(), c, hs, PathOptions{})
@@ -326,7 +326,7 @@ func TestRunPathsHostTools(t *testing.T) {
 		if got := [2]bool{strings.Contains(s, pl), strings.Contains(s, py)}; got != want {
 			t.Errorf("%s is sent perl, python: %v, want %v (launcher:\n%s)", name, got, want, s)
 		}
-		if len(s) > 1536 || strings.Contains(s, "use strict") || strings.Contains(s, "import errno") {
+		if len(s) > 2048 || strings.Contains(s, "use strict") || strings.Contains(s, "import errno") {
 			t.Errorf("%s's command line is %d bytes or carries a program", name, len(s))
 		}
 	}
@@ -350,10 +350,9 @@ func TestProbeReceiveBuffer(t *testing.T) {
 		t.Run(tool, func(t *testing.T) {
 			needTool(t, tool)
 			port := 46990 + i
-			cmd, in, out := probeCmd(t, 5, tool)
+			cmd, in, sc := probeCmd(t, 5, tool)
 			defer func() { in.Close(); cmd.Wait() }()
 			fmt.Fprintf(in, "id n1 h0\nlisten udp 127.0.0.61 %d\nbind\n", port)
-			sc := bufio.NewScanner(out)
 			for sc.Scan() && sc.Text() != "ready" {
 			}
 			ss, err := exec.Command("ss", "-u", "-l", "-n", "-m", fmt.Sprintf("sport = :%d", port)).CombinedOutput()
@@ -373,7 +372,8 @@ func TestProbeReceiveBuffer(t *testing.T) {
 }
 
 // TestProbeShortProgram: a probe whose input ends before its whole program arrived (the
-// connection dropped while it was sent) says so and exits 3 instead of running half a program.
+// connection dropped while it was sent) says so and exits 3 instead of running half a program,
+// and its run directory goes with it.
 func TestProbeShortProgram(t *testing.T) {
 	for _, tool := range []string{"perl", "python3"} {
 		t.Run(tool, func(t *testing.T) {
@@ -382,8 +382,15 @@ func TestProbeShortProgram(t *testing.T) {
 			cmd := exec.Command("sh", "-c", script)
 			cmd.Stdin = strings.NewReader(program[:len(program)/2])
 			out, err := cmd.Output()
+			dir, rest, _ := strings.Cut(string(out), "\n")
+			if d, ok := strings.CutPrefix(dir, "dir "); ok {
+				if _, err := os.Stat(d); err == nil {
+					t.Errorf("run directory %s left", d)
+					os.RemoveAll(d)
+				}
+			}
 			var ee *exec.ExitError
-			if !errors.As(err, &ee) || ee.ExitCode() != 3 || !strings.HasPrefix(string(out), "error short-program:") {
+			if !errors.As(err, &ee) || ee.ExitCode() != 3 || !strings.HasPrefix(rest, "error short-program:") {
 				t.Errorf("half a program: %v, %q; want exit 3 and an error line", err, out)
 			}
 		})

@@ -5,7 +5,6 @@ package netcheck
 
 import (
 	_ "embed"
-	"fmt"
 	"strconv"
 	"strings"
 
@@ -26,8 +25,31 @@ var probePl string
 //go:embed probe.py
 var probePy string
 
+//go:embed probe-send.sh
+var probeSendSh string
+
+//go:embed probe-collect.sh
+var probeCollectSh string
+
+//go:embed probe-stop.sh
+var probeStopSh string
+
+// probeSendScript is probe-send.sh without its comments: $1 the run directory, $2 a sequence
+// number; the protocol lines on standard input.
+func probeSendScript() string { return facts.WithoutComments(probeSendSh) }
+
+// probeCollectScript is probe-collect.sh and then probe-stop.sh, without their comments: $1 the
+// run directory, $2 the bytes of output already read, $3 how many 50 ms ticks to wait for mark
+// $5 (sent, idle), $4 1 to stop the probe afterwards (else the stop part is not reached).
+func probeCollectScript() string {
+	return facts.WithoutComments(probeCollectSh) + facts.WithoutComments(probeStopSh)
+}
+
+// probeStopScript is probe-stop.sh without its comments: $1 the run directory.
+func probeStopScript() string { return facts.WithoutComments(probeStopSh) }
+
 // ProbeScript returns what a host runs for the path check: script, the launcher k3strap runs
-// as root with `sh -c` (under 1.5 KB: the hard time limit in seconds, after which the program
+// as root with `sh -c` (under 2 KB: the hard time limit in seconds, after which the program
 // ends itself whatever happens to the SSH connection; an interpreter to force; the programs'
 // lengths; probe.sh without its comments), and program, the bytes its standard input must
 // start with, before the protocol's lines: probe.pl and probe.py for tool "" (probe.sh picks
@@ -58,7 +80,7 @@ func ProbeScript(limitSeconds int, tool string) (script, program string) {
 
 // probeLine is one line a probe printed, parsed.
 type probeLine struct {
-	kind string // listen, ready, tcp, udp, mtu, got, probed, error
+	kind string // listen, ready, detached, tcp, udp, mtu, got, probed, error
 	// listen: proto, port, state (ok any busy error), detail
 	proto, state, detail string
 	port                 int
@@ -70,6 +92,17 @@ type probeLine struct {
 	// got: port, source address, id, bytes
 	src   string
 	bytes int
+}
+
+// answer is what judging keeps of a probe's own line (tcp, udp, mtu): its state, detail (the
+// host id greeting it, or an errno name), milliseconds and, for mtu, size and path MTU.
+type answer struct {
+	state, detail  string
+	ms, size, pmtu int32
+}
+
+func (l probeLine) answer() answer {
+	return answer{state: l.state, detail: l.detail, ms: int32(l.ms), size: int32(l.size), pmtu: int32(l.pmtu)}
 }
 
 // parseProbeLine reads one line of the protocol; ok is false for a line it does not know.
@@ -99,6 +132,10 @@ func parseProbeLine(s string) (probeLine, bool) {
 	}
 	switch f[0] {
 	case "ready", "probed":
+		return l, true
+	case "detached":
+		// detached PID
+		l.detail = at(1)
 		return l, true
 	case "error":
 		l.detail = strings.Clone(strings.TrimSpace(strings.TrimPrefix(s, "error")))
@@ -151,7 +188,7 @@ func parseProbeLine(s string) (probeLine, bool) {
 
 // token returns the protocol's own words as constants and any other field as a copy.
 func token(s string) string {
-	for _, w := range [...]string{"ready", "probed", "error", "listen", "tcp", "udp", "mtu", "got",
+	for _, w := range [...]string{"ready", "probed", "detached", "error", "listen", "tcp", "udp", "mtu", "got",
 		"ok", "any", "busy", "other", "fail", "timeout", "sent", "emsgsize", "-"} {
 		if s == w {
 			return w
@@ -178,5 +215,3 @@ func errText(e string) string {
 	}
 	return e
 }
-
-func (l probeLine) String() string { return fmt.Sprintf("%s %s %s", l.kind, l.id, l.state) }

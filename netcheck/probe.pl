@@ -10,14 +10,25 @@
 #                                         SRC (- for the address routing picks)
 #                 mtu ID SRC ADDR PORT SIZE N  the same with don't-fragment
 #                 go                      run the probes given since the last go; "probed" when done
-#                 (end of input)          close everything and exit
+#                 detach                  go on without the SSH session: print "detached PID" and
+#                                         leave it; from then on the lines come from files
+#                                         $K3SP_DIR/cmd.* (read, then removed), what is printed is
+#                                         appended to $K3SP_DIR/out, $K3SP_DIR/idle exists while
+#                                         no probes run and $K3SP_DIR/sent once every connect
+#                                         ended and every datagram probe sent its first copy
+#                                         (what the answers need), SIGUSR1 makes it look for command files
+#                                         at once, and the program ends when $K3SP_DIR is
+#                                         removed (probe-stop.sh) or at its time limit, removing it
+#                 (end of input)          close everything and exit (before detach)
 # stdout:         listen PROTO PORT ok|any|busy|error [ERRNO]
 #                 ready
 #                 tcp ID ok|other|fail|timeout MS [HOSTID|ERRNO]
 #                 udp ID sent N | udp ID fail ERRNO
 #                 mtu ID sent SIZE | mtu ID emsgsize SIZE PMTU | mtu ID fail ERRNO
-#                 got PORT SRCADDR ID SEQ BYTES   a datagram of this run arrived
+#                 got PORT SRCADDR ID SEQ BYTES   a datagram of this run arrived (the first of
+#                                         each probe, then only larger ones)
 #                 probed
+#                 detached PID
 # It exits at the end of input or, at the latest, after $ENV{K3SP_LIMIT} seconds (alarm).
 use strict;
 use warnings;
@@ -38,6 +49,13 @@ my ($nonce, $hostid) = ('', '');
 my (@want, %lsock, @probes, %conn, @sends);
 my $inbuf = '';
 my $running = 0;
+# $sent says the "sent" mark was made for the probes of the last go.
+my $sent = 0;
+# The largest datagram printed so far, by probe id (got lines are printed once per size).
+my %gotmax;
+# $dir is $K3SP_DIR once detached ('' before).
+my $dir = '';
+my $stdin_open = 1;
 
 sub errname {
 	my $e = shift;
@@ -165,6 +183,7 @@ sub start_probes {
 	}
 	@probes = ();
 	$running = 1;
+	$sent = 0;
 	open_tcp();
 }
 
@@ -218,9 +237,62 @@ sub command {
 	elsif ($f[0] eq 'bind') { print "listen $_->[0] $_->[2] " . listen_one(@$_) . "\n" for @want; @want = (); print "ready\n"; }
 	elsif ($f[0] eq 'tcp' || $f[0] eq 'udp' || $f[0] eq 'mtu') { push @probes, [@f]; }
 	elsif ($f[0] eq 'go') { start_probes(); }
+	elsif ($f[0] eq 'detach') { detach(); }
 }
 
-my $stdin_open = 1;
+sub mark { my $m = shift; if (open(my $fh, ">", "$dir/$m")) { close $fh; } }
+sub idle { mark('idle'); }
+
+# cleanup closes the listeners, then removes the run directory: once it is gone the ports are
+# free (probe-stop.sh waits for that).
+sub cleanup {
+	close $_->{s} for values %lsock;
+	unlink "$dir/$_" for qw(out idle sent pid .cmd);
+	if (opendir(my $dh, $dir)) { unlink map { "$dir/$_" } grep { /^cmd\./ } readdir $dh; closedir $dh; }
+	rmdir $dir;
+}
+
+# detach leaves the SSH session: the parent prints the child's pid and exits; the child goes
+# on in a session of its own, its input the command files and its output $K3SP_DIR/out.
+sub detach {
+	my $d = $ENV{K3SP_DIR} // '';
+	if ($d eq '' || !-d $d) { print "error no-dir: K3SP_DIR is not a directory\n"; return; }
+	# The output file exists before the fork: probe.sh removes the run directory after this
+	# process ends only while it is empty.
+	if (!open(my $fh, '>>', "$d/out")) { print "error no-dir: " . errname($! + 0) . "\n"; return; } else { close $fh; }
+	my $pid = fork;
+	if (!defined $pid) { print "error fork: " . errname($! + 0) . "\n"; return; }
+	if ($pid) { print "detached $pid\n"; POSIX::_exit(0); }
+	POSIX::setsid();
+	$dir = $d;
+	open(STDIN, '<', '/dev/null');
+	open(STDOUT, '>>', "$dir/out") or POSIX::_exit(3);
+	open(STDERR, '>&', \*STDOUT);
+	$| = 1;
+	$stdin_open = 0;
+	if (open(my $fh, '>', "$dir/pid")) { print $fh "$$\n"; close $fh; }
+	idle();
+	$SIG{ALRM} = $SIG{TERM} = sub { cleanup(); POSIX::_exit(0); };
+	# A signal ends the wait in select (EINTR), and the loop reads the command files next.
+	$SIG{USR1} = sub { };
+	alarm($limit);
+}
+
+# read_cmds runs the lines of every command file (cmd.*, in name order) and removes it; it
+# ends the program when $dir is gone (stopped).
+sub read_cmds {
+	opendir(my $dh, $dir) or POSIX::_exit(0);
+	my @c = sort grep { /^cmd\./ } readdir $dh;
+	closedir $dh;
+	for my $c (@c) {
+		open(my $fh, '<', "$dir/$c") or next;
+		my $t = do { local $/; <$fh> };
+		close $fh;
+		unlink "$dir/$c";
+		command($_) for split /\n/, $t // '';
+	}
+}
+
 nonblock(\*STDIN);
 while (1) {
 	my ($rin, $win) = ('', '');
@@ -250,6 +322,8 @@ while (1) {
 					last if $from eq '' && $d eq '';
 					next unless $d =~ /^K3SP \Q$nonce\E (\S+) (\d+)/;
 					my ($id, $seq) = ($1, $2);
+					next if ($gotmax{$id} // -1) >= length($d);
+					$gotmax{$id} = length($d);
 					my $fam = sockaddr_family($from);
 					my $a = $fam == AF_INET6 ? inet_ntop(AF_INET6, (unpack_sockaddr_in6($from))[1]) : inet_ntop(AF_INET, (unpack_sockaddr_in($from))[1]);
 					print "got $l->{port} $a $id $seq " . length($d) . "\n";
@@ -286,7 +360,9 @@ while (1) {
 	}
 	open_tcp() if @tcpq;
 	pump_sends() if @sends;
-	if ($running && !%conn && !@sends && !@tcpq && !@tcpwait) { print "probed\n"; $running = 0; }
-	last if !$stdin_open;
+	if ($dir ne '' && $running && !$sent && !%conn && !@tcpq && !@tcpwait && !grep { !$_->{seq} && !$_->{done} } @sends) { mark('sent'); $sent = 1; }
+	if ($running && !%conn && !@sends && !@tcpq && !@tcpwait) { print "probed\n"; $running = 0; idle() if $dir ne ''; }
+	read_cmds() if $dir ne '';
+	last if !$stdin_open && $dir eq '';
 }
 exit 0;

@@ -27,6 +27,15 @@ nonce, hostid = "", ""
 want, probes, sends = [], [], []
 lsock, conn = {}, {}
 running = False
+# sent says the "sent" mark (see probe.pl) was made for the probes of the last go.
+sent = False
+# The largest datagram printed so far, by probe id (got lines are printed once per size).
+gotmax = {}
+# rundir is $K3SP_DIR once detached ("" before); wake is the read end of the pipe a signal
+# writes to (signal.set_wakeup_fd), so that SIGUSR1 ends the wait in select (Python itself
+# resumes a select a signal interrupted: PEP 475).
+rundir = ""
+wake = -1
 
 
 def family(host):
@@ -105,7 +114,7 @@ def open_tcp():
 
 
 def start_probes():
-    global probes, running
+    global probes, running, sent
     t = time.monotonic()
     for p in probes:
         kind, pid, host = p[0], p[1], p[2]
@@ -135,6 +144,7 @@ def start_probes():
             sends.append({"s": s, "kind": kind, "id": pid, "n": n, "size": size, "seq": 0, "at": t})
     probes = []
     running = True
+    sent = False
     open_tcp()
 
 
@@ -200,18 +210,112 @@ def command(line):
         probes.append(f)
     elif f[0] == "go":
         start_probes()
+    elif f[0] == "detach":
+        detach()
+
+
+def mark(name):
+    try:
+        open(os.path.join(rundir, name), "w").close()
+    except OSError:
+        pass
+
+
+def idle():
+    mark("idle")
+
+
+def cleanup(*_):
+    # The listeners first, then the run directory: once it is gone the ports are free
+    # (probe-stop.sh waits for that).
+    for s, _, _ in lsock.values():
+        s.close()
+    try:
+        for n in os.listdir(rundir):
+            if n in ("out", "idle", "sent", "pid", ".cmd") or n.startswith("cmd."):
+                os.unlink(os.path.join(rundir, n))
+        os.rmdir(rundir)
+    except OSError:
+        pass
+    os._exit(0)
+
+
+def detach():
+    # Leave the SSH session (see probe.pl): the parent prints the child's pid and exits.
+    global rundir, out, wake
+    d = os.environ.get("K3SP_DIR", "")
+    if not d or not os.path.isdir(d):
+        emit("error no-dir: K3SP_DIR is not a directory")
+        return
+    # The output file exists before the fork: probe.sh removes the run directory after this
+    # process ends only while it is empty.
+    try:
+        os.close(os.open(os.path.join(d, "out"), os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600))
+    except OSError as e:
+        emit("error no-dir: " + errname(e.errno))
+        return
+    try:
+        pid = os.fork()
+    except OSError as e:
+        emit("error fork: " + errname(e.errno))
+        return
+    if pid:
+        emit("detached %d" % pid)
+        os._exit(0)
+    os.setsid()
+    rundir = d
+    null = os.open("/dev/null", os.O_RDONLY)
+    os.dup2(null, 0)
+    fd = os.open(os.path.join(d, "out"), os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+    os.dup2(fd, 1)
+    os.dup2(fd, 2)
+    out = os.fdopen(1, "w")
+    with open(os.path.join(d, "pid"), "w") as f:
+        f.write("%d\n" % os.getpid())
+    idle()
+    signal.signal(signal.SIGALRM, cleanup)
+    signal.signal(signal.SIGTERM, cleanup)
+    wake, w = os.pipe()
+    os.set_blocking(wake, False)
+    os.set_blocking(w, False)
+    signal.set_wakeup_fd(w)
+    signal.signal(signal.SIGUSR1, lambda *_: None)
+    signal.alarm(int(os.environ.get("K3SP_LIMIT", "20")))
+
+
+def read_cmds():
+    # The lines of every command file (cmd.*, in name order), each removed once read; the
+    # program ends when the run directory is gone (stopped).
+    try:
+        names = sorted(n for n in os.listdir(rundir) if n.startswith("cmd."))
+    except OSError:
+        os._exit(0)
+    for n in names:
+        try:
+            with open(os.path.join(rundir, n)) as f:
+                text = f.read()
+            os.unlink(os.path.join(rundir, n))
+        except OSError:
+            continue
+        for line in text.split("\n"):
+            command(line)
 
 
 def main():
-    global running
+    global running, sent
     inbuf = b""
     stdin = sys.stdin.fileno()
     os.set_blocking(stdin, False)
     while True:
-        rin = [stdin] + list(lsock) + [fd for fd, c in conn.items() if c["state"] == "greet"]
+        rin = ([wake] if rundir else [stdin]) + list(lsock) + [fd for fd, c in conn.items() if c["state"] == "greet"]
         win = [fd for fd, c in conn.items() if c["state"] == "connect"]
         rout, wout, _ = select.select(rin, win, [], 0.05)
-        if stdin in rout:
+        if wake >= 0 and wake in rout:
+            try:
+                os.read(wake, 512)
+            except OSError:
+                pass
+        if not rundir and stdin in rout:
             try:
                 chunk = os.read(stdin, 65536)
             except BlockingIOError:
@@ -238,6 +342,10 @@ def main():
                         d, src = s.recvfrom(65536)
                         f = d.split(b"\n", 1)[0].split()
                         if len(f) >= 4 and f[0] == b"K3SP" and f[1].decode() == nonce:
+                            gid = f[2].decode()
+                            if gotmax.get(gid, -1) >= len(d):
+                                continue
+                            gotmax[gid] = len(d)
                             emit("got %s %s %s %s %d" % (port, src[0], f[2].decode(), f[3].decode(), len(d)))
                 except (BlockingIOError, InterruptedError):
                     break
@@ -283,9 +391,16 @@ def main():
             open_tcp()
         if sends:
             pump_sends()
+        if rundir and running and not sent and not conn and not tcpq and not tcpwait and all(x["seq"] or x.get("done") for x in sends):
+            mark("sent")
+            sent = True
         if running and not conn and not sends and not tcpq and not tcpwait:
             emit("probed")
             running = False
+            if rundir:
+                idle()
+        if rundir:
+            read_cmds()
 
 
 main()

@@ -12,14 +12,26 @@
 #
 # Inputs (set by ProbeScript above this text): K3SP_PL_LEN and K3SP_PY_LEN; K3SP_LIMIT, the
 # seconds after which the program ends itself whatever happens (an alarm, so it also ends when
-# the SSH connection dropped without closing its input); K3SP_TOOL, to force one interpreter.
+# k3strap never comes back to stop it); K3SP_TOOL, to force one interpreter.
+#
+# The program's run directory (K3SP_DIR, root's own, under /run) is made here and named on the
+# first line ("dir PATH"): the program keeps its output there once it detached from this
+# session, and probe-send.sh, probe-collect.sh and probe-stop.sh find it there.
 K3SP_LIMIT=${K3SP_LIMIT:-20}
-export K3SP_LIMIT K3SP_PL_LEN K3SP_PY_LEN
+K3SP_DIR=$(mktemp -d /run/k3strap-probe.XXXXXX 2>/dev/null || mktemp -d "${TMPDIR:-/tmp}/k3strap-probe.XXXXXX") || {
+	echo "error no-dir: could not make a directory for the probe's output (mktemp -d under /run and /tmp)"
+	exit 3
+}
+echo "dir $K3SP_DIR"
+export K3SP_LIMIT K3SP_PL_LEN K3SP_PY_LEN K3SP_DIR
 for t in ${K3SP_TOOL:-perl python3 /usr/libexec/platform-python}; do
 	command -v "$t" >/dev/null 2>&1 || continue
+	# The interpreter runs as a child, not in this shell's place: when it ends without having
+	# detached (an error, its input ended), the run directory is still empty and goes with it.
+	# A detached probe made its output file before it forked, so the directory stays.
 	case $t in
 	perl)
-		exec perl -e '
+		perl -e '
 my ($k3sp_pl, $k3sp_py) = ($ENV{K3SP_PL_LEN} || 0, $ENV{K3SP_PY_LEN} || 0);
 my $k3sp_src = "";
 while (length($k3sp_src) < $k3sp_pl + $k3sp_py) {
@@ -32,7 +44,7 @@ die $@ if $@;
 '
 		;;
 	*)
-		exec "$t" -c '
+		"$t" -c '
 import os, sys
 pl, py = int(os.environ.get("K3SP_PL_LEN") or 0), int(os.environ.get("K3SP_PY_LEN") or 0)
 src = b""
@@ -49,6 +61,10 @@ exec(compile(src[pl:], "probe.py", "exec"), {"__name__": "__main__"})
 '
 		;;
 	esac
+	rc=$?
+	rmdir "$K3SP_DIR" 2>/dev/null
+	exit "$rc"
 done
+rmdir "$K3SP_DIR"
 echo "error no-interpreter: neither perl nor python3 is installed"
 exit 3
