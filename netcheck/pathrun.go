@@ -397,8 +397,9 @@ func (r *pathRun) round(lines map[int]*strings.Builder) {
 		input[i] = ""
 		hr.goAt = time.Now()
 		r.lastGo = hr.goAt
+		r.consume(i, out) // only an error line, if any (not the probe's output file)
 		if err != nil {
-			r.lost(hr, "its probes could not be handed to it", out, err)
+			r.lost(hr, "its probes could not be handed to it", err)
 		}
 	})
 	r.sleepUntil(r.lastGo.Add(settle))
@@ -463,7 +464,7 @@ func (r *pathRun) collect(hs []int, mark string, stop bool) {
 		hr := r.runs[i]
 		hr.off += r.consume(i, out)
 		if err != nil {
-			r.lost(hr, "its results could not be read", out, err)
+			r.lost(hr, "its results could not be read", err)
 		}
 		if stop {
 			hr.exited, hr.dir = true, ""
@@ -471,15 +472,17 @@ func (r *pathRun) collect(hs []int, mark string, stop bool) {
 	})
 }
 
-// lost records that host hr's probe could not be reached for a step (why), when it was not
-// already left out: its paths are untested.
-func (r *pathRun) lost(hr *hostRun, why, out string, err error) {
+// lost records that host hr's probe could not be reached for a step (why, with the probe's
+// own error line when it printed one, else err), when it was not already left out: its paths
+// are untested. A probe that says it is gone (probe-send.sh, probe-collect.sh) is not asked
+// again.
+func (r *pathRun) lost(hr *hostRun, why string, err error) {
 	if hr.err != "" {
 		why += ": " + hr.err
 	} else if err != nil {
 		why += ": " + err.Error()
 	}
-	if strings.Contains(out, "error gone") {
+	if strings.HasPrefix(hr.err, "gone") {
 		hr.exited = true
 	}
 	if r.rep.Hosts[hr.h.Name] == "" {

@@ -189,6 +189,38 @@ func TestRunPathsStopped(t *testing.T) {
 	w.gone(t, 3)
 }
 
+// TestRunPathsProbeGone: a probe that ended before it was handed its probes (its time limit
+// passed) is reported with its own words, its paths are untested, the others are tested, and
+// nothing is left.
+func TestRunPathsProbeGone(t *testing.T) {
+	needTool(t, "perl")
+	c := loopCluster()
+	w := &watchedHosts{}
+	hs := hostsOf(c)
+	for i := range hs {
+		hs[i].Exec = w.exec
+	}
+	hs[2].Exec = func(ctx context.Context, step, script string, stdin io.Reader, args ...string) (string, error) {
+		if step == "hand over" { // a2's probe ends first, as at its limit
+			if _, err := localExec(ctx, "stop", probeStopScript(), nil, args[0]); err != nil {
+				t.Errorf("stop: %v", err)
+			}
+		}
+		return w.exec(ctx, step, script, stdin, args...)
+	}
+	rep := RunPaths(context.Background(), c, hs, PathOptions{Tool: "perl"})
+	if why := rep.Hosts["a2"]; !strings.Contains(why, "the probe on this host has ended") {
+		t.Errorf("a2: %q, want the probe's own reason", why)
+	}
+	for _, r := range rep.Results {
+		involved := r.From == "a2" || r.To == "a2"
+		if involved != (r.Status == PathUntested) || (!involved && r.Status != PathOK) {
+			t.Errorf("%s → %s %d: %s %s", r.From, r.To, r.Port.Port, r.Status, r.Detail)
+		}
+	}
+	w.gone(t, 3)
+}
+
 // TestProbeDetachedEndsAtLimit: a detached probe nobody comes back to ends at its own time
 // limit and removes its run directory.
 func TestProbeDetachedEndsAtLimit(t *testing.T) {

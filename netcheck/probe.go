@@ -95,14 +95,14 @@ type probeLine struct {
 }
 
 // answer is what judging keeps of a probe's own line (tcp, udp, mtu): its state, detail (the
-// host id greeting it, or an errno name), milliseconds and, for mtu, size and path MTU.
+// host id greeting it, or an errno name), milliseconds and, for mtu, the path MTU.
 type answer struct {
-	state, detail  string
-	ms, size, pmtu int32
+	state, detail string
+	ms, pmtu      int32
 }
 
 func (l probeLine) answer() answer {
-	return answer{state: l.state, detail: l.detail, ms: int32(l.ms), size: int32(l.size), pmtu: int32(l.pmtu)}
+	return answer{state: l.state, detail: l.detail, ms: int32(l.ms), pmtu: int32(l.pmtu)}
 }
 
 // parseProbeLine reads one line of the protocol; ok is false for a line it does not know.
