@@ -177,6 +177,17 @@ func TestRunPathsHeldPorts(t *testing.T) {
 	}
 }
 
+// onlyUntested fails t unless every path from or to host is untested and every other open.
+func onlyUntested(t *testing.T, rep *PathReport, host string) {
+	t.Helper()
+	for _, r := range rep.Results {
+		involved := r.From == host || r.To == host
+		if involved != (r.Status == PathUntested) || (!involved && r.Status != PathOK) {
+			t.Errorf("%s → %s %d: %s %s", r.From, r.To, r.Port.Port, r.Status, r.Detail)
+		}
+	}
+}
+
 // TestRunPathsNoInterpreter: a host without Perl or Python takes no part, and says why.
 func TestRunPathsNoInterpreter(t *testing.T) {
 	c := loopCluster()
@@ -188,12 +199,7 @@ func TestRunPathsNoInterpreter(t *testing.T) {
 	if why := rep.Hosts["a2"]; !strings.Contains(why, "neither perl nor python3") {
 		t.Fatalf("a2: %q", why)
 	}
-	for _, r := range rep.Results {
-		involved := r.From == "a2" || r.To == "a2"
-		if involved != (r.Status == PathUntested) || (!involved && r.Status != PathOK) {
-			t.Errorf("%s → %s %d: %s %s", r.From, r.To, r.Port.Port, r.Status, r.Detail)
-		}
-	}
+	onlyUntested(t, rep, "a2")
 }
 
 // TestProbeEndsWithoutInput: a probe whose connection drops (its input ends) exits at once,
